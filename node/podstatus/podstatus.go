@@ -1,0 +1,281 @@
+// Package podstatus computes a pod's status from what the node agent knows
+// about its containers, with the kubelet's rules for the phase, the
+// conditions (PodReadyToStartContainers, Initialized, Ready,
+// ContainersReady, PodScheduled, in the kubelet's order) and the container
+// statuses.
+//
+// Condition transition times are kept from the previous status while a
+// condition's status does not change, so repeated updates do not churn.
+package podstatus
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Termination describes a finished container instance.
+type Termination struct {
+	ExitCode   int32
+	Signal     int32
+	Reason     string // "Completed" or "Error" when empty
+	Message    string
+	StartedAt  time.Time
+	FinishedAt time.Time
+}
+
+// Container is the node agent's view of one container of the pod.
+type Container struct {
+	Name string
+	// ID of the current (or last) instance, without the runtime scheme.
+	ID string
+	// Exactly one of Running (with StartedAt), Terminated or Waiting
+	// describes the current state. With none, the container is waiting in
+	// ContainerCreating.
+	Running    bool
+	StartedAt  time.Time
+	Terminated *Termination
+	// Waiting reason and message, e.g. CrashLoopBackOff or ErrImagePull.
+	WaitingReason, WaitingMessage string
+	LastTermination               *Termination
+	RestartCount                  int32
+	// Ready is the readiness probe's verdict (true if there is none).
+	Ready bool
+	// Started is the startup probe's verdict (true if there is none).
+	Started bool
+}
+
+// Input is everything the status depends on.
+type Input struct {
+	Pod *v1.Pod
+	// Containers in any order; missing ones count as ContainerCreating.
+	Containers []Container
+	// SandboxReady is true once the pod's namespaces and network exist.
+	SandboxReady bool
+	PodIPs       []string
+	HostIP       string
+	StartTime    time.Time
+	Now          time.Time
+	// RuntimeScheme prefixes container IDs ("svcnet://").
+	RuntimeScheme string
+	// Failed, when set, makes the pod Failed with this reason and message
+	// (e.g. rejected at admission for a hostPort conflict).
+	FailedReason, FailedMessage string
+}
+
+// Compute returns the pod's new status.
+func Compute(in Input) v1.PodStatus {
+	pod := in.Pod
+	prev := pod.Status
+	byName := map[string]Container{}
+	for _, c := range in.Containers {
+		byName[c.Name] = c
+	}
+	st := v1.PodStatus{QOSClass: qosClass(pod)}
+	if in.HostIP != "" {
+		st.HostIP = in.HostIP
+		st.HostIPs = []v1.HostIP{{IP: in.HostIP}}
+	}
+	if len(in.PodIPs) > 0 {
+		st.PodIP = in.PodIPs[0]
+		for _, ip := range in.PodIPs {
+			st.PodIPs = append(st.PodIPs, v1.PodIP{IP: ip})
+		}
+	}
+	if !in.StartTime.IsZero() {
+		t := metav1.NewTime(in.StartTime.Truncate(time.Second))
+		st.StartTime = &t
+	}
+	var unready []string
+	for _, spec := range pod.Spec.Containers {
+		c, ok := byName[spec.Name]
+		cs := v1.ContainerStatus{Name: spec.Name, Image: spec.Image, ImageID: "", RestartCount: c.RestartCount}
+		if ok && c.ID != "" {
+			cs.ContainerID = in.RuntimeScheme + c.ID
+		}
+		switch {
+		case ok && c.Running:
+			cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(c.StartedAt.Truncate(time.Second))}
+			cs.Ready = c.Ready && c.Started
+			started := c.Started
+			cs.Started = &started
+		case ok && c.Terminated != nil:
+			cs.State.Terminated = terminated(c.Terminated, cs.ContainerID)
+			f := false
+			cs.Started = &f
+		default:
+			reason, msg := "ContainerCreating", ""
+			if ok && c.WaitingReason != "" {
+				reason, msg = c.WaitingReason, c.WaitingMessage
+			}
+			cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reason, Message: msg}
+			f := false
+			cs.Started = &f
+		}
+		if ok && c.LastTermination != nil {
+			cs.LastTerminationState.Terminated = terminated(c.LastTermination, "")
+		}
+		if !cs.Ready {
+			unready = append(unready, spec.Name)
+		}
+		st.ContainerStatuses = append(st.ContainerStatuses, cs)
+	}
+	st.Phase = phase(pod, st.ContainerStatuses)
+	if in.FailedReason != "" {
+		st.Phase = v1.PodFailed
+		st.Reason, st.Message = in.FailedReason, in.FailedMessage
+	}
+
+	cond := func(t v1.PodConditionType, ok bool, reason, msg string) v1.PodCondition {
+		s := v1.ConditionFalse
+		if ok {
+			s = v1.ConditionTrue
+		}
+		c := v1.PodCondition{Type: t, Status: s, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(in.Now.Truncate(time.Second))}
+		for _, p := range prev.Conditions {
+			if p.Type == t && p.Status == s {
+				c.LastTransitionTime = p.LastTransitionTime
+			}
+		}
+		return c
+	}
+	containersReady := len(unready) == 0
+	readyReason, readyMsg := "", ""
+	if !containersReady {
+		readyReason = "ContainersNotReady"
+		readyMsg = fmt.Sprintf("containers with unready status: [%s]", strings.Join(unready, " "))
+	}
+	if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed {
+		containersReady = false
+		readyReason, readyMsg = "PodCompleted", ""
+	}
+	podReady := containersReady && readinessGatesPass(pod)
+	podReadyReason, podReadyMsg := readyReason, readyMsg
+	if containersReady && !podReady {
+		podReadyReason, podReadyMsg = "ReadinessGatesNotReady", "corresponding condition of pod readiness gate is not true"
+	}
+	st.Conditions = []v1.PodCondition{
+		cond(v1.PodReadyToStartContainers, in.SandboxReady, "", ""),
+		cond(v1.PodInitialized, true, "", ""),
+		cond(v1.PodReady, podReady, podReadyReason, podReadyMsg),
+		cond(v1.ContainersReady, containersReady, readyReason, readyMsg),
+		cond(v1.PodScheduled, true, "", ""),
+	}
+	// Conditions set by others (readiness gates, DisruptionTarget) are kept.
+	own := map[v1.PodConditionType]bool{v1.PodReadyToStartContainers: true, v1.PodInitialized: true, v1.PodReady: true, v1.ContainersReady: true, v1.PodScheduled: true}
+	for _, p := range prev.Conditions {
+		if !own[p.Type] {
+			st.Conditions = append(st.Conditions, p)
+		}
+	}
+	return st
+}
+
+func terminated(t *Termination, id string) *v1.ContainerStateTerminated {
+	reason := t.Reason
+	if reason == "" {
+		reason = "Completed"
+		if t.ExitCode != 0 {
+			reason = "Error"
+		}
+	}
+	return &v1.ContainerStateTerminated{
+		ExitCode: t.ExitCode, Signal: t.Signal, Reason: reason, Message: t.Message,
+		StartedAt: metav1.NewTime(t.StartedAt.Truncate(time.Second)), FinishedAt: metav1.NewTime(t.FinishedAt.Truncate(time.Second)),
+		ContainerID: id,
+	}
+}
+
+func readinessGatesPass(pod *v1.Pod) bool {
+	for _, g := range pod.Spec.ReadinessGates {
+		ok := false
+		for _, c := range pod.Status.Conditions {
+			if c.Type == g.ConditionType && c.Status == v1.ConditionTrue {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// phase follows the kubelet's getPhase for pods without init containers: a
+// container waiting for its first start keeps the pod Pending; a running one
+// makes it Running; when all have stopped, the restart policy decides
+// between Running (they will restart), Succeeded and Failed.
+func phase(pod *v1.Pod, statuses []v1.ContainerStatus) v1.PodPhase {
+	var running, waiting, stopped, succeeded int
+	for _, cs := range statuses {
+		switch {
+		case cs.State.Running != nil:
+			running++
+		case cs.State.Terminated != nil:
+			stopped++
+			if cs.State.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		case cs.State.Waiting != nil:
+			if cs.LastTerminationState.Terminated != nil {
+				stopped++
+				if cs.LastTerminationState.Terminated.ExitCode == 0 {
+					succeeded++
+				}
+			} else {
+				waiting++
+			}
+		}
+	}
+	n := len(pod.Spec.Containers)
+	policy := pod.Spec.RestartPolicy
+	if policy == "" {
+		policy = v1.RestartPolicyAlways
+	}
+	switch {
+	case waiting > 0:
+		return v1.PodPending
+	case running > 0 && running+stopped == n && (stopped == 0 || policy != v1.RestartPolicyNever || running > 0):
+		return v1.PodRunning
+	case stopped == n && n > 0:
+		if policy == v1.RestartPolicyAlways {
+			return v1.PodRunning
+		}
+		if stopped == succeeded {
+			return v1.PodSucceeded
+		}
+		if policy == v1.RestartPolicyNever {
+			return v1.PodFailed
+		}
+		return v1.PodRunning
+	}
+	return v1.PodPending
+}
+
+// qosClass is Guaranteed when every container has equal, non-empty cpu and
+// memory requests and limits; BestEffort when none has any; else Burstable.
+func qosClass(pod *v1.Pod) v1.PodQOSClass {
+	any, guaranteed := false, true
+	for _, c := range pod.Spec.Containers {
+		if len(c.Resources.Requests) > 0 || len(c.Resources.Limits) > 0 {
+			any = true
+		}
+		for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+			l, okl := c.Resources.Limits[r]
+			q, okq := c.Resources.Requests[r]
+			if !okl || (okq && q.Cmp(l) != 0) {
+				guaranteed = false
+			}
+		}
+	}
+	switch {
+	case !any:
+		return v1.PodQOSBestEffort
+	case guaranteed:
+		return v1.PodQOSGuaranteed
+	}
+	return v1.PodQOSBurstable
+}

@@ -1,0 +1,109 @@
+package podstatus
+
+import (
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func pod(policy v1.RestartPolicy, names ...string) *v1.Pod {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}, Spec: v1.PodSpec{RestartPolicy: policy}}
+	for _, n := range names {
+		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: n, Image: "busybox"})
+	}
+	return p
+}
+
+func TestPhaseAndConditions(t *testing.T) {
+	now := time.Unix(2000, 0)
+	run := func(n string, ready bool) Container {
+		return Container{Name: n, ID: "abc", Running: true, StartedAt: now, Ready: ready, Started: true}
+	}
+	done := func(n string, code int32) Container {
+		return Container{Name: n, Terminated: &Termination{ExitCode: code, StartedAt: now, FinishedAt: now}}
+	}
+	crash := func(n string) Container {
+		return Container{Name: n, WaitingReason: "CrashLoopBackOff", LastTermination: &Termination{ExitCode: 1}, RestartCount: 2}
+	}
+	cases := []struct {
+		name   string
+		pod    *v1.Pod
+		cs     []Container
+		phase  v1.PodPhase
+		ready  v1.ConditionStatus
+		reason string
+		msg    string
+	}{
+		{"creating", pod("", "a"), nil, v1.PodPending, v1.ConditionFalse, "ContainersNotReady", "containers with unready status: [a]"},
+		{"running ready", pod("", "a", "b"), []Container{run("a", true), run("b", true)}, v1.PodRunning, v1.ConditionTrue, "", ""},
+		{"running one unready", pod("", "a", "b"), []Container{run("a", true), run("b", false)}, v1.PodRunning, v1.ConditionFalse, "ContainersNotReady", "containers with unready status: [b]"},
+		{"crash loop is Running", pod("", "a"), []Container{crash("a")}, v1.PodRunning, v1.ConditionFalse, "ContainersNotReady", "containers with unready status: [a]"},
+		{"never: all ok", pod(v1.RestartPolicyNever, "a"), []Container{done("a", 0)}, v1.PodSucceeded, v1.ConditionFalse, "PodCompleted", ""},
+		{"never: one failed", pod(v1.RestartPolicyNever, "a", "b"), []Container{done("a", 0), done("b", 2)}, v1.PodFailed, v1.ConditionFalse, "PodCompleted", ""},
+		{"onfailure: failed restarts", pod(v1.RestartPolicyOnFailure, "a"), []Container{done("a", 1)}, v1.PodRunning, v1.ConditionFalse, "ContainersNotReady", "containers with unready status: [a]"},
+		{"never: one still running", pod(v1.RestartPolicyNever, "a", "b"), []Container{run("a", true), done("b", 0)}, v1.PodRunning, v1.ConditionFalse, "ContainersNotReady", "containers with unready status: [b]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := Compute(Input{Pod: c.pod, Containers: c.cs, SandboxReady: true, PodIPs: []string{"10.244.1.5"}, HostIP: "172.18.0.3", Now: now, RuntimeScheme: "svcnet://"})
+			if st.Phase != c.phase {
+				t.Errorf("phase %s, want %s", st.Phase, c.phase)
+			}
+			var types []v1.PodConditionType
+			for _, cd := range st.Conditions {
+				types = append(types, cd.Type)
+				if cd.Type == v1.PodReady && (cd.Status != c.ready || cd.Reason != c.reason || cd.Message != c.msg) {
+					t.Errorf("Ready = %s %q %q, want %s %q %q", cd.Status, cd.Reason, cd.Message, c.ready, c.reason, c.msg)
+				}
+			}
+			want := []v1.PodConditionType{v1.PodReadyToStartContainers, v1.PodInitialized, v1.PodReady, v1.ContainersReady, v1.PodScheduled}
+			if len(types) != len(want) {
+				t.Fatalf("conditions %v", types)
+			}
+			for i := range want {
+				if types[i] != want[i] {
+					t.Errorf("conditions %v, want %v", types, want)
+				}
+			}
+			if st.PodIP != "10.244.1.5" || st.PodIPs[0].IP != "10.244.1.5" || st.HostIP != "172.18.0.3" || st.QOSClass != v1.PodQOSBestEffort {
+				t.Errorf("addresses/qos: %+v", st)
+			}
+		})
+	}
+}
+
+func TestContainerStatusDetails(t *testing.T) {
+	now := time.Unix(2000, 0)
+	p := pod("", "a")
+	st := Compute(Input{Pod: p, Now: now, RuntimeScheme: "svcnet://", Containers: []Container{{
+		Name: "a", ID: "c1", WaitingReason: "CrashLoopBackOff", WaitingMessage: "back-off 10s restarting failed container=a pod=p_default(uid)",
+		LastTermination: &Termination{ExitCode: 137, Signal: 9, StartedAt: now, FinishedAt: now}, RestartCount: 3,
+	}}})
+	cs := st.ContainerStatuses[0]
+	if cs.State.Waiting == nil || cs.State.Waiting.Reason != "CrashLoopBackOff" || cs.RestartCount != 3 {
+		t.Errorf("state %+v", cs)
+	}
+	if lt := cs.LastTerminationState.Terminated; lt == nil || lt.ExitCode != 137 || lt.Reason != "Error" {
+		t.Errorf("last termination %+v", cs.LastTerminationState)
+	}
+	if cs.ContainerID != "svcnet://c1" || cs.Ready {
+		t.Errorf("id/ready %+v", cs)
+	}
+	// Transition times survive an unchanged status.
+	p.Status = st
+	later := Compute(Input{Pod: p, Now: now.Add(time.Minute), Containers: []Container{{Name: "a", WaitingReason: "CrashLoopBackOff", LastTermination: &Termination{ExitCode: 1}}}})
+	for i, c := range later.Conditions {
+		if !c.LastTransitionTime.Equal(&st.Conditions[i].LastTransitionTime) {
+			t.Errorf("%s transition time moved", c.Type)
+		}
+	}
+}
+
+func TestFailedAdmission(t *testing.T) {
+	st := Compute(Input{Pod: pod("", "a"), Now: time.Unix(1, 0), FailedReason: "NodePorts", FailedMessage: "hostPort 8080/TCP is in use"})
+	if st.Phase != v1.PodFailed || st.Reason != "NodePorts" {
+		t.Errorf("got %s %s", st.Phase, st.Reason)
+	}
+}
