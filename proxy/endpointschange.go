@@ -1,0 +1,251 @@
+package proxy
+
+import (
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// EndpointsChangeTracker records EndpointSlice changes as informer events
+// arrive. It keeps the current slices of every Service and, per Service with
+// pending changes, the endpoints that were last applied, so Apply can report
+// exactly which endpoints disappeared (for conntrack cleanup) and which UDP
+// ports went from no endpoints to some. It is safe for concurrent use.
+type EndpointsChangeTracker struct {
+	nodeName string
+
+	mu sync.Mutex
+	// slices holds the current slices per Service, by slice name.
+	slices map[types.NamespacedName]map[string]*discovery.EndpointSlice
+	// applied holds, per Service with pending changes, its endpoints as of
+	// the last Apply.
+	applied map[types.NamespacedName]EndpointsMap
+	// triggers collects last-change-trigger-time annotations per Service.
+	triggers map[types.NamespacedName][]time.Time
+}
+
+// NewEndpointsChangeTracker returns a tracker that marks endpoints on
+// nodeName as local.
+func NewEndpointsChangeTracker(nodeName string) *EndpointsChangeTracker {
+	return &EndpointsChangeTracker{
+		nodeName: nodeName,
+		slices:   map[types.NamespacedName]map[string]*discovery.EndpointSlice{},
+		applied:  map[types.NamespacedName]EndpointsMap{},
+		triggers: map[types.NamespacedName][]time.Time{},
+	}
+}
+
+// EndpointSliceUpdate records that slice was added or updated (removed
+// false) or deleted (removed true). Slices without the
+// kubernetes.io/service-name label and slices of an unsupported address type
+// (FQDN) are ignored. It returns true if a change is now pending.
+func (t *EndpointsChangeTracker) EndpointSliceUpdate(slice *discovery.EndpointSlice, removed bool) bool {
+	if slice == nil {
+		return false
+	}
+	if slice.AddressType != discovery.AddressTypeIPv4 && slice.AddressType != discovery.AddressTypeIPv6 {
+		return false
+	}
+	svcName := slice.Labels[discovery.LabelServiceName]
+	if svcName == "" {
+		return false
+	}
+	name := types.NamespacedName{Namespace: slice.Namespace, Name: svcName}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, pending := t.applied[name]; !pending {
+		t.applied[name] = t.endpointsLocked(name)
+	}
+	if removed {
+		delete(t.slices[name], slice.Name)
+		if len(t.slices[name]) == 0 {
+			delete(t.slices, name)
+		}
+	} else {
+		if t.slices[name] == nil {
+			t.slices[name] = map[string]*discovery.EndpointSlice{}
+		}
+		t.slices[name][slice.Name] = slice
+		if s, ok := slice.Annotations[AnnotationLastChangeTriggerTime]; ok {
+			if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
+				t.triggers[name] = append(t.triggers[name], ts)
+			}
+		}
+	}
+	if endpointsMapsEqual(t.applied[name], t.endpointsLocked(name)) {
+		delete(t.applied, name)
+		delete(t.triggers, name)
+		return false
+	}
+	return true
+}
+
+// Pending returns the number of Services with unapplied endpoint changes.
+func (t *EndpointsChangeTracker) Pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.applied)
+}
+
+// ServiceEndpoint names one endpoint of one service port.
+type ServiceEndpoint struct {
+	ServicePortName ServicePortName
+	Endpoint        string // "ip:port"
+	Addr            netip.Addr
+}
+
+// EndpointsUpdateResult is what one Apply changed.
+type EndpointsUpdateResult struct {
+	// UpdatedServices are the Services whose endpoints changed.
+	UpdatedServices sets.Set[types.NamespacedName]
+	// DeletedUDPEndpoints are UDP endpoints that were removed or stopped
+	// being usable; conntrack entries DNATed to them are stale.
+	DeletedUDPEndpoints []ServiceEndpoint
+	// NewlyActiveUDPServices are UDP ports that went from no usable
+	// endpoints to some; entries that cached "unreachable" are stale.
+	NewlyActiveUDPServices []ServicePortName
+	// LastChangeTriggerTimes are the trigger times of the applied changes.
+	LastChangeTriggerTimes map[types.NamespacedName][]time.Time
+}
+
+// Apply moves every pending change into m and clears the pending state.
+func (t *EndpointsChangeTracker) Apply(m EndpointsMap) EndpointsUpdateResult {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	res := EndpointsUpdateResult{UpdatedServices: sets.New[types.NamespacedName](), LastChangeTriggerTimes: t.triggers}
+	for name, before := range t.applied {
+		res.UpdatedServices.Insert(name)
+		after := t.endpointsLocked(name)
+		for pn := range before {
+			delete(m, pn)
+		}
+		for pn, eps := range after {
+			m[pn] = eps
+		}
+		for pn, eps := range before {
+			if pn.Protocol != v1.ProtocolUDP {
+				continue
+			}
+			for _, ep := range eps {
+				if !usable(ep) {
+					continue
+				}
+				if !slices.ContainsFunc(after[pn], func(e *Endpoint) bool { return e.AddrPort() == ep.AddrPort() && usable(e) }) {
+					res.DeletedUDPEndpoints = append(res.DeletedUDPEndpoints, ServiceEndpoint{ServicePortName: pn, Endpoint: ep.String(), Addr: ep.Addr})
+				}
+			}
+		}
+		for pn, eps := range after {
+			if pn.Protocol != v1.ProtocolUDP {
+				continue
+			}
+			if !slices.ContainsFunc(before[pn], usable) && slices.ContainsFunc(eps, usable) {
+				res.NewlyActiveUDPServices = append(res.NewlyActiveUDPServices, pn)
+			}
+		}
+	}
+	t.applied = map[types.NamespacedName]EndpointsMap{}
+	t.triggers = map[types.NamespacedName][]time.Time{}
+	return res
+}
+
+// usable reports whether an endpoint can receive traffic at all.
+func usable(ep *Endpoint) bool { return ep.Ready || (ep.Serving && ep.Terminating) }
+
+// endpointsLocked merges the current slices of a Service into per-port
+// endpoint lists. An endpoint listed in several slices appears once.
+func (t *EndpointsChangeTracker) endpointsLocked(name types.NamespacedName) EndpointsMap {
+	out := EndpointsMap{}
+	sliceNames := make([]string, 0, len(t.slices[name]))
+	for n := range t.slices[name] {
+		sliceNames = append(sliceNames, n)
+	}
+	slices.Sort(sliceNames)
+	seen := map[ServicePortName]map[netip.AddrPort]bool{}
+	for _, sn := range sliceNames {
+		s := t.slices[name][sn]
+		for _, port := range s.Ports {
+			if port.Port == nil || *port.Port <= 0 || *port.Port > 65535 {
+				continue
+			}
+			pn := ServicePortName{NamespacedName: name, Protocol: v1.ProtocolTCP}
+			if port.Name != nil {
+				pn.Port = *port.Name
+			}
+			if port.Protocol != nil {
+				pn.Protocol = *port.Protocol
+			}
+			if seen[pn] == nil {
+				seen[pn] = map[netip.AddrPort]bool{}
+			}
+			for i := range s.Endpoints {
+				e := &s.Endpoints[i]
+				if len(e.Addresses) == 0 {
+					continue
+				}
+				addr, err := netip.ParseAddr(e.Addresses[0])
+				if err != nil {
+					continue
+				}
+				ep := &Endpoint{
+					Addr:        addr.Unmap(),
+					Port:        int(*port.Port),
+					Ready:       e.Conditions.Ready == nil || *e.Conditions.Ready,
+					Terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
+					Weight:      1,
+				}
+				ep.Serving = ep.Ready
+				if e.Conditions.Serving != nil {
+					ep.Serving = *e.Conditions.Serving
+				}
+				if e.NodeName != nil {
+					ep.NodeName = *e.NodeName
+					ep.IsLocal = ep.NodeName == t.nodeName && t.nodeName != ""
+				}
+				if e.Zone != nil {
+					ep.Zone = *e.Zone
+				}
+				if e.Hints != nil {
+					for _, z := range e.Hints.ForZones {
+						ep.ZoneHints = append(ep.ZoneHints, z.Name)
+					}
+				}
+				if seen[pn][ep.AddrPort()] {
+					continue
+				}
+				seen[pn][ep.AddrPort()] = true
+				out[pn] = append(out[pn], ep)
+			}
+		}
+	}
+	for pn := range out {
+		slices.SortFunc(out[pn], func(a, b *Endpoint) int { return a.AddrPort().Compare(b.AddrPort()) })
+	}
+	return out
+}
+
+func endpointsMapsEqual(a, b EndpointsMap) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for pn, ea := range a {
+		eb, ok := b[pn]
+		if !ok || len(ea) != len(eb) {
+			return false
+		}
+		for i := range ea {
+			x, y := ea[i], eb[i]
+			if x.AddrPort() != y.AddrPort() || x.Ready != y.Ready || x.Serving != y.Serving || x.Terminating != y.Terminating ||
+				x.NodeName != y.NodeName || x.Zone != y.Zone || x.IsLocal != y.IsLocal || !slices.Equal(x.ZoneHints, y.ZoneHints) {
+				return false
+			}
+		}
+	}
+	return true
+}

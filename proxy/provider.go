@@ -1,0 +1,180 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// Provider is one data-plane mode. The Proxier calls Sync serially (never
+// concurrently with itself) from its bounded-frequency loop.
+type Provider interface {
+	// Sync makes the data plane match req. When req.Full is false the mode
+	// may rewrite only what belongs to req.ChangedServices(); it may also
+	// decide on its own that a full sync is needed (e.g. a flushed canary).
+	// An error makes the Proxier retry soon with Full set.
+	Sync(ctx context.Context, req *SyncRequest) error
+	// Cleanup removes everything the mode ever installed. It must succeed
+	// when nothing is installed.
+	Cleanup(ctx context.Context) error
+}
+
+// Dumper is implemented by modes that can show their programmed state
+// (`svcnet proxy --dump`), e.g. `ipvsadm -Ln` form.
+type Dumper interface {
+	Dump(ctx context.Context) (string, error)
+}
+
+// SyncRequest is a consistent snapshot handed to Provider.Sync. The maps
+// must not be modified by the mode.
+type SyncRequest struct {
+	// Full is true on the first sync, after a failure, and every SyncPeriod.
+	Full bool
+	// Services and Endpoints are the complete current state.
+	Services  ServicePortMap
+	Endpoints EndpointsMap
+	// ServiceResult and EndpointsResult say what changed since the last
+	// successful sync.
+	ServiceResult   ServiceUpdateResult
+	EndpointsResult EndpointsUpdateResult
+	// Node holds this node's facts.
+	Node NodeInfo
+	// Stats is filled in by the mode (optional) for metrics.
+	Stats SyncStats
+}
+
+// SyncStats are optional figures a mode reports about one sync.
+type SyncStats struct {
+	// NoLocalEndpointsInternal/External count Services with a Local policy
+	// and no local endpoints.
+	NoLocalEndpointsInternal int
+	NoLocalEndpointsExternal int
+	// Partial is true when the mode actually did a partial sync.
+	Partial bool
+}
+
+// ChangedServices returns the Services whose ports or endpoints changed.
+func (r *SyncRequest) ChangedServices() sets.Set[types.NamespacedName] {
+	out := sets.New[types.NamespacedName]()
+	if r.ServiceResult.UpdatedServices != nil {
+		out = out.Union(r.ServiceResult.UpdatedServices)
+	}
+	if r.EndpointsResult.UpdatedServices != nil {
+		out = out.Union(r.EndpointsResult.UpdatedServices)
+	}
+	return out
+}
+
+// SortedServicePorts returns the ServicePortNames of m in a stable order
+// (namespace, name, port, protocol), so plans are deterministic.
+func SortedServicePorts(m ServicePortMap) []ServicePortName {
+	out := make([]ServicePortName, 0, len(m))
+	for n := range m {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		if a.Port != b.Port {
+			return a.Port < b.Port
+		}
+		return a.Protocol < b.Protocol
+	})
+	return out
+}
+
+// NodeInfo is what the proxy knows about its own node.
+type NodeInfo struct {
+	Name string
+	// IPs are the Node's InternalIP/ExternalIP addresses (from the Node
+	// object, or --bind-address style overrides).
+	IPs []netip.Addr
+	// Labels are the Node's labels (topology zone etc.).
+	Labels map[string]string
+	// PodCIDRs is the Node's spec.podCIDRs.
+	PodCIDRs []netip.Prefix
+}
+
+// ModeConfig is the configuration every mode constructor receives.
+type ModeConfig struct {
+	Log *slog.Logger
+	// Exec runs the mode's programs (inside a network namespace if the
+	// proxy was told to).
+	Exec     Executor
+	NodeName string
+	// NodeIPs are the node's addresses, known at start-up.
+	NodeIPs []netip.Addr
+	// IPFamilies are the families to program: {false} IPv4 only, {true}
+	// IPv6 only, {false,true} dual-stack (ipv6 bool per entry).
+	IPv4, IPv6 bool
+	// ClusterCIDRs are --cluster-cidr; traffic from outside them to a
+	// ClusterIP is masqueraded. Empty means "no local-traffic detection".
+	ClusterCIDRs []netip.Prefix
+	// NodePortAddresses are --nodeport-addresses; empty means every local
+	// address.
+	NodePortAddresses []netip.Prefix
+	MasqueradeAll     bool
+	// MasqueradeBit is the fwmark bit (kube-proxy's default 14: 0x4000).
+	MasqueradeBit int
+	SyncPeriod    time.Duration
+	MinSyncPeriod time.Duration
+	// Scheduler is --ipvs-scheduler (default "rr"); modes that balance in
+	// other ways ignore it.
+	Scheduler string
+	Metrics   *Metrics
+}
+
+// NewModeFunc constructs a mode. It must not start goroutines.
+type NewModeFunc func(cfg ModeConfig) (Provider, error)
+
+var (
+	modesMu sync.Mutex
+	modes   = map[string]NewModeFunc{}
+)
+
+// RegisterMode makes a mode available to `svcnet proxy --proxy-mode=name`.
+// It is meant to be called from init; registering a name twice panics.
+func RegisterMode(name string, fn NewModeFunc) {
+	modesMu.Lock()
+	defer modesMu.Unlock()
+	if _, dup := modes[name]; dup {
+		panic("proxy: mode registered twice: " + name)
+	}
+	modes[name] = fn
+}
+
+// NewMode constructs the named mode, or returns an error naming the known
+// modes.
+func NewMode(name string, cfg ModeConfig) (Provider, error) {
+	modesMu.Lock()
+	fn, ok := modes[name]
+	modesMu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("unknown proxy mode %q (known: %v)", name, Modes())
+	}
+	return fn(cfg)
+}
+
+// Modes lists the registered mode names, sorted.
+func Modes() []string {
+	modesMu.Lock()
+	defer modesMu.Unlock()
+	out := make([]string, 0, len(modes))
+	for n := range modes {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,266 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+)
+
+// ConntrackCleaner removes conntrack entries made stale by a sync (see
+// package proxy/conntrack). Errors are logged, never fatal.
+type ConntrackCleaner interface {
+	CleanStaleEntries(ctx context.Context, svcs ServicePortMap, sr ServiceUpdateResult, er EndpointsUpdateResult) error
+}
+
+// Config configures a Proxier.
+type Config struct {
+	Log      *slog.Logger
+	Provider Provider
+	Node     NodeInfo
+	// MinSyncPeriod and SyncPeriod bound the sync frequency (kube-proxy
+	// defaults 1s and 30s). Every SyncPeriod a full sync runs.
+	MinSyncPeriod time.Duration
+	SyncPeriod    time.Duration
+	Metrics       *Metrics
+	Health        *ProxyHealth
+	// ServiceHealth serves healthCheckNodePorts (optional).
+	ServiceHealth *ServiceHealthServer
+	Conntrack     ConntrackCleaner
+}
+
+// Proxier is the mode-independent part of the proxy: it receives
+// Service/EndpointSlice/Node events (OnService*, OnEndpointSlice*, OnNode),
+// records them in the change trackers, and runs the provider's Sync from one
+// bounded-frequency loop. It implements the informer handler side of
+// kube-proxy's config package.
+type Proxier struct {
+	cfg       Config
+	svcTrack  *ServiceChangeTracker
+	epTrack   *EndpointsChangeTracker
+	runner    *BoundedFrequencyRunner
+	log       *slog.Logger
+	syncedMu  sync.Mutex
+	svcSynced bool
+	epSynced  bool
+
+	// Owned by the sync loop.
+	svcMap       ServicePortMap
+	epMap        EndpointsMap
+	needFull     bool
+	lastFullSync time.Time
+	nodeMu       sync.Mutex
+	node         NodeInfo
+	runCtx       context.Context
+}
+
+// NewProxier returns a Proxier; call Run to start syncing.
+func NewProxier(cfg Config) *Proxier {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.SyncPeriod <= 0 {
+		cfg.SyncPeriod = 30 * time.Second
+	}
+	if cfg.MinSyncPeriod < 0 {
+		cfg.MinSyncPeriod = 0
+	}
+	if cfg.Health == nil {
+		cfg.Health = NewProxyHealth(2 * cfg.SyncPeriod)
+	}
+	p := &Proxier{
+		cfg:      cfg,
+		log:      cfg.Log,
+		svcTrack: NewServiceChangeTracker(),
+		epTrack:  NewEndpointsChangeTracker(cfg.Node.Name),
+		svcMap:   ServicePortMap{},
+		epMap:    EndpointsMap{},
+		needFull: true,
+		node:     cfg.Node,
+	}
+	p.runner = NewBoundedFrequencyRunner("sync-runner", p.syncOnce, cfg.MinSyncPeriod, cfg.SyncPeriod)
+	return p
+}
+
+// Health returns the proxier's health tracker (for /healthz).
+func (p *Proxier) Health() *ProxyHealth { return p.cfg.Health }
+
+func (p *Proxier) requestSync() {
+	p.cfg.Health.QueuedUpdate()
+	p.cfg.Metrics.SyncProxyRulesLastQueued.SetToCurrentTime()
+	if p.isInitialized() {
+		p.runner.Run()
+	}
+}
+
+// OnServiceAdd, OnServiceUpdate and OnServiceDelete record Service events.
+func (p *Proxier) OnServiceAdd(svc *v1.Service) { p.OnServiceUpdate(nil, svc) }
+
+// OnServiceUpdate records a Service change.
+func (p *Proxier) OnServiceUpdate(old, svc *v1.Service) {
+	if p.svcTrack.Update(old, svc) {
+		p.cfg.Metrics.ServiceChangesTotal.Inc()
+		p.cfg.Metrics.ServiceChangesPending.Set(float64(p.svcTrack.Pending()))
+		p.requestSync()
+	}
+}
+
+// OnServiceDelete records a Service deletion.
+func (p *Proxier) OnServiceDelete(svc *v1.Service) { p.OnServiceUpdate(svc, nil) }
+
+// OnServiceSynced records that the Service informer has synced.
+func (p *Proxier) OnServiceSynced() { p.setSynced(true, false) }
+
+// OnEndpointSliceAdd records an EndpointSlice add or update.
+func (p *Proxier) OnEndpointSliceAdd(s *discovery.EndpointSlice) { p.onSlice(s, false) }
+
+// OnEndpointSliceUpdate records an EndpointSlice update.
+func (p *Proxier) OnEndpointSliceUpdate(_, s *discovery.EndpointSlice) { p.onSlice(s, false) }
+
+// OnEndpointSliceDelete records an EndpointSlice deletion.
+func (p *Proxier) OnEndpointSliceDelete(s *discovery.EndpointSlice) { p.onSlice(s, true) }
+
+func (p *Proxier) onSlice(s *discovery.EndpointSlice, removed bool) {
+	if p.epTrack.EndpointSliceUpdate(s, removed) {
+		p.cfg.Metrics.EndpointChangesTotal.Inc()
+		p.cfg.Metrics.EndpointChangesPending.Set(float64(p.epTrack.Pending()))
+		p.requestSync()
+	}
+}
+
+// OnEndpointSlicesSynced records that the EndpointSlice informer has synced.
+func (p *Proxier) OnEndpointSlicesSynced() { p.setSynced(false, true) }
+
+// OnNode records the local Node (nil when it was deleted). Address or label
+// changes force a full sync.
+func (p *Proxier) OnNode(node *v1.Node) {
+	p.nodeMu.Lock()
+	info := p.node
+	if node != nil {
+		info.Labels = node.Labels
+		info.IPs = NodeAddresses(node)
+		info.PodCIDRs = nil
+		for _, c := range node.Spec.PodCIDRs {
+			if pf, err := parsePrefix(c); err == nil {
+				info.PodCIDRs = append(info.PodCIDRs, pf)
+			}
+		}
+		p.cfg.Health.SetNodeEligible(node.DeletionTimestamp == nil)
+	} else {
+		p.cfg.Health.SetNodeEligible(false)
+	}
+	p.node = info
+	p.nodeMu.Unlock()
+	p.requestSync()
+}
+
+func (p *Proxier) setSynced(svc, ep bool) {
+	p.syncedMu.Lock()
+	p.svcSynced = p.svcSynced || svc
+	p.epSynced = p.epSynced || ep
+	p.syncedMu.Unlock()
+	if p.isInitialized() {
+		p.runner.Run()
+	}
+}
+
+func (p *Proxier) isInitialized() bool {
+	p.syncedMu.Lock()
+	defer p.syncedMu.Unlock()
+	return p.svcSynced && p.epSynced
+}
+
+// Run runs the sync loop until ctx ends. The first sync happens once both
+// OnServiceSynced and OnEndpointSlicesSynced were called.
+func (p *Proxier) Run(ctx context.Context) {
+	for !p.isInitialized() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	p.runCtx = ctx
+	p.runner.Loop(ctx)
+	if p.cfg.ServiceHealth != nil {
+		p.cfg.ServiceHealth.Close()
+	}
+}
+
+// SyncNow runs one sync synchronously (tests and benchmarks). It must not be
+// called while Run is running.
+func (p *Proxier) SyncNow(ctx context.Context) error {
+	p.runCtx = ctx
+	return p.sync(ctx)
+}
+
+func (p *Proxier) syncOnce() {
+	ctx := p.runCtx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := p.sync(ctx); err != nil {
+		p.log.Error("sync failed, will retry", "err", err)
+		p.cfg.Metrics.SyncProxyRulesErrorsTotal.Inc()
+		p.runner.RetryAfter(p.cfg.MinSyncPeriod + time.Second)
+	}
+}
+
+func (p *Proxier) sync(ctx context.Context) error {
+	start := time.Now()
+	if time.Since(p.lastFullSync) >= p.cfg.SyncPeriod {
+		p.needFull = true
+	}
+	sr := p.svcTrack.Apply(p.svcMap)
+	er := p.epTrack.Apply(p.epMap)
+	p.cfg.Metrics.ServiceChangesPending.Set(0)
+	p.cfg.Metrics.EndpointChangesPending.Set(0)
+	p.nodeMu.Lock()
+	node := p.node
+	p.nodeMu.Unlock()
+	req := &SyncRequest{Full: p.needFull, Services: p.svcMap, Endpoints: p.epMap, ServiceResult: sr, EndpointsResult: er, Node: node}
+	if err := p.cfg.Provider.Sync(ctx, req); err != nil {
+		p.needFull = true
+		// The changes were consumed from the trackers; a full sync will
+		// program them next time.
+		return fmt.Errorf("sync proxy rules: %w", err)
+	}
+	d := time.Since(start).Seconds()
+	p.cfg.Metrics.SyncProxyRulesLatency.Observe(d)
+	if req.Full {
+		p.cfg.Metrics.SyncFullProxyRulesLatency.Observe(d)
+		p.lastFullSync = start
+	} else {
+		p.cfg.Metrics.SyncPartialProxyRulesLatency.Observe(d)
+	}
+	p.needFull = false
+	p.cfg.Metrics.NoLocalEndpointsTotal.WithLabelValues("internal").Set(float64(req.Stats.NoLocalEndpointsInternal))
+	p.cfg.Metrics.NoLocalEndpointsTotal.WithLabelValues("external").Set(float64(req.Stats.NoLocalEndpointsExternal))
+	for _, times := range er.LastChangeTriggerTimes {
+		for _, t := range times {
+			p.cfg.Metrics.NetworkProgrammingLatency.Observe(sinceSeconds(t))
+		}
+	}
+	p.cfg.Health.Updated()
+	p.cfg.Metrics.SyncProxyRulesLastTimestamp.SetToCurrentTime()
+	if p.cfg.ServiceHealth != nil {
+		if err := p.cfg.ServiceHealth.SyncServices(p.svcMap.HealthCheckNodePorts()); err != nil {
+			p.log.Error("syncing health check services", "err", err)
+		}
+		p.cfg.ServiceHealth.SyncEndpoints(p.epMap.LocalReadyEndpoints())
+	}
+	if p.cfg.Conntrack != nil {
+		if err := p.cfg.Conntrack.CleanStaleEntries(ctx, p.svcMap, sr, er); err != nil {
+			p.log.Warn("clearing stale conntrack entries", "err", err)
+		}
+	}
+	p.log.Debug("synced proxy rules", "full", req.Full, "services", len(p.svcMap), "took", time.Since(start))
+	return nil
+}

@@ -1,0 +1,304 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+)
+
+func testService(ns, name, ip string, ports ...v1.ServicePort) *v1.Service {
+	return &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, ClusterIP: ip, ClusterIPs: []string{ip}, Ports: ports},
+	}
+}
+
+func testSlice(ns, svc, name string, port int32, proto v1.Protocol, eps ...discovery.Endpoint) *discovery.EndpointSlice {
+	return &discovery.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discovery.LabelServiceName: svc}},
+		AddressType: discovery.AddressTypeIPv4,
+		Ports:       []discovery.EndpointPort{{Name: ptr.To(""), Port: ptr.To(port), Protocol: ptr.To(proto)}},
+		Endpoints:   eps,
+	}
+}
+
+func ep(ip, node string, ready bool) discovery.Endpoint {
+	return discovery.Endpoint{Addresses: []string{ip}, NodeName: ptr.To(node), Conditions: discovery.EndpointConditions{Ready: ptr.To(ready)}}
+}
+
+func TestServicePortNameString(t *testing.T) {
+	n := ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "nginx"}, Protocol: v1.ProtocolTCP}
+	if got := n.String(); got != "default/nginx" {
+		t.Errorf("unnamed port: got %q", got)
+	}
+	n.Port = "http"
+	if got := n.String(); got != "default/nginx:http" {
+		t.Errorf("named port: got %q", got)
+	}
+}
+
+func TestFormatProbability(t *testing.T) {
+	for n, want := range map[int]string{3: "0.3333333333", 2: "0.5000000000", 10: "0.1000000000"} {
+		if got := FormatProbability(n); got != want {
+			t.Errorf("FormatProbability(%d) = %s, want %s", n, got, want)
+		}
+	}
+}
+
+func TestServiceChangeTracker(t *testing.T) {
+	tr := NewServiceChangeTracker()
+	m := ServicePortMap{}
+	svc := testService("ns", "a", "10.96.0.5", v1.ServicePort{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP, TargetPort: intstr.FromInt32(5353)})
+	if !tr.Update(nil, svc) {
+		t.Fatal("add not recorded")
+	}
+	res := tr.Apply(m)
+	if len(m) != 1 || !res.UpdatedServices.Has(types.NamespacedName{Namespace: "ns", Name: "a"}) {
+		t.Fatalf("after add: map %v result %v", m, res)
+	}
+	// An update that changes nothing the proxy uses is not a change.
+	same := svc.DeepCopy()
+	same.Labels = map[string]string{"x": "y"}
+	if tr.Update(svc, same) {
+		t.Error("no-op update recorded as change")
+	}
+	// Add then delete before a sync collapses to nothing.
+	other := testService("ns", "b", "10.96.0.6", v1.ServicePort{Port: 80, Protocol: v1.ProtocolTCP})
+	tr.Update(nil, other)
+	if tr.Update(other, nil) {
+		t.Error("add+delete left a pending change")
+	}
+	if tr.Pending() != 0 {
+		t.Errorf("pending = %d", tr.Pending())
+	}
+	tr.Update(same, nil)
+	res = tr.Apply(m)
+	if len(m) != 0 || !res.DeletedUDPClusterIPs.Has("10.96.0.5") {
+		t.Errorf("after delete: map %v deleted UDP %v", m, res.DeletedUDPClusterIPs)
+	}
+}
+
+func TestNewServicePortsPolicies(t *testing.T) {
+	svc := testService("ns", "lb", "10.96.0.7", v1.ServicePort{Name: "http", Port: 80, NodePort: 30080, Protocol: v1.ProtocolTCP})
+	svc.Spec.Type = v1.ServiceTypeLoadBalancer
+	svc.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+	svc.Spec.HealthCheckNodePort = 32000
+	svc.Spec.LoadBalancerSourceRanges = []string{" 192.168.0.0/16 "}
+	svc.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+	svc.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "172.18.0.200"}}
+	ps := NewServicePorts(svc)
+	if len(ps) != 1 {
+		t.Fatalf("got %d ports", len(ps))
+	}
+	p := ps[0]
+	if !p.ExternalPolicyLocal || p.HealthCheckNodePort != 32000 || p.NodePort != 30080 || p.StickyMaxAgeSeconds != 10800 ||
+		len(p.LoadBalancerVIPs) != 1 || len(p.LoadBalancerSourceRanges) != 1 {
+		t.Errorf("unexpected port %+v", p)
+	}
+	headless := testService("ns", "h", "None", v1.ServicePort{Port: 80})
+	if got := NewServicePorts(headless); len(got) != 0 {
+		t.Errorf("headless service gave %d ports", len(got))
+	}
+}
+
+func TestEndpointsChangeTrackerUDP(t *testing.T) {
+	tr := NewEndpointsChangeTracker("node1")
+	m := EndpointsMap{}
+	pn := ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "dns"}, Protocol: v1.ProtocolUDP}
+	s1 := testSlice("ns", "dns", "dns-1", 53, v1.ProtocolUDP, ep("10.244.1.2", "node1", true), ep("10.244.2.2", "node2", true))
+	tr.EndpointSliceUpdate(s1, false)
+	res := tr.Apply(m)
+	if len(m[pn]) != 2 || len(res.NewlyActiveUDPServices) != 1 {
+		t.Fatalf("first apply: %v %+v", m, res)
+	}
+	if !m[pn][0].IsLocal || m[pn][1].IsLocal {
+		t.Errorf("locality wrong: %+v %+v", m[pn][0], m[pn][1])
+	}
+	s2 := testSlice("ns", "dns", "dns-1", 53, v1.ProtocolUDP, ep("10.244.2.2", "node2", true))
+	tr.EndpointSliceUpdate(s2, false)
+	res = tr.Apply(m)
+	if len(res.DeletedUDPEndpoints) != 1 || res.DeletedUDPEndpoints[0].Endpoint != "10.244.1.2:53" {
+		t.Errorf("deleted: %+v", res.DeletedUDPEndpoints)
+	}
+	if len(res.NewlyActiveUDPServices) != 0 {
+		t.Errorf("newly active on N->N-1: %v", res.NewlyActiveUDPServices)
+	}
+	tr.EndpointSliceUpdate(s2, true)
+	tr.Apply(m)
+	if _, ok := m[pn]; ok {
+		t.Errorf("endpoints left after slice delete: %v", m[pn])
+	}
+}
+
+func mkEP(ip string, local, ready, serving, terminating bool) *Endpoint {
+	return &Endpoint{Addr: netip.MustParseAddr(ip), Port: 80, IsLocal: local, Ready: ready, Serving: serving, Terminating: terminating}
+}
+
+func TestCategorizeEndpoints(t *testing.T) {
+	localReady := mkEP("10.0.0.1", true, true, true, false)
+	remoteReady := mkEP("10.0.0.2", false, true, true, false)
+	localTerm := mkEP("10.0.0.3", true, false, true, true)
+	remoteTerm := mkEP("10.0.0.4", false, false, true, true)
+	notServing := mkEP("10.0.0.5", false, false, false, true)
+	cases := []struct {
+		name                string
+		svc                 ServicePort
+		eps                 []*Endpoint
+		cluster, local, all int
+		hasAny              bool
+	}{
+		{"cluster policy uses ready only", ServicePort{}, []*Endpoint{localReady, remoteReady, localTerm}, 2, 0, 2, true},
+		{"cluster falls back to serving terminating", ServicePort{}, []*Endpoint{localTerm, remoteTerm, notServing}, 2, 0, 2, true},
+		{"no usable endpoints", ServicePort{}, []*Endpoint{notServing}, 0, 0, 0, false},
+		{"internal local", ServicePort{InternalPolicyLocal: true}, []*Endpoint{localReady, remoteReady}, 0, 1, 1, true},
+		{"internal local none local", ServicePort{InternalPolicyLocal: true}, []*Endpoint{remoteReady}, 0, 0, 0, true},
+		{"external local", ServicePort{NodePort: 30000, ExternalPolicyLocal: true}, []*Endpoint{localReady, remoteReady}, 2, 1, 2, true},
+		{"external local falls back to local terminating", ServicePort{NodePort: 30000, ExternalPolicyLocal: true}, []*Endpoint{localTerm, remoteReady}, 1, 1, 2, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cl, lo, all, has := CategorizeEndpoints(c.eps, &c.svc)
+			if len(cl) != c.cluster || len(lo) != c.local || len(all) != c.all || has != c.hasAny {
+				t.Errorf("got cluster=%d local=%d all=%d hasAny=%v", len(cl), len(lo), len(all), has)
+			}
+		})
+	}
+}
+
+func TestBoundedFrequencyRunner(t *testing.T) {
+	var mu sync.Mutex
+	runs := 0
+	r := NewBoundedFrequencyRunner("t", func() { mu.Lock(); runs++; mu.Unlock() }, 200*time.Millisecond, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go r.Loop(ctx)
+	time.Sleep(50 * time.Millisecond)
+	for i := 0; i < 20; i++ {
+		r.Run()
+	}
+	time.Sleep(400 * time.Millisecond)
+	mu.Lock()
+	got := runs
+	mu.Unlock()
+	// One initial run, then the 20 requests coalesce into one.
+	if got != 2 {
+		t.Errorf("runs = %d, want 2", got)
+	}
+}
+
+func TestServiceHealthServer(t *testing.T) {
+	var addr string
+	s := NewServiceHealthServer(nil, NewProxyHealth(time.Minute), func(port uint16) (net.Listener, error) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err == nil {
+			addr = ln.Addr().String()
+		}
+		return ln, err
+	})
+	defer s.Close()
+	name := types.NamespacedName{Namespace: "default", Name: "lb"}
+	if err := s.SyncServices(map[types.NamespacedName]uint16{name: 32000}); err != nil {
+		t.Fatal(err)
+	}
+	get := func() (int, map[string]any) {
+		resp, err := http.Get("http://" + addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var body map[string]any
+		if err := json.Unmarshal(b, &body); err != nil {
+			t.Fatalf("body %q: %v", b, err)
+		}
+		return resp.StatusCode, body
+	}
+	code, body := get()
+	if code != 503 || body["localEndpoints"].(float64) != 0 {
+		t.Errorf("no endpoints: %d %v", code, body)
+	}
+	s.SyncEndpoints(map[types.NamespacedName]int{name: 2})
+	code, body = get()
+	svc := body["service"].(map[string]any)
+	if code != 200 || body["localEndpoints"].(float64) != 2 || svc["namespace"] != "default" || svc["name"] != "lb" {
+		t.Errorf("two endpoints: %d %v", code, body)
+	}
+}
+
+// recordingProvider is a Provider that records each request.
+type recordingProvider struct {
+	mu   sync.Mutex
+	reqs []*SyncRequest
+	fail bool
+}
+
+func (r *recordingProvider) Sync(_ context.Context, req *SyncRequest) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cp := *req
+	r.reqs = append(r.reqs, &cp)
+	if r.fail {
+		return errFake
+	}
+	return nil
+}
+func (r *recordingProvider) Cleanup(context.Context) error { return nil }
+
+type fakeErr struct{}
+
+func (fakeErr) Error() string { return "fake failure" }
+
+var errFake error = fakeErr{}
+
+func TestProxierWithInformers(t *testing.T) {
+	svc := testService("default", "web", "10.96.0.20", v1.ServicePort{Port: 80, Protocol: v1.ProtocolTCP})
+	slice := testSlice("default", "web", "web-abc", 8080, v1.ProtocolTCP, ep("10.244.1.5", "n1", true))
+	client := fake.NewSimpleClientset(svc, slice, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "172.18.0.2"}}}})
+	prov := &recordingProvider{}
+	p := NewProxier(Config{Provider: prov, Node: NodeInfo{Name: "n1"}, MinSyncPeriod: 10 * time.Millisecond, SyncPeriod: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := StartInformers(ctx, client, p, "n1", 0); err != nil {
+		t.Fatal(err)
+	}
+	go p.Run(ctx)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		prov.mu.Lock()
+		var last *SyncRequest
+		if len(prov.reqs) > 0 {
+			last = prov.reqs[len(prov.reqs)-1]
+		}
+		prov.mu.Unlock()
+		if last != nil && len(last.Services) == 1 && len(last.Endpoints) == 1 && len(last.Node.IPs) == 1 {
+			pn := SortedServicePorts(last.Services)[0]
+			eps := last.Endpoints[pn]
+			if len(eps) != 1 || eps[0].String() != "10.244.1.5:8080" || !eps[0].IsLocal {
+				t.Fatalf("endpoints %v", eps)
+			}
+			if !prov.reqs[0].Full {
+				t.Error("first sync not full")
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sync with the expected state; last %+v", last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

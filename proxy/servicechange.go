@@ -1,0 +1,126 @@
+package proxy
+
+import (
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// ServiceChangeTracker records Service changes as informer events arrive.
+// Several events for one Service between two syncs collapse into one
+// (previous, current) pair; a change that ends where it started disappears.
+// It is safe for concurrent use.
+type ServiceChangeTracker struct {
+	mu    sync.Mutex
+	items map[types.NamespacedName]*serviceChange
+}
+
+type serviceChange struct {
+	previous ServicePortMap
+	current  ServicePortMap
+}
+
+// NewServiceChangeTracker returns an empty tracker.
+func NewServiceChangeTracker() *ServiceChangeTracker {
+	return &ServiceChangeTracker{items: map[types.NamespacedName]*serviceChange{}}
+}
+
+// Update records that a Service went from previous to current (nil previous
+// for an add, nil current for a delete). It returns true if a change is now
+// pending for that Service, i.e. the caller should request a sync.
+func (t *ServiceChangeTracker) Update(previous, current *v1.Service) bool {
+	svc := current
+	if svc == nil {
+		svc = previous
+	}
+	if svc == nil {
+		return false
+	}
+	name := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ch, ok := t.items[name]
+	if !ok {
+		ch = &serviceChange{previous: toPortMap(previous)}
+		t.items[name] = ch
+	}
+	ch.current = toPortMap(current)
+	if portMapsEqual(ch.previous, ch.current) {
+		delete(t.items, name)
+		return false
+	}
+	return true
+}
+
+// Pending returns the number of Services with unapplied changes.
+func (t *ServiceChangeTracker) Pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.items)
+}
+
+// ServiceUpdateResult is what one Apply changed.
+type ServiceUpdateResult struct {
+	// UpdatedServices are the Services whose ports changed in any way.
+	UpdatedServices sets.Set[types.NamespacedName]
+	// DeletedUDPClusterIPs are the cluster IPs of UDP ports that no longer
+	// exist; their conntrack entries are stale.
+	DeletedUDPClusterIPs sets.Set[string]
+	// Deleted are the ports that were removed (with their last state).
+	Deleted []*ServicePort
+}
+
+// Apply moves every pending change into m and clears the tracker.
+func (t *ServiceChangeTracker) Apply(m ServicePortMap) ServiceUpdateResult {
+	t.mu.Lock()
+	items := t.items
+	t.items = map[types.NamespacedName]*serviceChange{}
+	t.mu.Unlock()
+	res := ServiceUpdateResult{UpdatedServices: sets.New[types.NamespacedName](), DeletedUDPClusterIPs: sets.New[string]()}
+	for name, ch := range items {
+		res.UpdatedServices.Insert(name)
+		for pn := range ch.previous {
+			delete(m, pn)
+		}
+		for pn, p := range ch.current {
+			m[pn] = p
+		}
+		for pn, p := range ch.previous {
+			if _, still := ch.current[pn]; still {
+				continue
+			}
+			res.Deleted = append(res.Deleted, p)
+			if p.Protocol == v1.ProtocolUDP {
+				for _, ip := range p.ClusterIPs {
+					res.DeletedUDPClusterIPs.Insert(ip.String())
+				}
+			}
+		}
+	}
+	return res
+}
+
+func toPortMap(svc *v1.Service) ServicePortMap {
+	if svc == nil {
+		return nil
+	}
+	m := ServicePortMap{}
+	for _, p := range NewServicePorts(svc) {
+		m[p.Name] = p
+	}
+	return m
+}
+
+func portMapsEqual(a, b ServicePortMap) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for n, p := range a {
+		if !p.equal(b[n]) {
+			return false
+		}
+	}
+	return true
+}
