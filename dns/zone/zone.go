@@ -1,0 +1,568 @@
+// Package zone synthesizes the answers of the cluster DNS zone
+// (cluster.local by default) from an index.Index, following the Kubernetes
+// DNS-Based Service Discovery specification 1.1.0 and, where the
+// specification is silent, the behaviour of CoreDNS's kubernetes plugin:
+//
+//   - <svc>.<ns>.svc.<zone> A/AAAA: the cluster IPs of a ClusterIP Service, or
+//     one record per ready endpoint of a headless Service (NXDOMAIN when a
+//     headless Service has no ready endpoint).
+//   - <host>.<svc>.<ns>.svc.<zone>: one endpoint, named by its hostname or its
+//     dashed IP (10-244-1-5, fd00--5).
+//   - _<port>._<proto>.<svc>.<ns>.svc.<zone> SRV (the underscores are optional,
+//     as in CoreDNS): priority 0, weight 100/n over the n matching records,
+//     targets the Service name or, for headless Services, each endpoint name;
+//     the additional section carries the targets' addresses.
+//   - ExternalName Services answer a CNAME, chased inside the zone or through
+//     the Upstream for outside targets (and dropped when the chase fails,
+//     leaving NODATA, as CoreDNS does).
+//   - PTR for cluster IPs and ready endpoint IPs in in-addr.arpa and ip6.arpa;
+//     reverse names the index does not know are not answered here (the caller
+//     forwards them, like CoreDNS's "fallthrough in-addr.arpa ip6.arpa").
+//   - dns-version.<zone> TXT "1.1.0"; any other TXT in the zone is NODATA.
+//   - <a-b-c-d>.<ns>.pod.<zone> per PodMode.
+//   - NXDOMAIN for names that do not exist, NOERROR/NODATA for names that exist
+//     with other types, both with the zone SOA in the authority section;
+//     SERVFAIL until the index has synced; REFUSED for AXFR and IXFR.
+//
+// Matching is case-insensitive; answers use the question's spelling.
+package zone
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/miekg/dns"
+
+	"github.com/svcnet/svcnet/dns/index"
+)
+
+// SchemaVersion is the version of the Kubernetes DNS specification served in
+// dns-version.<zone>.
+const SchemaVersion = "1.1.0"
+
+// versionTTL is the TTL CoreDNS gives the dns-version TXT record.
+const versionTTL = 28800
+
+// maxCNAMEChain bounds how many ExternalName CNAMEs are followed in the zone.
+const maxCNAMEChain = 8
+
+// PodMode selects how <a-b-c-d>.<ns>.pod.<zone> names are answered.
+type PodMode string
+
+// Pod modes, as in CoreDNS's "pods" option.
+const (
+	PodsInsecure PodMode = "insecure" // answer any well-formed IP in an existing namespace
+	PodsVerified PodMode = "verified" // answer only if a pod in that namespace has the IP
+	PodsDisabled PodMode = "disabled" // NXDOMAIN for every pod name
+)
+
+// ParsePodMode validates a --pods value.
+func ParsePodMode(s string) (PodMode, error) {
+	switch m := PodMode(s); m {
+	case PodsInsecure, PodsVerified, PodsDisabled:
+		return m, nil
+	}
+	return "", errors.New(`pods mode must be one of "insecure", "verified", "disabled", got "` + s + `"`)
+}
+
+// Upstream resolves names outside the cluster zone (ExternalName targets).
+type Upstream interface {
+	Lookup(ctx context.Context, name string, qtype uint16) (*dns.Msg, error)
+}
+
+// Config describes the zone.
+type Config struct {
+	// Zone is the cluster domain, e.g. "cluster.local." (lower case, fully
+	// qualified).
+	Zone string
+	// TTL of every synthesized record and of the SOA minimum.
+	TTL  uint32
+	Pods PodMode
+	// Reverse enables PTR answers in in-addr.arpa. and ip6.arpa.
+	Reverse bool
+	// NSNamespace/NSName name the Service whose cluster IPs answer
+	// ns.dns.<zone> (kube-system/kube-dns). NSFallback is used when it
+	// does not exist.
+	NSNamespace, NSName string
+	NSFallback          []netip.Addr
+}
+
+// Zone answers questions about the cluster zone. It is safe for concurrent
+// use.
+type Zone struct {
+	cfg    Config
+	idx    *index.Index
+	synced func() bool
+	up     Upstream
+}
+
+// New returns a Zone over idx. synced reports whether idx has its initial
+// state; up may be nil, and then ExternalName targets outside the zone are
+// not chased.
+func New(cfg Config, idx *index.Index, synced func() bool, up Upstream) *Zone {
+	cfg.Zone = dns.CanonicalName(cfg.Zone)
+	if cfg.Pods == "" {
+		cfg.Pods = PodsInsecure
+	}
+	return &Zone{cfg: cfg, idx: idx, synced: synced, up: up}
+}
+
+var (
+	errNX      = errors.New("name does not exist")
+	reverseV4  = "in-addr.arpa."
+	reverseV6  = "ip6.arpa."
+	hostmaster = "hostmaster."
+)
+
+// Serve answers req if its question is in the cluster zone (or is a PTR the
+// index knows). It returns nil when the question is not for this zone, and
+// the caller should forward it. req must have exactly one question.
+func (z *Zone) Serve(ctx context.Context, req *dns.Msg) *dns.Msg {
+	if len(req.Question) != 1 {
+		return nil
+	}
+	q := req.Question[0]
+	lname := strings.ToLower(q.Name)
+
+	if z.cfg.Reverse && (dns.IsSubDomain(reverseV4, lname) || dns.IsSubDomain(reverseV6, lname)) {
+		if q.Qtype != dns.TypePTR || !z.synced() {
+			return nil
+		}
+		targets := z.reverse(lname)
+		if len(targets) == 0 {
+			return nil
+		}
+		m := z.reply(req)
+		for _, t := range targets {
+			m.Answer = append(m.Answer, &dns.PTR{Hdr: z.hdr(q.Name, dns.TypePTR), Ptr: t})
+		}
+		return m
+	}
+
+	if !dns.IsSubDomain(z.cfg.Zone, lname) {
+		return nil
+	}
+	zoneQ := q.Name[len(q.Name)-len(z.cfg.Zone):]
+	m := z.reply(req)
+	if q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR {
+		m.Rcode = dns.RcodeRefused
+		return m
+	}
+	if !z.synced() {
+		m.Rcode = dns.RcodeServerFailure
+		m.Ns = []dns.RR{z.soa(zoneQ)}
+		return m
+	}
+
+	var err error
+	switch {
+	case lname == "ns.dns."+z.cfg.Zone && q.Qtype != dns.TypeTXT && q.Qtype != dns.TypeNS:
+		for _, a := range z.nsAddrs() {
+			if rr := z.addrRR(q.Name, a, q.Qtype); rr != nil {
+				m.Answer = append(m.Answer, rr)
+			}
+		}
+	case q.Qtype == dns.TypeA || q.Qtype == dns.TypeAAAA:
+		m.Answer, err = z.address(ctx, q.Name, q.Qtype, 0)
+	case q.Qtype == dns.TypeTXT:
+		if lname == "dns-version."+z.cfg.Zone {
+			h := z.hdr(q.Name, dns.TypeTXT)
+			h.Ttl = versionTTL
+			m.Answer = append(m.Answer, &dns.TXT{Hdr: h, Txt: []string{SchemaVersion}})
+		}
+	case q.Qtype == dns.TypeCNAME:
+		var es []entry
+		es, err = z.lookup(lname, zoneQ)
+		if err == nil && len(es) > 0 && es[0].cname != "" {
+			m.Answer = append(m.Answer, &dns.CNAME{Hdr: z.hdr(q.Name, dns.TypeCNAME), Target: es[0].cname})
+		}
+	case q.Qtype == dns.TypeSRV:
+		m.Answer, m.Extra, err = z.srv(q.Name, lname, zoneQ)
+	case q.Qtype == dns.TypeSOA && lname == z.cfg.Zone:
+		m.Answer = append(m.Answer, z.soa(zoneQ))
+	case q.Qtype == dns.TypeNS && lname == z.cfg.Zone:
+		ns := "ns.dns." + zoneQ
+		m.Answer = append(m.Answer, &dns.NS{Hdr: z.hdr(q.Name, dns.TypeNS), Ns: ns})
+		for _, a := range z.nsAddrs() {
+			t := dns.TypeA
+			if a.Is6() {
+				t = dns.TypeAAAA
+			}
+			m.Extra = append(m.Extra, z.addrRR(ns, a, t))
+		}
+	default:
+		// Tell NODATA from NXDOMAIN by whether the name has any record.
+		_, err = z.lookup(lname, zoneQ)
+	}
+	if errors.Is(err, errNX) {
+		m.Rcode = dns.RcodeNameError
+		m.Answer, m.Extra = nil, nil
+		m.Ns = []dns.RR{z.soa(zoneQ)}
+		return m
+	}
+	if len(m.Answer) == 0 {
+		m.Extra = nil
+		m.Ns = []dns.RR{z.soa(zoneQ)}
+		return m
+	}
+	m.Answer = dedup(m.Answer)
+	m.Extra = dedup(m.Extra)
+	return m
+}
+
+func (z *Zone) reply(req *dns.Msg) *dns.Msg {
+	m := new(dns.Msg)
+	m.SetReply(req)
+	m.Authoritative = true
+	m.RecursionAvailable = true
+	m.Compress = true
+	return m
+}
+
+func (z *Zone) hdr(name string, t uint16) dns.RR_Header {
+	return dns.RR_Header{Name: name, Rrtype: t, Class: dns.ClassINET, Ttl: z.cfg.TTL}
+}
+
+// soa is CoreDNS's synthesized SOA: ns.dns.<zone> hostmaster.<zone> <serial>
+// 7200 1800 86400 <ttl>, its own TTL capped at 300 s.
+func (z *Zone) soa(zoneQ string) dns.RR {
+	h := z.hdr(zoneQ, dns.TypeSOA)
+	h.Ttl = min(z.cfg.TTL, 300)
+	return &dns.SOA{
+		Hdr: h, Ns: "ns.dns." + zoneQ, Mbox: hostmaster + zoneQ,
+		Serial: z.idx.Serial(), Refresh: 7200, Retry: 1800, Expire: 86400, Minttl: z.cfg.TTL,
+	}
+}
+
+func (z *Zone) addrRR(name string, a netip.Addr, qtype uint16) dns.RR {
+	switch {
+	case qtype == dns.TypeA && a.Is4():
+		return &dns.A{Hdr: z.hdr(name, dns.TypeA), A: a.AsSlice()}
+	case qtype == dns.TypeAAAA && a.Is6():
+		return &dns.AAAA{Hdr: z.hdr(name, dns.TypeAAAA), AAAA: a.AsSlice()}
+	}
+	return nil
+}
+
+func (z *Zone) nsAddrs() []netip.Addr {
+	if s := z.idx.Service(z.cfg.NSNamespace, z.cfg.NSName); s != nil && len(s.ClusterIPs) > 0 {
+		return s.ClusterIPs
+	}
+	return z.cfg.NSFallback
+}
+
+// entry is one thing a name resolves to: an address (with the port it came
+// from, for SRV) or the CNAME target of an ExternalName Service.
+type entry struct {
+	addr  netip.Addr
+	cname string
+	port  int32
+	// owner is the canonical name of the record (the SRV target): the
+	// Service name, or the endpoint name for endpoint records.
+	owner string
+}
+
+// lookup parses a lower-case name of the forward zone and returns what it
+// resolves to. It returns errNX when the name does not exist and (nil, nil)
+// when it exists without address records (the apex, svc., <ns>.svc.).
+func (z *Zone) lookup(lname, zoneQ string) ([]entry, error) {
+	base := strings.TrimSuffix(strings.TrimSuffix(lname, z.cfg.Zone), ".")
+	if base == "" || base == "svc" || base == "pod" {
+		return nil, nil
+	}
+	segs := dns.SplitDomainName(base)
+	last := len(segs) - 1
+	kind := segs[last]
+	if kind != "svc" && kind != "pod" {
+		return nil, errNX
+	}
+	last--
+	ns := segs[last]
+	last--
+	var svcName, endpoint, port, proto string
+	if last >= 0 {
+		svcName = segs[last]
+		last--
+	}
+	switch last {
+	case -1:
+	case 0:
+		endpoint = segs[0]
+	case 1:
+		port, proto = strings.TrimPrefix(segs[0], "_"), strings.TrimPrefix(segs[1], "_")
+	default:
+		return nil, errNX
+	}
+	if !z.idx.NamespaceExists(ns) {
+		return nil, errNX
+	}
+	if kind == "pod" {
+		return z.pod(ns, svcName, zoneQ)
+	}
+	if svcName == "" {
+		return nil, nil
+	}
+	svc := z.idx.Service(ns, svcName)
+	if svc == nil {
+		return nil, errNX
+	}
+	svcFQDN := svc.Name + "." + svc.Namespace + ".svc." + zoneQ
+	if svc.ExternalName != "" {
+		if endpoint != "" {
+			return nil, errNX
+		}
+		if _, err := netip.ParseAddr(svc.ExternalName); err == nil {
+			// An IP is not a valid CNAME target: the Service has no records.
+			return nil, errNX
+		}
+		return []entry{{cname: dns.Fqdn(svc.ExternalName), port: index.NoPort, owner: svcFQDN}}, nil
+	}
+
+	var out []entry
+	found := false
+	if svc.Headless || endpoint != "" {
+		for _, sl := range z.idx.Slices(ns, svcName) {
+			for _, ep := range sl.Endpoints {
+				host := endpointName(ep)
+				if endpoint != "" && !strings.EqualFold(endpoint, host) {
+					continue
+				}
+				for _, p := range sl.Ports {
+					if !matchPort(port, proto, p) {
+						continue
+					}
+					found = true
+					out = append(out, entry{addr: ep.Addr, port: p.Port, owner: host + "." + svcFQDN})
+				}
+			}
+		}
+	} else {
+		for _, p := range svc.Ports {
+			if !matchPort(port, proto, p) {
+				continue
+			}
+			found = true
+			for _, ip := range svc.ClusterIPs {
+				out = append(out, entry{addr: ip, port: p.Port, owner: svcFQDN})
+			}
+		}
+	}
+	if !found {
+		return nil, errNX
+	}
+	return out, nil
+}
+
+// endpointName is an endpoint's DNS label: its hostname, else its IP with
+// dots (or colons) replaced by dashes.
+func endpointName(ep index.Endpoint) string {
+	if ep.Hostname != "" {
+		return ep.Hostname
+	}
+	s := ep.Addr.String()
+	if ep.Addr.Is4() {
+		return strings.ReplaceAll(s, ".", "-")
+	}
+	return strings.ReplaceAll(s, ":", "-")
+}
+
+// matchPort matches a port name and protocol from an SRV-style name; empty
+// means any.
+func matchPort(port, proto string, p index.Port) bool {
+	return (port == "" || strings.EqualFold(port, p.Name)) && (proto == "" || strings.EqualFold(proto, p.Protocol))
+}
+
+func (z *Zone) pod(ns, label, zoneQ string) ([]entry, error) {
+	if z.cfg.Pods == PodsDisabled {
+		return nil, errNX
+	}
+	if label == "" {
+		return nil, nil
+	}
+	var s string
+	if strings.Count(label, "-") == 3 && !strings.Contains(label, "--") {
+		s = strings.ReplaceAll(label, "-", ".")
+	} else {
+		s = strings.ReplaceAll(label, "-", ":")
+	}
+	ip, err := netip.ParseAddr(s)
+	if err != nil || ip.Zone() != "" {
+		return nil, errNX
+	}
+	ip = ip.Unmap()
+	if z.cfg.Pods == PodsVerified && !z.idx.PodExists(ns, ip) {
+		return nil, errNX
+	}
+	return []entry{{addr: ip, port: index.NoPort, owner: label + "." + ns + ".pod." + zoneQ}}, nil
+}
+
+// address answers an A or AAAA question for name (in the question's case),
+// following ExternalName CNAMEs.
+func (z *Zone) address(ctx context.Context, name string, qtype uint16, depth int) ([]dns.RR, error) {
+	lname := strings.ToLower(name)
+	zoneQ := name[len(name)-len(z.cfg.Zone):]
+	es, err := z.lookup(lname, zoneQ)
+	if err != nil {
+		return nil, err
+	}
+	var out []dns.RR
+	for _, e := range es {
+		if e.cname == "" {
+			if rr := z.addrRR(name, e.addr, qtype); rr != nil {
+				out = append(out, rr)
+			}
+			continue
+		}
+		target := e.cname
+		ltarget := strings.ToLower(target)
+		if dns.IsSubDomain(lname, ltarget) || depth >= maxCNAMEChain {
+			continue // a loop, or too long a chain
+		}
+		cname := &dns.CNAME{Hdr: z.hdr(name, dns.TypeCNAME), Target: target}
+		if dns.IsSubDomain(z.cfg.Zone, ltarget) {
+			next, err := z.address(ctx, target, qtype, depth+1)
+			if err == nil && len(next) > 0 {
+				out = append(out, cname)
+				out = append(out, next...)
+			}
+			continue
+		}
+		if z.up == nil {
+			continue
+		}
+		r, err := z.up.Lookup(ctx, target, qtype)
+		if err != nil {
+			continue
+		}
+		out = append(out, cname)
+		out = append(out, r.Answer...)
+	}
+	return out, nil
+}
+
+// srv answers an SRV question: CoreDNS weights every record 100/n (n counting
+// every matching port and address, floored, at least 1), priority 0.
+func (z *Zone) srv(name, lname, zoneQ string) (answer, extra []dns.RR, err error) {
+	es, err := z.lookup(lname, zoneQ)
+	if err != nil {
+		return nil, nil, err
+	}
+	es = slices.DeleteFunc(es, func(e entry) bool { return e.cname != "" })
+	if len(es) == 0 {
+		return nil, nil, nil
+	}
+	weight := uint16(100 / len(es))
+	if weight == 0 {
+		weight = 1
+	}
+	seenSRV := map[string]bool{}
+	seenAddr := map[string]bool{}
+	for _, e := range es {
+		if e.port == index.NoPort {
+			continue
+		}
+		k := strings.ToLower(e.owner) + "/" + strconv.Itoa(int(e.port))
+		if !seenSRV[k] {
+			seenSRV[k] = true
+			answer = append(answer, &dns.SRV{Hdr: z.hdr(name, dns.TypeSRV), Priority: 0, Weight: weight, Port: uint16(e.port), Target: e.owner})
+		}
+		ak := strings.ToLower(e.owner) + "/" + e.addr.String()
+		if !seenAddr[ak] {
+			seenAddr[ak] = true
+			t := dns.TypeA
+			if e.addr.Is6() {
+				t = dns.TypeAAAA
+			}
+			extra = append(extra, z.addrRR(e.owner, e.addr, t))
+		}
+	}
+	return answer, extra, nil
+}
+
+// reverse returns the PTR targets for a lower-case reverse name: the
+// Service owning the cluster IP, else every endpoint name with that IP.
+func (z *Zone) reverse(lname string) []string {
+	ip, ok := addrFromReverse(lname)
+	if !ok {
+		return nil
+	}
+	if svcs := z.idx.ServicesByIP(ip); len(svcs) > 0 {
+		slices.SortFunc(svcs, func(a, b *index.Service) int {
+			return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+		})
+		s := svcs[0]
+		return []string{s.Name + "." + s.Namespace + ".svc." + z.cfg.Zone}
+	}
+	var out []string
+	for _, sl := range z.idx.SlicesByIP(ip) {
+		for _, ep := range sl.Endpoints {
+			if ep.Addr == ip {
+				t := endpointName(ep) + "." + sl.Service + "." + sl.Namespace + ".svc." + z.cfg.Zone
+				if !slices.Contains(out, t) {
+					out = append(out, t)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// addrFromReverse parses d.c.b.a.in-addr.arpa. and the 32-nibble ip6.arpa.
+// form; partial names are not addresses.
+func addrFromReverse(lname string) (netip.Addr, bool) {
+	if base, ok := strings.CutSuffix(lname, "."+reverseV4); ok {
+		l := strings.Split(base, ".")
+		if len(l) != 4 {
+			return netip.Addr{}, false
+		}
+		slices.Reverse(l)
+		a, err := netip.ParseAddr(strings.Join(l, "."))
+		return a, err == nil && a.Is4()
+	}
+	if base, ok := strings.CutSuffix(lname, "."+reverseV6); ok {
+		l := strings.Split(base, ".")
+		if len(l) != 32 {
+			return netip.Addr{}, false
+		}
+		var b [16]byte
+		for i, n := range l {
+			if len(n) != 1 {
+				return netip.Addr{}, false
+			}
+			v, err := strconv.ParseUint(n, 16, 8)
+			if err != nil {
+				return netip.Addr{}, false
+			}
+			pos := 31 - i // nibble position from the most significant
+			if pos%2 == 0 {
+				b[pos/2] |= byte(v) << 4
+			} else {
+				b[pos/2] |= byte(v)
+			}
+		}
+		return netip.AddrFrom16(b), true
+	}
+	return netip.Addr{}, false
+}
+
+// dedup drops records whose text is identical to an earlier one.
+func dedup(rrs []dns.RR) []dns.RR {
+	if len(rrs) < 2 {
+		return rrs
+	}
+	seen := make(map[string]bool, len(rrs))
+	out := rrs[:0]
+	for _, rr := range rrs {
+		k := strings.ToLower(rr.String())
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, rr)
+	}
+	return out
+}

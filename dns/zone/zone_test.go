@@ -1,0 +1,401 @@
+package zone_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/svcnet/svcnet/dns/dnstest"
+	"github.com/svcnet/svcnet/dns/index"
+	"github.com/svcnet/svcnet/dns/zone"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func ns(name string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+func svc(ns, name string, ips []string, ports ...corev1.ServicePort) *corev1.Service {
+	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIPs: ips, Ports: ports}}
+	if len(ips) > 0 {
+		s.Spec.ClusterIP = ips[0]
+	}
+	return s
+}
+
+func extSvc(ns, name, target string) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: target}}
+}
+
+func port(name string, proto corev1.Protocol, p int32) corev1.ServicePort {
+	return corev1.ServicePort{Name: name, Protocol: proto, Port: p}
+}
+
+type ep struct {
+	ip    string
+	host  string
+	ready bool
+}
+
+func slice(ns, name, service string, fam discoveryv1.AddressType, ports []discoveryv1.EndpointPort, eps ...ep) *discoveryv1.EndpointSlice {
+	es := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: service}},
+		AddressType: fam, Ports: ports,
+	}
+	for _, e := range eps {
+		x := discoveryv1.Endpoint{Addresses: []string{e.ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(e.ready)}}
+		if e.host != "" {
+			x.Hostname = ptr(e.host)
+		}
+		es.Endpoints = append(es.Endpoints, x)
+	}
+	return es
+}
+
+func sport(name string, proto corev1.Protocol, p int32) discoveryv1.EndpointPort {
+	return discoveryv1.EndpointPort{Name: ptr(name), Protocol: ptr(proto), Port: ptr(p)}
+}
+
+// clusterState is the fixed cluster the zone tests answer from.
+func clusterState() []runtime.Object {
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	v4, v6 := discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6
+	return []runtime.Object{
+		ns("default"), ns("kube-system"), ns("prod"), ns("empty"),
+		svc("default", "myapp", []string{"10.96.3.215"}, port("http", tcp, 38080)),
+		slice("default", "myapp-abc", "myapp", v4, []discoveryv1.EndpointPort{sport("http", tcp, 8080)},
+			ep{"10.244.1.5", "", true}, ep{"10.244.2.6", "", true}, ep{"10.244.3.7", "", false}),
+		svc("default", "multi", []string{"10.96.0.20"}, port("http", tcp, 80), port("dns", udp, 53), port("", tcp, 9000)),
+		svc("default", "dual", []string{"10.96.0.30", "fd00:10:96::30"}, port("http", tcp, 80)),
+		svc("default", "web", []string{"None"}, port("http", tcp, 80)),
+		slice("default", "web-v4", "web", v4, []discoveryv1.EndpointPort{sport("http", tcp, 80)},
+			ep{"10.244.1.10", "web-0", true}, ep{"10.244.2.11", "", true}, ep{"10.244.3.12", "web-2", false}),
+		slice("default", "web-v6", "web", v6, []discoveryv1.EndpointPort{sport("http", tcp, 80)},
+			ep{"fd00:10:244::10", "web-0", true}),
+		svc("default", "nope", []string{"None"}, port("http", tcp, 80)),
+		slice("default", "nope-1", "nope", v4, []discoveryv1.EndpointPort{sport("http", tcp, 80)}, ep{"10.244.9.9", "", false}),
+		svc("default", "noports", []string{"None"}),
+		slice("default", "noports-1", "noports", v4, nil, ep{"10.244.8.8", "", true}),
+		extSvc("default", "svc-external-name", "www.example.com"),
+		extSvc("default", "alias", "api-service.prod.svc.cluster.local"),
+		extSvc("default", "dangling", "missing.prod.svc.cluster.local"),
+		extSvc("default", "ipext", "1.2.3.4"),
+		svc("prod", "api-service", []string{"10.96.5.5"}, port("http", tcp, 8080)),
+		svc("kube-system", "kube-dns", []string{"10.96.0.10"}, port("dns", udp, 53), port("dns-tcp", tcp, 53), port("metrics", tcp, 9153)),
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "pod-a"}, Status: corev1.PodStatus{PodIP: "10.244.1.5"}},
+	}
+}
+
+// stubUpstream answers every name outside the zone like a public resolver
+// would for www.example.com.
+type stubUpstream struct{}
+
+func (stubUpstream) Lookup(_ context.Context, name string, qtype uint16) (*dns.Msg, error) {
+	m := new(dns.Msg)
+	m.SetQuestion(name, qtype)
+	if name == "www.example.com." && qtype == dns.TypeA {
+		m.Answer = []dns.RR{dnstest.A("www.example.com. 30 IN A 93.184.215.14")}
+	}
+	return m, nil
+}
+
+func newZone(t *testing.T, mode zone.PodMode) (*zone.Zone, *fake.Clientset) {
+	t.Helper()
+	client := fake.NewSimpleClientset(clusterState()...)
+	idx := index.New()
+	w, err := index.NewWatcher(client, idx, mode == zone.PodsVerified, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go w.Run(ctx)
+	if !w.WaitForSync(ctx, 10*time.Second) {
+		t.Fatal("informers did not sync")
+	}
+	z := zone.New(zone.Config{Zone: "cluster.local.", TTL: 5, Pods: mode, Reverse: true,
+		NSNamespace: "kube-system", NSName: "kube-dns"}, idx, w.HasSynced, stubUpstream{})
+	return z, client
+}
+
+const soa = "cluster.local. 5 IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 0 7200 1800 86400 5"
+
+var (
+	A     = dnstest.A
+	AAAA  = dnstest.AAAA
+	SRV   = dnstest.SRV
+	PTR   = dnstest.PTR
+	CNAME = dnstest.CNAME
+	TXT   = dnstest.TXT
+	SOA   = dnstest.SOA
+	NS    = dnstest.NS
+)
+
+func nx(name, qname string, qtype uint16) dnstest.Case {
+	return dnstest.Case{Name: name, Qname: qname, Qtype: qtype, Rcode: dns.RcodeNameError, Ns: []dns.RR{SOA(soa)}}
+}
+
+func nodata(name, qname string, qtype uint16) dnstest.Case {
+	return dnstest.Case{Name: name, Qname: qname, Qtype: qtype, Rcode: dns.RcodeSuccess, Ns: []dns.RR{SOA(soa)}}
+}
+
+var zoneCases = []dnstest.Case{
+	{Name: "clusterip A", Qname: "myapp.default.svc.cluster.local.", Qtype: dns.TypeA,
+		Answer: []dns.RR{A("myapp.default.svc.cluster.local. 5 IN A 10.96.3.215")}},
+	{Name: "case echoed", Qname: "MyApp.Default.SVC.Cluster.Local.", Qtype: dns.TypeA,
+		Answer: []dns.RR{A("MyApp.Default.SVC.Cluster.Local. 5 IN A 10.96.3.215")}},
+	nodata("AAAA on IPv4-only service", "myapp.default.svc.cluster.local.", dns.TypeAAAA),
+	{Name: "seed SRV without underscores", Qname: "http.tcp.myapp.default.svc.cluster.local.", Qtype: dns.TypeSRV,
+		Answer: []dns.RR{SRV("http.tcp.myapp.default.svc.cluster.local. 5 IN SRV 0 100 38080 myapp.default.svc.cluster.local.")},
+		Extra:  []dns.RR{A("myapp.default.svc.cluster.local. 5 IN A 10.96.3.215")}},
+	{Name: "SRV with underscores", Qname: "_http._tcp.myapp.default.svc.cluster.local.", Qtype: dns.TypeSRV,
+		Answer: []dns.RR{SRV("_http._tcp.myapp.default.svc.cluster.local. 5 IN SRV 0 100 38080 myapp.default.svc.cluster.local.")},
+		Extra:  []dns.RR{A("myapp.default.svc.cluster.local. 5 IN A 10.96.3.215")}},
+	nx("SRV unknown port", "_https._tcp.myapp.default.svc.cluster.local.", dns.TypeSRV),
+	nx("SRV wrong protocol", "_http._udp.myapp.default.svc.cluster.local.", dns.TypeSRV),
+	{Name: "SRV of service name lists every port", Qname: "multi.default.svc.cluster.local.", Qtype: dns.TypeSRV,
+		Answer: []dns.RR{
+			SRV("multi.default.svc.cluster.local. 5 IN SRV 0 33 80 multi.default.svc.cluster.local."),
+			SRV("multi.default.svc.cluster.local. 5 IN SRV 0 33 53 multi.default.svc.cluster.local."),
+			SRV("multi.default.svc.cluster.local. 5 IN SRV 0 33 9000 multi.default.svc.cluster.local."),
+		},
+		Extra: []dns.RR{A("multi.default.svc.cluster.local. 5 IN A 10.96.0.20")}},
+	{Name: "SRV udp port", Qname: "_dns._udp.multi.default.svc.cluster.local.", Qtype: dns.TypeSRV,
+		Answer: []dns.RR{SRV("_dns._udp.multi.default.svc.cluster.local. 5 IN SRV 0 100 53 multi.default.svc.cluster.local.")},
+		Extra:  []dns.RR{A("multi.default.svc.cluster.local. 5 IN A 10.96.0.20")}},
+	{Name: "dual-stack A", Qname: "dual.default.svc.cluster.local.", Qtype: dns.TypeA,
+		Answer: []dns.RR{A("dual.default.svc.cluster.local. 5 IN A 10.96.0.30")}},
+	{Name: "dual-stack AAAA", Qname: "dual.default.svc.cluster.local.", Qtype: dns.TypeAAAA,
+		Answer: []dns.RR{AAAA("dual.default.svc.cluster.local. 5 IN AAAA fd00:10:96::30")}},
+	{Name: "dual-stack SRV weight counts both families", Qname: "_http._tcp.dual.default.svc.cluster.local.", Qtype: dns.TypeSRV,
+		Answer: []dns.RR{SRV("_http._tcp.dual.default.svc.cluster.local. 5 IN SRV 0 50 80 dual.default.svc.cluster.local.")},
+		Extra: []dns.RR{A("dual.default.svc.cluster.local. 5 IN A 10.96.0.30"),
+			AAAA("dual.default.svc.cluster.local. 5 IN AAAA fd00:10:96::30")}},
+	{Name: "headless A lists ready endpoints only", Qname: "web.default.svc.cluster.local.", Qtype: dns.TypeA,
+		Answer: []dns.RR{A("web.default.svc.cluster.local. 5 IN A 10.244.1.10"), A("web.default.svc.cluster.local. 5 IN A 10.244.2.11")}},
+	{Name: "headless AAAA", Qname: "web.default.svc.cluster.local.", Qtype: dns.TypeAAAA,
+		Answer: []dns.RR{AAAA("web.default.svc.cluster.local. 5 IN AAAA fd00:10:244::10")}},
+	{Name: "headless SRV targets endpoints", Qname: "_http._tcp.web.default.svc.cluster.local.", Qtype: dns.TypeSRV,
+		Answer: []dns.RR{
+			SRV("_http._tcp.web.default.svc.cluster.local. 5 IN SRV 0 33 80 web-0.web.default.svc.cluster.local."),
+			SRV("_http._tcp.web.default.svc.cluster.local. 5 IN SRV 0 33 80 10-244-2-11.web.default.svc.cluster.local."),
+		},
+		Extra: []dns.RR{
+			A("web-0.web.default.svc.cluster.local. 5 IN A 10.244.1.10"),
+			A("10-244-2-11.web.default.svc.cluster.local. 5 IN A 10.244.2.11"),
+			AAAA("web-0.web.default.svc.cluster.local. 5 IN AAAA fd00:10:244::10"),
+		}},
+	{Name: "endpoint by hostname", Qname: "web-0.web.default.svc.cluster.local.", Qtype: dns.TypeA,
+		Answer: []dns.RR{A("web-0.web.default.svc.cluster.local. 5 IN A 10.244.1.10")}},
+	{Name: "endpoint by dashed IP", Qname: "10-244-2-11.web.default.svc.cluster.local.", Qtype: dns.TypeA,
+		Answer: []dns.RR{A("10-244-2-11.web.default.svc.cluster.local. 5 IN A 10.244.2.11")}},
+	{Name: "endpoint of a ClusterIP service", Qname: "10-244-1-5.myapp.default.svc.cluster.local.", Qtype: dns.TypeA,
+		Answer: []dns.RR{A("10-244-1-5.myapp.default.svc.cluster.local. 5 IN A 10.244.1.5")}},
+	nx("not-ready endpoint", "web-2.web.default.svc.cluster.local.", dns.TypeA),
+	nx("headless without ready endpoints", "nope.default.svc.cluster.local.", dns.TypeA),
+	{Name: "headless slice without ports still has A", Qname: "noports.default.svc.cluster.local.", Qtype: dns.TypeA,
+		Answer: []dns.RR{A("noports.default.svc.cluster.local. 5 IN A 10.244.8.8")}},
+	nodata("headless slice without ports has no SRV", "noports.default.svc.cluster.local.", dns.TypeSRV),
+	{Name: "ExternalName CNAME chased upstream", Qname: "svc-external-name.default.svc.cluster.local.", Qtype: dns.TypeA,
+		Answer: []dns.RR{CNAME("svc-external-name.default.svc.cluster.local. 5 IN CNAME www.example.com."),
+			A("www.example.com. 30 IN A 93.184.215.14")}},
+	{Name: "ExternalName CNAME query", Qname: "svc-external-name.default.svc.cluster.local.", Qtype: dns.TypeCNAME,
+		Answer: []dns.RR{CNAME("svc-external-name.default.svc.cluster.local. 5 IN CNAME www.example.com.")}},
+	{Name: "ExternalName in-zone target followed", Qname: "alias.default.svc.cluster.local.", Qtype: dns.TypeA,
+		Answer: []dns.RR{CNAME("alias.default.svc.cluster.local. 5 IN CNAME api-service.prod.svc.cluster.local."),
+			A("api-service.prod.svc.cluster.local. 5 IN A 10.96.5.5")}},
+	nodata("ExternalName in-zone dangling target", "dangling.default.svc.cluster.local.", dns.TypeA),
+	nodata("ExternalName has no SRV", "svc-external-name.default.svc.cluster.local.", dns.TypeSRV),
+	nx("ExternalName with an IP", "ipext.default.svc.cluster.local.", dns.TypeA),
+	nx("ExternalName has no endpoints", "x.svc-external-name.default.svc.cluster.local.", dns.TypeA),
+	nodata("CNAME on ClusterIP service", "myapp.default.svc.cluster.local.", dns.TypeCNAME),
+	{Name: "PTR cluster IP", Qname: "215.3.96.10.in-addr.arpa.", Qtype: dns.TypePTR,
+		Answer: []dns.RR{PTR("215.3.96.10.in-addr.arpa. 5 IN PTR myapp.default.svc.cluster.local.")}},
+	{Name: "PTR endpoint hostname", Qname: "10.1.244.10.in-addr.arpa.", Qtype: dns.TypePTR,
+		Answer: []dns.RR{PTR("10.1.244.10.in-addr.arpa. 5 IN PTR web-0.web.default.svc.cluster.local.")}},
+	{Name: "PTR endpoint dashed", Qname: "11.2.244.10.in-addr.arpa.", Qtype: dns.TypePTR,
+		Answer: []dns.RR{PTR("11.2.244.10.in-addr.arpa. 5 IN PTR 10-244-2-11.web.default.svc.cluster.local.")}},
+	{Name: "PTR IPv6 cluster IP", Qname: "0.3.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa.", Qtype: dns.TypePTR,
+		Answer: []dns.RR{PTR("0.3.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa. 5 IN PTR dual.default.svc.cluster.local.")}},
+	{Name: "dns-version", Qname: "dns-version.cluster.local.", Qtype: dns.TypeTXT,
+		Answer: []dns.RR{TXT(`dns-version.cluster.local. 28800 IN TXT "1.1.0"`)}},
+	nx("dns-version is TXT only", "dns-version.cluster.local.", dns.TypeA),
+	nodata("other TXT is NODATA", "myapp.default.svc.cluster.local.", dns.TypeTXT),
+	{Name: "pod insecure", Qname: "10-244-7-7.default.pod.cluster.local.", Qtype: dns.TypeA,
+		Answer: []dns.RR{A("10-244-7-7.default.pod.cluster.local. 5 IN A 10.244.7.7")}},
+	nx("pod in unknown namespace", "10-244-7-7.nowhere.pod.cluster.local.", dns.TypeA),
+	nx("pod with bad IP", "10-244-7.default.pod.cluster.local.", dns.TypeA),
+	nx("unknown namespace", "myapp.nowhere.svc.cluster.local.", dns.TypeA),
+	nx("unknown service", "nosuch.default.svc.cluster.local.", dns.TypeA),
+	nx("search path expansion", "myapp.default.svc.cluster.local.default.svc.cluster.local.", dns.TypeA),
+	nx("seed search: svc", "myapp.svc.cluster.local.", dns.TypeA),
+	nx("seed search: zone", "myapp.cluster.local.", dns.TypeA),
+	nx("too many labels", "a.b.c.myapp.default.svc.cluster.local.", dns.TypeA),
+	nodata("namespace name", "default.svc.cluster.local.", dns.TypeA),
+	nodata("empty namespace name", "empty.svc.cluster.local.", dns.TypeA),
+	nodata("svc apex", "svc.cluster.local.", dns.TypeA),
+	nodata("zone apex A", "cluster.local.", dns.TypeA),
+	nodata("MX on service", "myapp.default.svc.cluster.local.", dns.TypeMX),
+	nx("MX on missing", "nosuch.default.svc.cluster.local.", dns.TypeMX),
+	{Name: "SOA at apex", Qname: "cluster.local.", Qtype: dns.TypeSOA, Answer: []dns.RR{SOA(soa)}},
+	{Name: "NS at apex", Qname: "cluster.local.", Qtype: dns.TypeNS,
+		Answer: []dns.RR{NS("cluster.local. 5 IN NS ns.dns.cluster.local.")},
+		Extra:  []dns.RR{A("ns.dns.cluster.local. 5 IN A 10.96.0.10")}},
+	{Name: "ns.dns A", Qname: "ns.dns.cluster.local.", Qtype: dns.TypeA,
+		Answer: []dns.RR{A("ns.dns.cluster.local. 5 IN A 10.96.0.10")}},
+	{Name: "AXFR refused", Qname: "cluster.local.", Qtype: dns.TypeAXFR, Rcode: dns.RcodeRefused},
+	{Name: "IXFR refused", Qname: "cluster.local.", Qtype: dns.TypeIXFR, Rcode: dns.RcodeRefused},
+	{Name: "kube-dns SRV", Qname: "_dns._udp.kube-dns.kube-system.svc.cluster.local.", Qtype: dns.TypeSRV,
+		Answer: []dns.RR{SRV("_dns._udp.kube-dns.kube-system.svc.cluster.local. 5 IN SRV 0 100 53 kube-dns.kube-system.svc.cluster.local.")},
+		Extra:  []dns.RR{A("kube-dns.kube-system.svc.cluster.local. 5 IN A 10.96.0.10")}},
+}
+
+func TestZone(t *testing.T) {
+	z, _ := newZone(t, zone.PodsInsecure)
+	for _, c := range zoneCases {
+		t.Run(c.Name, func(t *testing.T) {
+			resp := z.Serve(context.Background(), c.Msg())
+			if d := c.Check(resp); d != "" {
+				t.Errorf("%s %s:\n%s", c.Qname, dns.TypeToString[c.Qtype], d)
+			}
+			if resp != nil && c.Rcode != dns.RcodeRefused && !resp.Authoritative {
+				t.Errorf("AA flag not set")
+			}
+		})
+	}
+}
+
+func TestUpperCaseZoneEchoedInSOA(t *testing.T) {
+	z, _ := newZone(t, zone.PodsInsecure)
+	c := dnstest.Case{Qname: "nosuch.default.svc.CLUSTER.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError,
+		Ns: []dns.RR{SOA("CLUSTER.local. 5 IN SOA ns.dns.CLUSTER.local. hostmaster.CLUSTER.local. 0 7200 1800 86400 5")}}
+	if d := c.Check(z.Serve(context.Background(), c.Msg())); d != "" {
+		t.Error(d)
+	}
+}
+
+func TestNotOurs(t *testing.T) {
+	z, _ := newZone(t, zone.PodsInsecure)
+	for _, q := range []struct {
+		name  string
+		qtype uint16
+	}{
+		{"www.example.com.", dns.TypeA},
+		{"1.1.1.1.in-addr.arpa.", dns.TypePTR}, // unknown reverse: forwarded
+		{"215.3.96.10.in-addr.arpa.", dns.TypeA},
+		{"local.", dns.TypeSOA},
+	} {
+		m := new(dns.Msg)
+		m.SetQuestion(q.name, q.qtype)
+		if resp := z.Serve(context.Background(), m); resp != nil {
+			t.Errorf("%s %s answered in-zone:\n%v", q.name, dns.TypeToString[q.qtype], resp)
+		}
+	}
+}
+
+func TestPodModes(t *testing.T) {
+	q := "10-244-1-5.default.pod.cluster.local."
+	t.Run("verified", func(t *testing.T) {
+		z, _ := newZone(t, zone.PodsVerified)
+		ok := dnstest.Case{Qname: q, Qtype: dns.TypeA, Answer: []dns.RR{A(q + " 5 IN A 10.244.1.5")}}
+		if d := ok.Check(z.Serve(context.Background(), ok.Msg())); d != "" {
+			t.Error(d)
+		}
+		for _, c := range []dnstest.Case{
+			nx("unknown pod", "10-244-7-7.default.pod.cluster.local.", dns.TypeA),
+			nx("pod in other namespace", "10-244-1-5.prod.pod.cluster.local.", dns.TypeA),
+		} {
+			if d := c.Check(z.Serve(context.Background(), c.Msg())); d != "" {
+				t.Errorf("%s: %s", c.Name, d)
+			}
+		}
+	})
+	t.Run("disabled", func(t *testing.T) {
+		z, _ := newZone(t, zone.PodsDisabled)
+		for _, c := range []dnstest.Case{nx("pod", q, dns.TypeA), nx("pod namespace", "default.pod.cluster.local.", dns.TypeA)} {
+			if d := c.Check(z.Serve(context.Background(), c.Msg())); d != "" {
+				t.Errorf("%s: %s", c.Name, d)
+			}
+		}
+	})
+}
+
+func TestServfailUntilSynced(t *testing.T) {
+	idx := index.New()
+	z := zone.New(zone.Config{Zone: "cluster.local.", TTL: 5}, idx, func() bool { return false }, nil)
+	m := new(dns.Msg)
+	m.SetQuestion("myapp.default.svc.cluster.local.", dns.TypeA)
+	if resp := z.Serve(context.Background(), m); resp == nil || resp.Rcode != dns.RcodeServerFailure {
+		t.Fatalf("want SERVFAIL before sync, got %v", resp)
+	}
+}
+
+// TestIncrementalUpdates changes the cluster through the API and expects the
+// answers to follow within a short time, without rebuilding the index.
+func TestIncrementalUpdates(t *testing.T) {
+	z, client := newZone(t, zone.PodsInsecure)
+	ctx := context.Background()
+	ask := func(name string, qtype uint16) *dns.Msg {
+		m := new(dns.Msg)
+		m.SetQuestion(name, qtype)
+		return z.Serve(ctx, m)
+	}
+	eventually := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// New Service appears.
+	s := svc("default", "late", []string{"10.96.9.9"}, port("http", corev1.ProtocolTCP, 80))
+	if _, err := client.CoreV1().Services("default").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually("new service", func() bool {
+		r := ask("late.default.svc.cluster.local.", dns.TypeA)
+		return r.Rcode == dns.RcodeSuccess && len(r.Answer) == 1
+	})
+	// Endpoint becomes not ready: it leaves the headless answer.
+	es, err := client.DiscoveryV1().EndpointSlices("default").Get(ctx, "web-v4", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es.Endpoints[0].Conditions.Ready = ptr(false)
+	if _, err := client.DiscoveryV1().EndpointSlices("default").Update(ctx, es, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually("endpoint to leave", func() bool {
+		r := ask("web-0.web.default.svc.cluster.local.", dns.TypeA)
+		return r.Rcode == dns.RcodeSuccess && len(r.Answer) == 0 // AAAA-family web-0 still exists: NODATA
+	})
+	eventually("PTR to leave", func() bool {
+		return z.Serve(ctx, func() *dns.Msg { m := new(dns.Msg); m.SetQuestion("10.1.244.10.in-addr.arpa.", dns.TypePTR); return m }()) == nil
+	})
+	// Service deleted.
+	if err := client.CoreV1().Services("default").Delete(ctx, "myapp", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually("service to go", func() bool {
+		return ask("myapp.default.svc.cluster.local.", dns.TypeA).Rcode == dns.RcodeNameError
+	})
+	// Its cluster IP no longer reverses.
+	m := new(dns.Msg)
+	m.SetQuestion("215.3.96.10.in-addr.arpa.", dns.TypePTR)
+	if r := z.Serve(ctx, m); r != nil {
+		t.Errorf("deleted service still reverses: %v", r)
+	}
+}
