@@ -1,0 +1,257 @@
+// Package endpointslice is the registry strategy for discovery.k8s.io/v1
+// EndpointSlices: Kubernetes' defaulting (port name "" and protocol TCP) and
+// kube-apiserver 1.36's validation (addressType IPv4/IPv6/FQDN and immutable,
+// at most 1000 endpoints of 1..100 addresses each, addresses of the slice's
+// type that are not loopback, link-local, link-local multicast or
+// unspecified, unique port names, at most 20000 ports, hints limits).
+package endpointslice
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/svcnet/svcnet/registry"
+	"github.com/svcnet/svcnet/registry/service"
+)
+
+const (
+	maxTopologyLabels = 16
+	maxAddresses      = 100
+	maxPorts          = 20000
+	maxEndpoints      = 1000
+	maxZoneHints      = 8
+	maxNodeHints      = 8
+)
+
+var supportedAddressTypes = sets.New(string(discoveryv1.AddressTypeIPv4), string(discoveryv1.AddressTypeIPv6), string(discoveryv1.AddressTypeFQDN))
+
+// Strategy implements registry.Strategy for EndpointSlices.
+type Strategy struct{}
+
+var _ registry.Strategy = Strategy{}
+
+// NewStrategy returns the EndpointSlice strategy. It holds no state.
+func NewStrategy() Strategy { return Strategy{} }
+
+// NamespaceScoped: EndpointSlices live in a namespace.
+func (Strategy) NamespaceScoped() bool { return true }
+
+// Default applies SetDefaults.
+func (Strategy) Default(obj runtime.Object) {
+	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+		SetDefaults(s)
+	}
+}
+
+// SetDefaults gives every port a name ("" when unset) and protocol TCP when
+// unset, as the v1 defaulting does.
+func SetDefaults(s *discoveryv1.EndpointSlice) {
+	for i := range s.Ports {
+		p := &s.Ports[i]
+		if p.Name == nil {
+			empty := ""
+			p.Name = &empty
+		}
+		if p.Protocol == nil {
+			tcp := corev1.ProtocolTCP
+			p.Protocol = &tcp
+		}
+	}
+}
+
+// PrepareForCreate does nothing: EndpointSlices have no status.
+func (Strategy) PrepareForCreate(context.Context, runtime.Object) {}
+
+// PrepareForUpdate does nothing.
+func (Strategy) PrepareForUpdate(context.Context, runtime.Object, runtime.Object) {}
+
+// Validate returns ValidateEndpointSlice(obj, nil).
+func (Strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return field.ErrorList{field.InternalError(nil, fmt.Errorf("not an *v1.EndpointSlice: %T", obj))}
+	}
+	return ValidateEndpointSlice(s, nil)
+}
+
+// ValidateUpdate adds the metadata update rules and addressType immutability.
+func (Strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	s, ok1 := obj.(*discoveryv1.EndpointSlice)
+	o, ok2 := old.(*discoveryv1.EndpointSlice)
+	if !ok1 || !ok2 {
+		return field.ErrorList{field.InternalError(nil, fmt.Errorf("not an *v1.EndpointSlice: %T", obj))}
+	}
+	allErrs := apivalidation.ValidateObjectMetaUpdate(&s.ObjectMeta, &o.ObjectMeta, field.NewPath("metadata"))
+	allErrs = append(allErrs, ValidateEndpointSlice(s, o)...)
+	allErrs = append(allErrs, apivalidation.ValidateImmutableField(s.AddressType, o.AddressType, field.NewPath("addressType"))...)
+	return allErrs
+}
+
+// ValidateEndpointSlice checks a (defaulted) EndpointSlice. old may be nil;
+// addresses it holds are accepted even if today's strict IP syntax would
+// reject them.
+func ValidateEndpointSlice(s *discoveryv1.EndpointSlice, old *discoveryv1.EndpointSlice) field.ErrorList {
+	allErrs := apivalidation.ValidateObjectMeta(&s.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	atPath := field.NewPath("addressType")
+	if s.AddressType == "" {
+		allErrs = append(allErrs, field.Required(atPath, ""))
+	} else if !supportedAddressTypes.Has(string(s.AddressType)) {
+		allErrs = append(allErrs, field.NotSupported(atPath, s.AddressType, sets.List(supportedAddressTypes)))
+	}
+	var oldAddrs []string
+	if old != nil {
+		for _, e := range old.Endpoints {
+			oldAddrs = append(oldAddrs, e.Addresses...)
+		}
+	}
+	allErrs = append(allErrs, validateEndpoints(s.Endpoints, s.AddressType, oldAddrs, field.NewPath("endpoints"))...)
+	allErrs = append(allErrs, validatePorts(s.Ports, field.NewPath("ports"))...)
+	return allErrs
+}
+
+func validateEndpoints(eps []discoveryv1.Endpoint, at discoveryv1.AddressType, oldAddrs []string, fp *field.Path) field.ErrorList {
+	if len(eps) > maxEndpoints {
+		return field.ErrorList{field.TooMany(fp, len(eps), maxEndpoints)}
+	}
+	var allErrs field.ErrorList
+	for i := range eps {
+		ep := &eps[i]
+		idx := fp.Index(i)
+		ap := idx.Child("addresses")
+		if len(ep.Addresses) == 0 {
+			allErrs = append(allErrs, field.Required(ap, "must contain at least 1 address"))
+		} else if len(ep.Addresses) > maxAddresses {
+			allErrs = append(allErrs, field.TooMany(ap, len(ep.Addresses), maxAddresses))
+		}
+		for j, addr := range ep.Addresses {
+			p := ap.Index(j)
+			switch at {
+			case discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6:
+				errs := validation.IsValidIPForLegacyField(p, addr, true, oldAddrs)
+				if len(errs) > 0 {
+					allErrs = append(allErrs, errs...)
+					continue
+				}
+				if slices.Contains(oldAddrs, addr) {
+					continue
+				}
+				a, _ := netip.ParseAddr(addr)
+				if at == discoveryv1.AddressTypeIPv4 && !a.Is4() {
+					allErrs = append(allErrs, field.Invalid(p, addr, "must be an IPv4 address"))
+				} else if at == discoveryv1.AddressTypeIPv6 && !a.Is6() {
+					allErrs = append(allErrs, field.Invalid(p, addr, "must be an IPv6 address"))
+				}
+				allErrs = append(allErrs, service.ValidateEndpointIP(addr, p)...)
+			case discoveryv1.AddressTypeFQDN:
+				allErrs = append(allErrs, validation.IsFullyQualifiedDomainName(p, addr)...)
+			}
+		}
+		if ep.NodeName != nil {
+			for _, msg := range apivalidation.NameIsDNSSubdomain(*ep.NodeName, false) {
+				allErrs = append(allErrs, field.Invalid(idx.Child("nodeName"), *ep.NodeName, msg))
+			}
+		}
+		tp := idx.Child("deprecatedTopology")
+		if len(ep.DeprecatedTopology) > maxTopologyLabels {
+			allErrs = append(allErrs, field.TooMany(tp, len(ep.DeprecatedTopology), maxTopologyLabels))
+		}
+		allErrs = append(allErrs, metavalidation.ValidateLabels(ep.DeprecatedTopology, tp)...)
+		if ep.Hostname != nil {
+			for _, msg := range validation.IsDNS1123Label(*ep.Hostname) {
+				allErrs = append(allErrs, field.Invalid(idx.Child("hostname"), *ep.Hostname, msg))
+			}
+		}
+		if ep.Hints != nil {
+			allErrs = append(allErrs, validateHints(ep.Hints, idx.Child("hints"))...)
+		}
+	}
+	return allErrs
+}
+
+func validateHints(h *discoveryv1.EndpointHints, fp *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	zp := fp.Child("forZones")
+	if len(h.ForZones) > maxZoneHints {
+		allErrs = append(allErrs, field.TooMany(zp, len(h.ForZones), maxZoneHints))
+	} else {
+		seen := sets.New[string]()
+		for i, z := range h.ForZones {
+			np := zp.Index(i).Child("name")
+			if seen.Has(z.Name) {
+				allErrs = append(allErrs, field.Duplicate(np, z.Name))
+			}
+			seen.Insert(z.Name)
+			for _, msg := range validation.IsValidLabelValue(z.Name) {
+				allErrs = append(allErrs, field.Invalid(np, z.Name, msg))
+			}
+		}
+	}
+	np := fp.Child("forNodes")
+	if len(h.ForNodes) > maxNodeHints {
+		allErrs = append(allErrs, field.TooMany(np, len(h.ForNodes), maxNodeHints))
+	} else {
+		seen := sets.New[string]()
+		for i, n := range h.ForNodes {
+			p := np.Index(i).Child("name")
+			if seen.Has(n.Name) {
+				allErrs = append(allErrs, field.Duplicate(p, n.Name))
+			}
+			seen.Insert(n.Name)
+			for _, msg := range validation.IsValidLabelValue(n.Name) {
+				allErrs = append(allErrs, field.Invalid(p, n.Name, msg))
+			}
+		}
+	}
+	return allErrs
+}
+
+func validatePorts(ports []discoveryv1.EndpointPort, fp *field.Path) field.ErrorList {
+	if len(ports) > maxPorts {
+		return field.ErrorList{field.TooMany(fp, len(ports), maxPorts)}
+	}
+	var allErrs field.ErrorList
+	names := sets.New[string]()
+	for i := range ports {
+		p := &ports[i]
+		idx := fp.Index(i)
+		name := ""
+		if p.Name != nil {
+			name = *p.Name
+		}
+		if name != "" {
+			for _, msg := range validation.IsDNS1123Label(name) {
+				allErrs = append(allErrs, field.Invalid(idx.Child("name"), name, msg))
+			}
+		}
+		if names.Has(name) {
+			allErrs = append(allErrs, field.Duplicate(idx.Child("name"), name))
+		} else {
+			names.Insert(name)
+		}
+		if p.Protocol == nil {
+			allErrs = append(allErrs, field.Required(idx.Child("protocol"), ""))
+		} else if !service.SupportedPortProtocols.Has(*p.Protocol) {
+			allErrs = append(allErrs, field.NotSupported(idx.Child("protocol"), *p.Protocol, sets.List(service.SupportedPortProtocols)))
+		}
+		if p.Port != nil {
+			for _, msg := range validation.IsValidPortNum(int(*p.Port)) {
+				allErrs = append(allErrs, field.Invalid(idx.Child("port"), *p.Port, msg))
+			}
+		}
+		if p.AppProtocol != nil {
+			allErrs = append(allErrs, service.ValidateQualifiedName(*p.AppProtocol, idx.Child("appProtocol"))...)
+		}
+	}
+	return allErrs
+}
