@@ -1,0 +1,152 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+)
+
+// ErrPoolFull is returned when the pod CIDR has no free address left.
+var ErrPoolFull = errors.New("no free pod IP left in the node's pod CIDR")
+
+// IPAM hands out pod addresses from one node's pod CIDR. The network and
+// broadcast addresses and the gateway (the first host address, held by the
+// bridge) are never handed out. Assignments are saved to a JSON file after
+// every change, so a restarted node agent gives each pod the address it had.
+// A pod asking again gets its existing address.
+type IPAM struct {
+	mu      sync.Mutex
+	prefix  netip.Prefix
+	gateway netip.Addr
+	path    string            // empty: in memory only
+	byOwner map[string]netip.Addr
+	next    netip.Addr
+}
+
+// NewIPAM loads (or starts) the assignments for prefix kept in path. An
+// empty path keeps them in memory.
+func NewIPAM(prefix netip.Prefix, path string) (*IPAM, error) {
+	prefix = prefix.Masked()
+	if !prefix.Addr().Is4() || prefix.Bits() > 30 {
+		return nil, fmt.Errorf("pod CIDR %s: need an IPv4 prefix of /30 or larger", prefix)
+	}
+	m := &IPAM{prefix: prefix, gateway: prefix.Addr().Next(), path: path, byOwner: map[string]netip.Addr{}}
+	m.next = m.gateway.Next()
+	if path != "" {
+		b, err := os.ReadFile(path)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+		case err != nil:
+			return nil, fmt.Errorf("read IPAM state: %w", err)
+		default:
+			var saved map[string]string
+			if err := json.Unmarshal(b, &saved); err != nil {
+				return nil, fmt.Errorf("parse IPAM state %s: %w", path, err)
+			}
+			for owner, s := range saved {
+				a, err := netip.ParseAddr(s)
+				if err == nil && prefix.Contains(a) {
+					m.byOwner[owner] = a
+				}
+			}
+		}
+	}
+	return m, nil
+}
+
+// Gateway is the bridge's address in the pod CIDR.
+func (m *IPAM) Gateway() netip.Addr { return m.gateway }
+
+// Prefix is the pod CIDR.
+func (m *IPAM) Prefix() netip.Prefix { return m.prefix }
+
+func (m *IPAM) broadcast() netip.Addr {
+	a := m.prefix.Addr().As4()
+	host := 32 - m.prefix.Bits()
+	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	v |= (1 << host) - 1
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// Allocate returns owner's address, assigning a free one if it has none.
+// Addresses are handed out round-robin so a freed one is not reused at once.
+func (m *IPAM) Allocate(owner string) (netip.Addr, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if a, ok := m.byOwner[owner]; ok {
+		return a, nil
+	}
+	used := map[netip.Addr]bool{}
+	for _, a := range m.byOwner {
+		used[a] = true
+	}
+	bc := m.broadcast()
+	first := m.gateway.Next()
+	a := m.next
+	for i := 0; i < 1<<(32-m.prefix.Bits()); i++ {
+		if !m.prefix.Contains(a) || a == bc {
+			a = first
+		}
+		if !used[a] {
+			m.byOwner[owner] = a
+			m.next = a.Next()
+			if err := m.save(); err != nil {
+				delete(m.byOwner, owner)
+				return netip.Addr{}, err
+			}
+			return a, nil
+		}
+		a = a.Next()
+	}
+	return netip.Addr{}, ErrPoolFull
+}
+
+// Release frees owner's address; releasing an owner without one is a no-op.
+func (m *IPAM) Release(owner string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.byOwner[owner]; !ok {
+		return nil
+	}
+	delete(m.byOwner, owner)
+	return m.save()
+}
+
+// Owners lists the owners holding an address, sorted.
+func (m *IPAM) Owners() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.byOwner))
+	for o := range m.byOwner {
+		out = append(out, o)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (m *IPAM) save() error {
+	if m.path == "" {
+		return nil
+	}
+	out := map[string]string{}
+	for o, a := range m.byOwner {
+		out[o] = a.String()
+	}
+	b, _ := json.MarshalIndent(out, "", "  ")
+	if err := os.MkdirAll(filepath.Dir(m.path), 0o755); err != nil {
+		return fmt.Errorf("save IPAM state: %w", err)
+	}
+	tmp := m.path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("save IPAM state: %w", err)
+	}
+	if err := os.Rename(tmp, m.path); err != nil {
+		return fmt.Errorf("save IPAM state: %w", err)
+	}
+	return nil
+}

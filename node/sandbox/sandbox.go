@@ -1,0 +1,241 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Config is what one node's sandboxes share.
+type Config struct {
+	// DataDir holds per-pod directories (pods/<ns>_<name>/) and the IPAM file.
+	DataDir string
+	// Bridge is the node bridge pods attach to ("cni0").
+	Bridge string
+	// NSPrefix starts every pod network namespace name; it must be unique
+	// per node on the machine (e.g. "<cluster>-<node>-").
+	NSPrefix string
+	// Exe and InitArgs start the infra process: Exe InitArgs... <flags>.
+	// For the svcnet binary that is ("/proc/self/exe" resolved, ["sandbox-init"]).
+	Exe      string
+	InitArgs []string
+	IPAM     *IPAM
+}
+
+// Spec describes one pod's sandbox.
+type Spec struct {
+	Namespace, Name, UID string
+	Hostname             string
+	ResolvConf, Hosts    []byte
+	// NginxFiles, when non-nil, gives the pod a private NginxRoot seeded
+	// with these files (name → content).
+	NginxFiles map[string][]byte
+}
+
+// NginxRoot is the directory private to each nginx pod.
+const NginxRoot = "/usr/share/nginx/html"
+
+// Sandbox is a running pod sandbox. Its fields are saved to sandbox.json in
+// its directory so that `svcnet exec` can find it.
+type Sandbox struct {
+	Namespace string     `json:"namespace"`
+	Name      string     `json:"name"`
+	UID       string     `json:"uid"`
+	NetNS     string     `json:"netns"`
+	HostIf    string     `json:"hostInterface"`
+	IP        netip.Addr `json:"ip"`
+	InfraPID  int        `json:"infraPID"`
+	Dir       string     `json:"dir"`
+	// Env per container, for exec.
+	Env map[string][]string `json:"env,omitempty"`
+
+	infra *exec.Cmd
+}
+
+// PodDir is the directory of a pod under a node's data dir.
+func PodDir(dataDir, namespace, name string) string {
+	return filepath.Join(dataDir, "pods", namespace+"_"+name)
+}
+
+// Create builds the sandbox of spec: network namespace, address, files and
+// infra process. On error everything created so far is removed.
+func Create(ctx context.Context, cfg Config, spec Spec) (_ *Sandbox, err error) {
+	if spec.UID == "" || spec.Name == "" {
+		return nil, errors.New("create sandbox: pod needs a name and a UID")
+	}
+	short := strings.ReplaceAll(spec.UID, "-", "")
+	if len(short) > 10 {
+		short = short[:10]
+	}
+	sb := &Sandbox{
+		Namespace: spec.Namespace, Name: spec.Name, UID: spec.UID,
+		NetNS:  cfg.NSPrefix + short,
+		HostIf: "veth" + short,
+		Dir:    PodDir(cfg.DataDir, spec.Namespace, spec.Name),
+	}
+	defer func() {
+		if err != nil {
+			_ = sb.Destroy(context.Background(), cfg)
+		}
+	}()
+	ip, err := cfg.IPAM.Allocate(spec.UID)
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox %s/%s: %w", spec.Namespace, spec.Name, err)
+	}
+	sb.IP = ip
+	if err := os.MkdirAll(sb.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create sandbox: %w", err)
+	}
+	_ = deleteNetNS(ctx, sb.NetNS) // a leftover of a crashed run
+	if err := podNet(ctx, sb.NetNS, sb.HostIf, cfg.Bridge, netip.PrefixFrom(ip, cfg.IPAM.Prefix().Bits()), cfg.IPAM.Gateway()); err != nil {
+		return nil, fmt.Errorf("create sandbox %s/%s network: %w", spec.Namespace, spec.Name, err)
+	}
+	files := map[string][]byte{
+		"resolv.conf": spec.ResolvConf,
+		"hosts":       spec.Hosts,
+		"hostname":    []byte(spec.Hostname + "\n"),
+	}
+	for n, b := range files {
+		if err := os.WriteFile(filepath.Join(sb.Dir, n), b, 0o644); err != nil {
+			return nil, fmt.Errorf("create sandbox: %w", err)
+		}
+	}
+	args := append(append([]string{"netns", "exec", sb.NetNS, cfg.Exe}, cfg.InitArgs...), "--hostname", spec.Hostname,
+		"--bind", filepath.Join(sb.Dir, "resolv.conf")+":/etc/resolv.conf",
+		"--bind", filepath.Join(sb.Dir, "hosts")+":/etc/hosts",
+		"--bind", filepath.Join(sb.Dir, "hostname")+":/etc/hostname")
+	if spec.NginxFiles != nil {
+		html := filepath.Join(sb.Dir, "html")
+		if err := os.MkdirAll(html, 0o755); err != nil {
+			return nil, fmt.Errorf("create sandbox: %w", err)
+		}
+		for n, b := range spec.NginxFiles {
+			if err := os.WriteFile(filepath.Join(html, n), b, 0o644); err != nil {
+				return nil, fmt.Errorf("create sandbox: %w", err)
+			}
+		}
+		args = append(args, "--bind", html+":"+NginxRoot)
+	}
+	cmd := exec.Command("ip", args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUTS, Setpgid: true, Pdeathsig: 0}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	errLog, err := os.Create(filepath.Join(sb.Dir, "infra.log"))
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox: %w", err)
+	}
+	defer errLog.Close()
+	cmd.Stderr = errLog
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start infra process: %w", err)
+	}
+	sb.infra = cmd
+	sb.InfraPID = cmd.Process.Pid
+	ready := make(chan error, 1)
+	go func() {
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err == nil && strings.TrimSpace(line) != "ready" {
+			err = fmt.Errorf("unexpected %q", line)
+		}
+		ready <- err
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			b, _ := os.ReadFile(filepath.Join(sb.Dir, "infra.log"))
+			return nil, fmt.Errorf("infra process of %s/%s failed: %v: %s", spec.Namespace, spec.Name, err, strings.TrimSpace(string(b)))
+		}
+	case <-time.After(10 * time.Second):
+		return nil, fmt.Errorf("infra process of %s/%s not ready after 10s", spec.Namespace, spec.Name)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if err := sb.Save(); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// Save writes sandbox.json.
+func (sb *Sandbox) Save() error {
+	b, _ := json.MarshalIndent(sb, "", "  ")
+	if err := os.WriteFile(filepath.Join(sb.Dir, "sandbox.json"), b, 0o644); err != nil {
+		return fmt.Errorf("save sandbox state: %w", err)
+	}
+	return nil
+}
+
+// Load reads a sandbox saved in dir.
+func Load(dir string) (*Sandbox, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "sandbox.json"))
+	if err != nil {
+		return nil, err
+	}
+	var sb Sandbox
+	if err := json.Unmarshal(b, &sb); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", dir, err)
+	}
+	return &sb, nil
+}
+
+// Destroy kills the infra process, deletes the network namespace, releases
+// the address and removes the pod directory. Containers must be stopped
+// first. It is safe to call on a half-built or already destroyed sandbox.
+func (sb *Sandbox) Destroy(ctx context.Context, cfg Config) error {
+	var errs []error
+	if sb.infra != nil && sb.infra.Process != nil {
+		_ = sb.infra.Process.Kill()
+		_ = sb.infra.Wait()
+		sb.infra = nil
+	} else if sb.InfraPID > 0 && sameInfra(sb.InfraPID, sb.NetNS) {
+		_ = syscall.Kill(sb.InfraPID, syscall.SIGKILL)
+	}
+	if err := deleteNetNS(ctx, sb.NetNS); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.IPAM != nil {
+		if err := cfg.IPAM.Release(sb.UID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if sb.Dir != "" {
+		if err := os.RemoveAll(sb.Dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sameInfra checks that pid is still our infra process (its command line
+// names the netns) before a saved PID is killed.
+func sameInfra(pid int, netns string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return err == nil && strings.Contains(string(b), netns)
+}
+
+// Command returns a command that runs argv inside the pod's namespaces with
+// env and working directory wd ("/" when empty). The process gets its own
+// process group, so Stop can signal everything it started.
+func (sb *Sandbox) Command(argv []string, env []string, wd string) *exec.Cmd {
+	if wd == "" {
+		wd = "/"
+	}
+	pid := strconv.Itoa(sb.InfraPID)
+	args := append([]string{"-t", pid, "-n", "-u", "-m", "--wd=" + wd, "--"}, argv...)
+	cmd := exec.Command("nsenter", args...)
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
+}
