@@ -1,0 +1,334 @@
+package iptables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/svcnet/svcnet/proxy"
+)
+
+func init() {
+	proxy.RegisterMode("iptables", func(cfg proxy.ModeConfig) (proxy.Provider, error) {
+		if cfg.Exec == nil {
+			cfg.Exec = proxy.OSExecutor{}
+		}
+		return New(cfg, &Runner{Exec: cfg.Exec}), nil
+	})
+}
+
+// jumpRule is a rule in a builtin chain that leads into one of ours.
+type jumpRule struct {
+	table, src, dst, comment string
+	extra                    []string
+}
+
+// jumpRules are kube-proxy's jumps from the builtin chains, installed at the
+// top of each builtin chain on every full sync (and removed by Cleanup).
+var jumpRules = []jumpRule{
+	{"filter", "INPUT", ChainExternalServices, "kubernetes externally-visible service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{"filter", "FORWARD", ChainExternalServices, "kubernetes externally-visible service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{"filter", "INPUT", ChainNodePorts, "kubernetes health check service ports", nil},
+	{"filter", "FORWARD", ChainServices, "kubernetes service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{"filter", "OUTPUT", ChainServices, "kubernetes service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{"filter", "FORWARD", ChainForward, "kubernetes forwarding rules", nil},
+	{"filter", "INPUT", ChainProxyFirewall, "kube-proxy firewall rules", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{"filter", "OUTPUT", ChainProxyFirewall, "kube-proxy firewall rules", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{"filter", "FORWARD", ChainProxyFirewall, "kube-proxy firewall rules", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{"nat", "OUTPUT", ChainServices, "kubernetes service portals", nil},
+	{"nat", "PREROUTING", ChainServices, "kubernetes service portals", nil},
+	{"nat", "POSTROUTING", ChainPostrouting, "kubernetes postrouting rules", nil},
+}
+
+// kubeletJumpRules are the jumps kubelet normally owns; kube-proxy ensures
+// them too for IPv4 when localhost NodePorts are on.
+var kubeletJumpRules = []jumpRule{
+	{"filter", "INPUT", ChainKubeletFirewall, "", nil},
+	{"filter", "OUTPUT", ChainKubeletFirewall, "", nil},
+}
+
+func (j jumpRule) args() []string {
+	args := append([]string{}, j.extra...)
+	if j.comment != "" {
+		args = append(args, "-m", "comment", "--comment", j.comment)
+	}
+	return append(args, "-j", j.dst)
+}
+
+// Proxier is the iptables mode's proxy.Provider.
+type Proxier struct {
+	cfg      proxy.ModeConfig
+	ipt      Interface
+	log      *slog.Logger
+	families []bool
+	needFull bool
+	// LocalhostNodePorts mirrors kube-proxy's --iptables-localhost-nodeports
+	// (default true).
+	LocalhostNodePorts bool
+	lastSweep          time.Time
+	localnetDone       bool
+	// LastPlan is the last plan applied per family (for tests and benches).
+	LastPlan map[bool]*Plan
+}
+
+var _ proxy.Provider = (*Proxier)(nil)
+
+// New returns an iptables Proxier that applies its plans through ipt. It
+// starts nothing; the first Sync is full.
+func New(cfg proxy.ModeConfig, ipt Interface) *Proxier {
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	var fams []bool
+	if cfg.IPv4 || !cfg.IPv6 {
+		fams = append(fams, false)
+	}
+	if cfg.IPv6 {
+		fams = append(fams, true)
+	}
+	return &Proxier{cfg: cfg, ipt: ipt, log: log.With("mode", "iptables"), families: fams, needFull: true,
+		LocalhostNodePorts: true, LastPlan: map[bool]*Plan{}}
+}
+
+func (p *Proxier) mark() string {
+	bit := p.cfg.MasqueradeBit
+	if bit <= 0 || bit > 31 {
+		bit = 14
+	}
+	return fmt.Sprintf("%#x", 1<<bit)
+}
+
+// Sync implements proxy.Provider.
+func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
+	full := req.Full || p.needFull
+	if !full {
+		// Someone flushed our tables (firewalld reload, iptables -F ...):
+		// rewrite everything.
+		for _, v6 := range p.families {
+			for _, table := range []string{"mangle", "nat", "filter"} {
+				if ok, err := p.ipt.ChainExists(ctx, v6, table, ChainProxyCanary); err != nil || !ok {
+					p.log.Info("canary chain missing, forcing full sync", "table", table, "ipv6", v6)
+					full = true
+				}
+			}
+		}
+	}
+	p.needFull = true // cleared on success
+	if full {
+		if err := p.ensureBase(ctx); err != nil {
+			return err
+		}
+	}
+	sweep := full || time.Since(p.lastSweep) > p.syncPeriod()
+	var errs []error
+	for _, v6 := range p.families {
+		in := p.planInput(ctx, req, v6)
+		in.Partial = !full
+		in.Changed = req.ChangedServices()
+		if sweep {
+			chains, err := p.ipt.SaveChains(ctx, v6, "nat")
+			if err != nil {
+				p.log.Warn("listing nat chains failed; stale chains are kept", "err", err)
+			} else {
+				in.ExistingNATChains = chains
+				if in.ExistingNATChains == nil {
+					in.ExistingNATChains = []string{}
+				}
+			}
+		}
+		plan := BuildPlan(in)
+		// In large clusters stale chains are only swept every sync period.
+		if plan.LargeClusterMode && !full && time.Since(p.lastSweep) < p.syncPeriod() {
+			in.ExistingNATChains = nil
+			plan = BuildPlan(in)
+		}
+		if err := p.ipt.Restore(ctx, v6, plan.Data); err != nil {
+			if p.cfg.Metrics != nil {
+				p.cfg.Metrics.IPTablesRestoreFailuresTotal.Inc()
+				if !full {
+					p.cfg.Metrics.IPTablesPartialRestoreFails.Inc()
+				}
+			}
+			errs = append(errs, fmt.Errorf("ipv6=%v: %w", v6, err))
+			continue
+		}
+		p.LastPlan[v6] = plan
+		if p.cfg.Metrics != nil {
+			p.cfg.Metrics.IPTablesRulesTotal.WithLabelValues("filter").Set(float64(plan.FilterRules))
+			p.cfg.Metrics.IPTablesRulesTotal.WithLabelValues("nat").Set(float64(plan.NATRules))
+			p.cfg.Metrics.IPTablesRulesLastSync.WithLabelValues("filter").Set(float64(plan.FilterRules))
+			p.cfg.Metrics.IPTablesRulesLastSync.WithLabelValues("nat").Set(float64(plan.NATRules))
+		}
+		req.Stats.NoLocalEndpointsInternal += plan.NoLocalInternal
+		req.Stats.NoLocalEndpointsExternal += plan.NoLocalExternal
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("iptables sync: %w", err)
+	}
+	if sweep {
+		p.lastSweep = time.Now()
+	}
+	req.Stats.Partial = !full
+	p.needFull = false
+	return nil
+}
+
+func (p *Proxier) syncPeriod() time.Duration {
+	if p.cfg.SyncPeriod > 0 {
+		return p.cfg.SyncPeriod
+	}
+	return 30 * time.Second
+}
+
+// ensureBase creates the canary chains, our top-level chains and the jumps
+// into them.
+func (p *Proxier) ensureBase(ctx context.Context) error {
+	for _, v6 := range p.families {
+		for _, table := range []string{"mangle", "nat", "filter"} {
+			if err := p.ipt.EnsureChain(ctx, v6, table, ChainProxyCanary); err != nil {
+				return fmt.Errorf("canary: %w", err)
+			}
+		}
+		jumps := jumpRules
+		if !v6 && p.LocalhostNodePorts {
+			jumps = append(append([]jumpRule{}, jumpRules...), kubeletJumpRules...)
+		}
+		for _, j := range jumps {
+			if err := p.ipt.EnsureChain(ctx, v6, j.table, j.dst); err != nil {
+				return fmt.Errorf("ensure chain %s/%s: %w", j.table, j.dst, err)
+			}
+			if err := p.ipt.EnsureRule(ctx, v6, j.table, j.src, j.args()...); err != nil {
+				return fmt.Errorf("ensure jump %s/%s -> %s: %w", j.table, j.src, j.dst, err)
+			}
+		}
+	}
+	if !p.localnetDone && p.LocalhostNodePorts && p.cfg.Exec != nil && len(p.cfg.NodePortAddresses) == 0 {
+		// IPv4 NodePorts on 127.0.0.1 need route_localnet; best effort
+		// (it may be read-only inside some namespaces).
+		if _, err := p.cfg.Exec.Run(ctx, nil, "sysctl", "-q", "-w", "net.ipv4.conf.all.route_localnet=1"); err != nil {
+			p.log.Debug("could not enable route_localnet", "err", err)
+		}
+		p.localnetDone = true
+	}
+	return nil
+}
+
+func (p *Proxier) planInput(ctx context.Context, req *proxy.SyncRequest, v6 bool) PlanInput {
+	in := PlanInput{
+		IPv6:               v6,
+		Services:           req.Services,
+		Endpoints:          req.Endpoints,
+		LocalCIDRs:         p.cfg.ClusterCIDRs,
+		MasqueradeAll:      p.cfg.MasqueradeAll,
+		MasqueradeMark:     p.mark(),
+		LocalhostNodePorts: p.LocalhostNodePorts,
+	}
+	for _, ip := range append(append([]netip.Addr{}, req.Node.IPs...), p.cfg.NodeIPs...) {
+		if ip.Is6() == v6 {
+			in.NodeIP = ip
+			break
+		}
+	}
+	if len(p.cfg.NodePortAddresses) > 0 {
+		addrs, err := LocalAddresses(ctx, p.cfg.Exec)
+		if err != nil {
+			p.log.Error("listing local addresses for --nodeport-addresses; NodePorts may not work", "err", err)
+		}
+		in.NodePortIPs = []netip.Addr{}
+		for _, a := range addrs {
+			for _, c := range p.cfg.NodePortAddresses {
+				if c.Contains(a) {
+					in.NodePortIPs = append(in.NodePortIPs, a)
+					break
+				}
+			}
+		}
+	}
+	return in
+}
+
+// LocalAddresses lists the addresses configured on the interfaces of the
+// executor's network namespace (`ip -o addr show`).
+func LocalAddresses(ctx context.Context, ex proxy.Executor) ([]netip.Addr, error) {
+	if ex == nil {
+		ex = proxy.OSExecutor{}
+	}
+	out, err := ex.Run(ctx, nil, "ip", "-o", "addr", "show")
+	if err != nil {
+		return nil, fmt.Errorf("list addresses: %w", err)
+	}
+	var addrs []netip.Addr
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		for i := 0; i+1 < len(f); i++ {
+			if f[i] == "inet" || f[i] == "inet6" {
+				if pfx, err := netip.ParsePrefix(f[i+1]); err == nil {
+					addrs = append(addrs, pfx.Addr())
+				}
+			}
+		}
+	}
+	return addrs, nil
+}
+
+// Cleanup implements proxy.Provider: it removes the jumps from the builtin
+// chains, then flushes and deletes every chain this mode creates (and the
+// canaries), in both families. Missing pieces are not errors.
+func (p *Proxier) Cleanup(ctx context.Context) error {
+	return Cleanup(ctx, p.ipt)
+}
+
+// Cleanup removes everything the iptables mode installs through ipt.
+func Cleanup(ctx context.Context, ipt Interface) error {
+	var errs []error
+	for _, v6 := range []bool{false, true} {
+		for _, j := range append(append([]jumpRule{}, jumpRules...), kubeletJumpRules...) {
+			if err := ipt.DeleteRule(ctx, v6, j.table, j.src, j.args()...); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		for _, table := range []string{"nat", "filter", "mangle"} {
+			chains, err := ipt.SaveChains(ctx, v6, table)
+			if err != nil {
+				// ip6tables may be unusable (no IPv6); nothing to clean.
+				continue
+			}
+			var ours []string
+			for _, c := range chains {
+				if isServiceChainName(c) || isFixedChain(c) {
+					ours = append(ours, c)
+				}
+			}
+			if len(ours) == 0 {
+				continue
+			}
+			var b strings.Builder
+			fmt.Fprintf(&b, "*%s\n", table)
+			for _, c := range ours {
+				fmt.Fprintf(&b, ":%s - [0:0]\n", c)
+			}
+			for _, c := range ours {
+				fmt.Fprintf(&b, "-X %s\n", c)
+			}
+			b.WriteString("COMMIT\n")
+			if err := ipt.Restore(ctx, v6, []byte(b.String())); err != nil {
+				errs = append(errs, fmt.Errorf("delete %s chains: %w", table, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func isFixedChain(c string) bool {
+	switch c {
+	case ChainServices, ChainExternalServices, ChainNodePorts, ChainPostrouting, ChainMarkMasq,
+		ChainForward, ChainProxyFirewall, ChainProxyCanary, ChainKubeletFirewall:
+		return true
+	}
+	return false
+}
