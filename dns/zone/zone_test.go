@@ -7,94 +7,13 @@ import (
 
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/svcnet/svcnet/dns/dnstest"
 	"github.com/svcnet/svcnet/dns/index"
 	"github.com/svcnet/svcnet/dns/zone"
 )
-
-func ptr[T any](v T) *T { return &v }
-
-func ns(name string) *corev1.Namespace {
-	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-}
-
-func svc(ns, name string, ips []string, ports ...corev1.ServicePort) *corev1.Service {
-	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIPs: ips, Ports: ports}}
-	if len(ips) > 0 {
-		s.Spec.ClusterIP = ips[0]
-	}
-	return s
-}
-
-func extSvc(ns, name, target string) *corev1.Service {
-	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: target}}
-}
-
-func port(name string, proto corev1.Protocol, p int32) corev1.ServicePort {
-	return corev1.ServicePort{Name: name, Protocol: proto, Port: p}
-}
-
-type ep struct {
-	ip    string
-	host  string
-	ready bool
-}
-
-func slice(ns, name, service string, fam discoveryv1.AddressType, ports []discoveryv1.EndpointPort, eps ...ep) *discoveryv1.EndpointSlice {
-	es := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: service}},
-		AddressType: fam, Ports: ports,
-	}
-	for _, e := range eps {
-		x := discoveryv1.Endpoint{Addresses: []string{e.ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(e.ready)}}
-		if e.host != "" {
-			x.Hostname = ptr(e.host)
-		}
-		es.Endpoints = append(es.Endpoints, x)
-	}
-	return es
-}
-
-func sport(name string, proto corev1.Protocol, p int32) discoveryv1.EndpointPort {
-	return discoveryv1.EndpointPort{Name: ptr(name), Protocol: ptr(proto), Port: ptr(p)}
-}
-
-// clusterState is the fixed cluster the zone tests answer from.
-func clusterState() []runtime.Object {
-	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
-	v4, v6 := discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6
-	return []runtime.Object{
-		ns("default"), ns("kube-system"), ns("prod"), ns("empty"),
-		svc("default", "myapp", []string{"10.96.3.215"}, port("http", tcp, 38080)),
-		slice("default", "myapp-abc", "myapp", v4, []discoveryv1.EndpointPort{sport("http", tcp, 8080)},
-			ep{"10.244.1.5", "", true}, ep{"10.244.2.6", "", true}, ep{"10.244.3.7", "", false}),
-		svc("default", "multi", []string{"10.96.0.20"}, port("http", tcp, 80), port("dns", udp, 53), port("", tcp, 9000)),
-		svc("default", "dual", []string{"10.96.0.30", "fd00:10:96::30"}, port("http", tcp, 80)),
-		svc("default", "web", []string{"None"}, port("http", tcp, 80)),
-		slice("default", "web-v4", "web", v4, []discoveryv1.EndpointPort{sport("http", tcp, 80)},
-			ep{"10.244.1.10", "web-0", true}, ep{"10.244.2.11", "", true}, ep{"10.244.3.12", "web-2", false}),
-		slice("default", "web-v6", "web", v6, []discoveryv1.EndpointPort{sport("http", tcp, 80)},
-			ep{"fd00:10:244::10", "web-0", true}),
-		svc("default", "nope", []string{"None"}, port("http", tcp, 80)),
-		slice("default", "nope-1", "nope", v4, []discoveryv1.EndpointPort{sport("http", tcp, 80)}, ep{"10.244.9.9", "", false}),
-		svc("default", "noports", []string{"None"}),
-		slice("default", "noports-1", "noports", v4, nil, ep{"10.244.8.8", "", true}),
-		extSvc("default", "svc-external-name", "www.example.com"),
-		extSvc("default", "alias", "api-service.prod.svc.cluster.local"),
-		extSvc("default", "dangling", "missing.prod.svc.cluster.local"),
-		extSvc("default", "ipext", "1.2.3.4"),
-		svc("prod", "api-service", []string{"10.96.5.5"}, port("http", tcp, 8080)),
-		svc("kube-system", "kube-dns", []string{"10.96.0.10"}, port("dns", udp, 53), port("dns-tcp", tcp, 53), port("metrics", tcp, 9153)),
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "pod-a"}, Status: corev1.PodStatus{PodIP: "10.244.1.5"}},
-	}
-}
 
 // stubUpstream answers every name outside the zone like a public resolver
 // would for www.example.com.
@@ -111,7 +30,7 @@ func (stubUpstream) Lookup(_ context.Context, name string, qtype uint16) (*dns.M
 
 func newZone(t *testing.T, mode zone.PodMode) (*zone.Zone, *fake.Clientset) {
 	t.Helper()
-	client := fake.NewSimpleClientset(clusterState()...)
+	client := fake.NewSimpleClientset(dnstest.Cluster()...)
 	idx := index.New()
 	w, err := index.NewWatcher(client, idx, mode == zone.PodsVerified, nil)
 	if err != nil {
@@ -361,7 +280,7 @@ func TestIncrementalUpdates(t *testing.T) {
 		}
 	}
 	// New Service appears.
-	s := svc("default", "late", []string{"10.96.9.9"}, port("http", corev1.ProtocolTCP, 80))
+	s := dnstest.Svc("default", "late", []string{"10.96.9.9"}, dnstest.Port("http", corev1.ProtocolTCP, 80))
 	if _, err := client.CoreV1().Services("default").Create(ctx, s, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +293,8 @@ func TestIncrementalUpdates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	es.Endpoints[0].Conditions.Ready = ptr(false)
+	ready := false
+	es.Endpoints[0].Conditions.Ready = &ready
 	if _, err := client.DiscoveryV1().EndpointSlices("default").Update(ctx, es, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

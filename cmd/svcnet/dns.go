@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/svcnet/svcnet/dns/forward"
+	"github.com/svcnet/svcnet/dns/index"
+	"github.com/svcnet/svcnet/dns/server"
+	"github.com/svcnet/svcnet/dns/zone"
+)
+
+func init() {
+	register(command{name: "dns", short: "cluster DNS server (the cluster.local zone, forwarding for the rest)", run: runDNS})
+}
+
+// dnsArgs is the parsed command line of `svcnet dns`.
+type dnsArgs struct {
+	kubeconfig    string
+	listen        []string
+	healthListen  string
+	readyListen   string
+	metricsListen string
+	zone          string
+	ttl           uint32
+	pods          zone.PodMode
+	reverse       bool
+	upstreams     []string
+	resolvConf    string
+	cacheSize     int
+	dnsService    string
+	logLevel      string
+}
+
+func parseDNSArgs(args []string) (*dnsArgs, error) {
+	fs := newFlagSet("dns")
+	a := &dnsArgs{}
+	var pods string
+	var ttl uint
+	fs.StringVar(&a.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)")
+	fs.StringArrayVar(&a.listen, "listen", []string{":53"}, "DNS address to serve on UDP and TCP (repeatable)")
+	fs.StringVar(&a.healthListen, "health-listen", ":8080", `address for /health (CoreDNS health plugin); "" disables`)
+	fs.StringVar(&a.readyListen, "ready-listen", ":8181", `address for /ready (CoreDNS ready plugin); "" disables`)
+	fs.StringVar(&a.metricsListen, "metrics-listen", ":9153", `address for /metrics (Prometheus); "" disables`)
+	fs.StringVar(&a.zone, "zone", "cluster.local", "cluster domain")
+	fs.UintVar(&ttl, "ttl", 5, "TTL in seconds of cluster records (0-3600)")
+	fs.StringVar(&pods, "pods", "insecure", "pod records <a-b-c-d>.<ns>.pod.<zone>: insecure, verified or disabled")
+	fs.BoolVar(&a.reverse, "reverse", true, "answer PTR queries for cluster and endpoint IPs (in-addr.arpa, ip6.arpa)")
+	fs.StringArrayVar(&a.upstreams, "upstream", nil, "upstream resolver host[:port] for other names (repeatable; default: nameservers of --resolv-conf)")
+	fs.StringVar(&a.resolvConf, "resolv-conf", forward.DefaultResolvConf, "resolv.conf to read upstreams from when --upstream is not given")
+	fs.IntVar(&a.cacheSize, "cache-size", forward.DefaultCacheSize, "maximum forwarded answers cached (0 disables)")
+	fs.StringVar(&a.dnsService, "dns-service", "kube-system/kube-dns", "namespace/name of the Service whose cluster IP answers ns.dns.<zone>")
+	fs.StringVar(&a.logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	m, err := zone.ParsePodMode(pods)
+	if err != nil {
+		return nil, err
+	}
+	a.pods = m
+	if ttl > 3600 {
+		return nil, fmt.Errorf("--ttl must be between 0 and 3600, got %d", ttl)
+	}
+	a.ttl = uint32(ttl)
+	if len(a.listen) == 0 {
+		return nil, fmt.Errorf("at least one --listen address is required")
+	}
+	if _, _, ok := strings.Cut(a.dnsService, "/"); !ok {
+		return nil, fmt.Errorf("--dns-service must be namespace/name, got %q", a.dnsService)
+	}
+	a.zone = strings.ToLower(strings.TrimSuffix(a.zone, ".")) + "."
+	if a.zone == "." {
+		return nil, fmt.Errorf("--zone must not be the root")
+	}
+	return a, nil
+}
+
+func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	switch {
+	case kubeconfig != "":
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	default:
+		cfg, err = rest.InClusterConfig()
+		if err != nil {
+			rules := clientcmd.NewDefaultClientConfigLoadingRules()
+			cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	cfg.UserAgent = "svcnet-dns"
+	cfg.QPS, cfg.Burst = 50, 100
+	return kubernetes.NewForConfig(cfg)
+}
+
+func runDNS(ctx context.Context, args []string) error {
+	a, err := parseDNSArgs(args)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(a.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "dns")
+
+	ups := a.upstreams
+	if len(ups) == 0 {
+		if ups, err = forward.FromResolvConf(a.resolvConf); err != nil {
+			return fmt.Errorf("no --upstream given: %w", err)
+		}
+	}
+	metrics := server.NewMetrics(server.ServerLabel(a.listen[0]))
+	fwd, err := forward.New(ups, forward.DefaultTimeout, a.cacheSize, metrics)
+	if err != nil {
+		return err
+	}
+	client, err := kubeClient(a.kubeconfig)
+	if err != nil {
+		return err
+	}
+	idx := index.New()
+	w, err := index.NewWatcher(client, idx, a.pods == zone.PodsVerified, log)
+	if err != nil {
+		return err
+	}
+	nsNS, nsName, _ := strings.Cut(a.dnsService, "/")
+	var fallback []netip.Addr
+	for _, l := range a.listen {
+		if ap, err := netip.ParseAddrPort(l); err == nil && !ap.Addr().IsUnspecified() {
+			fallback = append(fallback, ap.Addr())
+		}
+	}
+	z := zone.New(zone.Config{Zone: a.zone, TTL: a.ttl, Pods: a.pods, Reverse: a.reverse,
+		NSNamespace: nsNS, NSName: nsName, NSFallback: fallback}, idx, w.HasSynced, fwd)
+	h := &server.Handler{Zone: z, Forward: fwd, Metrics: metrics, Log: log}
+	srv := server.New(server.Config{Listen: a.listen, HealthListen: a.healthListen, ReadyListen: a.readyListen,
+		MetricsListen: a.metricsListen}, h, w.HasSynced, log)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		w.Run(ctx)
+	}()
+	log.Info("starting", "zone", a.zone, "upstreams", fwd.Upstreams(), "pods", a.pods, "ttl", a.ttl)
+	err = srv.Run(ctx)
+	cancel()
+	select {
+	case <-watchDone:
+	case <-time.After(2 * time.Second):
+	}
+	return err
+}

@@ -1,0 +1,348 @@
+// Package server is svcnet's cluster DNS server: it answers the cluster zone
+// from a zone.Zone, forwards everything else through a forward.Forwarder,
+// and serves health, readiness and Prometheus metrics over HTTP.
+//
+// Each --listen address gets a UDP and a TCP socket. Requests are handled as
+// follows:
+//   - packets that do not parse are answered FORMERR by the DNS library;
+//     requests with other than one question are FORMERR, opcodes other than
+//     QUERY are NOTIMP, EDNS versions other than 0 are BADVERS, and requests
+//     larger than MaxRequestSize are REFUSED;
+//   - answers larger than the client can take (512 bytes, the EDNS0 buffer
+//     capped at 4096, or 64 KiB over TCP) are truncated with TC set;
+//   - a panic while answering becomes SERVFAIL, counted in
+//     coredns_panics_total, and never stops the server.
+//
+// Shutdown is graceful: on cancellation the listeners stop accepting and
+// in-flight requests get ShutdownTimeout to finish.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/svcnet/svcnet/dns/forward"
+	"github.com/svcnet/svcnet/dns/zone"
+)
+
+// Limits.
+const (
+	MaxRequestSize  = 4096
+	maxUDPResponse  = 4096
+	requestTimeout  = 5 * time.Second
+	ShutdownTimeout = 5 * time.Second
+)
+
+// Handler answers DNS requests. It is safe for concurrent use.
+type Handler struct {
+	Zone    *zone.Zone         // may be nil: forward everything
+	Forward *forward.Forwarder // may be nil: REFUSED for names outside the zone
+	Metrics *Metrics           // may be nil
+	Log     *slog.Logger
+}
+
+// ServeDNS answers r for a listener whose metrics server label is server.
+func (h *Handler) ServeDNS(server string, w dns.ResponseWriter, r *dns.Msg) {
+	start := time.Now()
+	proto := "udp"
+	if _, ok := w.LocalAddr().(*net.TCPAddr); ok {
+		proto = "tcp"
+	}
+	family := "1"
+	var ip net.IP
+	switch a := w.RemoteAddr().(type) {
+	case *net.UDPAddr:
+		ip = a.IP
+	case *net.TCPAddr:
+		ip = a.IP
+	}
+	if ip != nil && ip.To4() == nil {
+		family = "2"
+	}
+	resp, plugin := h.answer(r, proto == "tcp")
+	reqLen := r.Len()
+	if err := w.WriteMsg(resp); err != nil && h.Log != nil {
+		h.Log.Debug("write dns response", "err", err)
+	}
+	if h.Metrics != nil {
+		var qtype uint16
+		if len(r.Question) > 0 {
+			qtype = r.Question[0].Qtype
+		}
+		h.Metrics.observe(server, proto, family, qtype, reqLen, resp.Len(), resp.Rcode, plugin, time.Since(start).Seconds())
+	}
+}
+
+// Answer returns the response to r as it would be sent (truncated to what
+// the client accepts) and the name of the part that produced it, CoreDNS
+// style: "kubernetes", "forward", "cache", or "" for protocol errors. It
+// never panics.
+func (h *Handler) Answer(r *dns.Msg, tcp bool) (*dns.Msg, string) { return h.answer(r, tcp) }
+
+func (h *Handler) answer(r *dns.Msg, tcp bool) (resp *dns.Msg, plugin string) {
+	defer func() {
+		if p := recover(); p != nil {
+			if h.Metrics != nil {
+				h.Metrics.panics.Inc()
+			}
+			if h.Log != nil {
+				h.Log.Error("panic answering dns request", "panic", fmt.Sprint(p))
+			}
+			resp = errorReply(r, dns.RcodeServerFailure)
+			plugin = ""
+		}
+	}()
+	switch {
+	case r.Response:
+		return errorReply(r, dns.RcodeFormatError), ""
+	case r.Opcode != dns.OpcodeQuery:
+		return errorReply(r, dns.RcodeNotImplemented), ""
+	case len(r.Question) != 1:
+		return errorReply(r, dns.RcodeFormatError), ""
+	case r.Len() > MaxRequestSize:
+		return errorReply(r, dns.RcodeRefused), ""
+	}
+	opt := r.IsEdns0()
+	if opt != nil && opt.Version() != 0 {
+		m := errorReply(r, dns.RcodeBadVers)
+		m.SetEdns0(maxUDPResponse, opt.Do())
+		m.Rcode = dns.RcodeBadVers
+		return m, ""
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	if h.Zone != nil {
+		resp = h.Zone.Serve(ctx, r)
+		plugin = "kubernetes"
+	}
+	if resp == nil {
+		if h.Forward == nil {
+			resp, plugin = errorReply(r, dns.RcodeRefused), ""
+		} else {
+			var cached bool
+			var err error
+			resp, cached, err = h.Forward.Exchange(ctx, r, tcp)
+			plugin = "forward"
+			if cached {
+				plugin = "cache"
+			}
+			if err != nil {
+				if h.Log != nil {
+					h.Log.Debug("forward failed", "name", r.Question[0].Name, "err", err)
+				}
+				resp = errorReply(r, dns.RcodeServerFailure)
+				resp.RecursionAvailable = true
+			}
+		}
+	}
+	resp.Id = r.Id
+	fit(r, resp, tcp)
+	return resp, plugin
+}
+
+// fit sets the response's EDNS0 record from the request's and truncates the
+// response to what the client can receive.
+func fit(r, resp *dns.Msg, tcp bool) {
+	size := dns.MinMsgSize
+	extra := resp.Extra[:0]
+	for _, rr := range resp.Extra {
+		if rr.Header().Rrtype != dns.TypeOPT {
+			extra = append(extra, rr)
+		}
+	}
+	resp.Extra = extra
+	if opt := r.IsEdns0(); opt != nil {
+		size = max(dns.MinMsgSize, min(int(opt.UDPSize()), maxUDPResponse))
+		resp.SetEdns0(uint16(size), opt.Do())
+	}
+	if tcp {
+		size = dns.MaxMsgSize
+	}
+	resp.Compress = true
+	if resp.Len() > size {
+		resp.Truncate(size)
+	}
+}
+
+func errorReply(r *dns.Msg, rcode int) *dns.Msg {
+	m := new(dns.Msg)
+	m.SetRcode(r, rcode)
+	if len(r.Question) != 1 {
+		m.Question = nil
+	}
+	return m
+}
+
+// Config is where the server listens.
+type Config struct {
+	// Listen are the DNS addresses (host:port); each gets UDP and TCP.
+	Listen []string
+	// HealthListen serves /health, ReadyListen /ready, MetricsListen
+	// /metrics; an empty address disables it, and equal addresses share one
+	// HTTP server.
+	HealthListen, ReadyListen, MetricsListen string
+}
+
+// Server runs the listeners.
+type Server struct {
+	cfg     Config
+	h       *Handler
+	ready   func() bool
+	log     *slog.Logger
+	dns     []*dns.Server
+	dnsAddr []string
+	http    []*http.Server
+	httpLn  map[string]net.Listener
+}
+
+// New returns a server; ready reports readiness for /ready (the index has
+// synced).
+func New(cfg Config, h *Handler, ready func() bool, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Server{cfg: cfg, h: h, ready: ready, log: log, httpLn: map[string]net.Listener{}}
+}
+
+// ServerLabel is the metrics server label of a listen address, as CoreDNS
+// writes it ("dns://:53").
+func ServerLabel(listen string) string { return "dns://" + listen }
+
+// Start binds every socket; on any failure it closes what it opened and
+// returns the error. Serving starts in the background.
+func (s *Server) Start() error {
+	var closers []func()
+	fail := func(err error) error {
+		for _, c := range closers {
+			c()
+		}
+		return err
+	}
+	for _, addr := range s.cfg.Listen {
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return fail(fmt.Errorf("listen udp %s: %w", addr, err))
+		}
+		closers = append(closers, func() { pc.Close() })
+		// TCP on the same port as UDP, which matters when the port was 0.
+		ln, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err != nil {
+			return fail(fmt.Errorf("listen tcp %s: %w", addr, err))
+		}
+		closers = append(closers, func() { ln.Close() })
+		label := ServerLabel(addr)
+		handler := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) { s.h.ServeDNS(label, w, r) })
+		s.dns = append(s.dns,
+			&dns.Server{PacketConn: pc, Handler: handler, UDPSize: MaxRequestSize},
+			&dns.Server{Listener: ln, Handler: handler, ReadTimeout: 10 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
+		s.dnsAddr = append(s.dnsAddr, pc.LocalAddr().String())
+	}
+	muxes := map[string]*http.ServeMux{}
+	mux := func(addr string) *http.ServeMux {
+		if m := muxes[addr]; m != nil {
+			return m
+		}
+		muxes[addr] = http.NewServeMux()
+		return muxes[addr]
+	}
+	if a := s.cfg.HealthListen; a != "" {
+		mux(a).HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("OK")) })
+	}
+	if a := s.cfg.ReadyListen; a != "" {
+		mux(a).HandleFunc("/ready", func(w http.ResponseWriter, _ *http.Request) {
+			if s.ready != nil && !s.ready() {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = w.Write([]byte("kubernetes"))
+				return
+			}
+			_, _ = w.Write([]byte("OK"))
+		})
+	}
+	if a := s.cfg.MetricsListen; a != "" && s.h.Metrics != nil {
+		mux(a).Handle("/metrics", promhttp.HandlerFor(s.h.Metrics.Registry, promhttp.HandlerOpts{}))
+	}
+	for addr, m := range muxes {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fail(fmt.Errorf("listen http %s: %w", addr, err))
+		}
+		closers = append(closers, func() { ln.Close() })
+		s.httpLn[addr] = ln
+		s.http = append(s.http, &http.Server{Handler: m, ReadHeaderTimeout: 5 * time.Second})
+	}
+	for _, d := range s.dns {
+		go func() {
+			if err := d.ActivateAndServe(); err != nil {
+				s.log.Error("dns listener stopped", "err", err)
+			}
+		}()
+	}
+	i := 0
+	for _, ln := range s.httpLn {
+		hs := s.http[i]
+		i++
+		go func() {
+			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("http listener stopped", "err", err)
+			}
+		}()
+	}
+	s.log.Info("dns serving", "listen", s.dnsAddr)
+	return nil
+}
+
+// DNSAddrs returns the bound DNS addresses (UDP and TCP share each port).
+func (s *Server) DNSAddrs() []string { return append([]string(nil), s.dnsAddr...) }
+
+// HTTPAddr returns the bound address for a configured HTTP address.
+func (s *Server) HTTPAddr(configured string) string {
+	if ln := s.httpLn[configured]; ln != nil {
+		return ln.Addr().String()
+	}
+	return ""
+}
+
+// Shutdown stops every listener, letting in-flight requests finish within
+// ctx.
+func (s *Server) Shutdown(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, d := range s.dns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = d.ShutdownContext(ctx)
+		}()
+	}
+	for _, hs := range s.http {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = hs.Shutdown(ctx)
+		}()
+	}
+	wg.Wait()
+}
+
+// Run starts the server and blocks until ctx is done, then shuts down
+// gracefully.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.Start(); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer cancel()
+	s.Shutdown(sctx)
+	s.log.Info("dns stopped")
+	return nil
+}
