@@ -1,0 +1,85 @@
+package apiserver
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/svcnet/svcnet/registry"
+	"github.com/svcnet/svcnet/registry/core"
+)
+
+// Well-known group resources, for Config.Strategies.
+var (
+	ServicesResource       = schema.GroupResource{Resource: "services"}
+	EndpointsResource      = schema.GroupResource{Resource: "endpoints"}
+	EndpointSlicesResource = schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}
+)
+
+type resourceDef struct {
+	info     registry.ResourceInfo
+	strategy func() registry.Strategy
+}
+
+func typed[T any, PT interface {
+	*T
+	runtime.Object
+}]() func() runtime.Object {
+	return func() runtime.Object { return PT(new(T)) }
+}
+
+func unstructuredNew(gv schema.GroupVersion, kind string) func() runtime.Object {
+	return func() runtime.Object {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gv.WithKind(kind))
+		return u
+	}
+}
+
+func unstructuredNewList(gv schema.GroupVersion, kind string) func() runtime.Object {
+	return func() runtime.Object {
+		u := &unstructured.UnstructuredList{}
+		u.SetGroupVersionKind(gv.WithKind(kind + "List"))
+		return u
+	}
+}
+
+var metallbGV = schema.GroupVersion{Group: "metallb.io", Version: "v1beta1"}
+
+// builtinResources lists every resource served, in discovery order.
+func builtinResources() []resourceDef {
+	v1 := corev1.SchemeGroupVersion
+	apps := appsv1.SchemeGroupVersion
+	return []resourceDef{
+		{registry.ResourceInfo{GVR: v1.WithResource("namespaces"), Kind: "Namespace", Singular: "namespace", ShortNames: []string{"ns"}, Status: true,
+			New: typed[corev1.Namespace](), NewList: typed[corev1.NamespaceList]()}, core.NewNamespaceStrategy},
+		{registry.ResourceInfo{GVR: v1.WithResource("services"), Kind: "Service", Singular: "service", Namespaced: true, ShortNames: []string{"svc"}, Categories: []string{"all"}, Status: true,
+			New: typed[corev1.Service](), NewList: typed[corev1.ServiceList]()}, core.NewSimpleServiceStrategy},
+		{registry.ResourceInfo{GVR: v1.WithResource("endpoints"), Kind: "Endpoints", Singular: "endpoints", Namespaced: true, ShortNames: []string{"ep"},
+			New: typed[corev1.Endpoints](), NewList: typed[corev1.EndpointsList]()}, core.NewSimpleEndpointsStrategy},
+		{registry.ResourceInfo{GVR: v1.WithResource("pods"), Kind: "Pod", Singular: "pod", Namespaced: true, ShortNames: []string{"po"}, Categories: []string{"all"}, Status: true,
+			New: typed[corev1.Pod](), NewList: typed[corev1.PodList]()}, core.NewPodStrategy},
+		{registry.ResourceInfo{GVR: v1.WithResource("nodes"), Kind: "Node", Singular: "node", ShortNames: []string{"no"}, Status: true,
+			New: typed[corev1.Node](), NewList: typed[corev1.NodeList]()}, core.NewNodeStrategy},
+		{registry.ResourceInfo{GVR: v1.WithResource("events"), Kind: "Event", Singular: "event", Namespaced: true, ShortNames: []string{"ev"},
+			New: typed[corev1.Event](), NewList: typed[corev1.EventList]()}, core.NewEventStrategy},
+		{registry.ResourceInfo{GVR: v1.WithResource("configmaps"), Kind: "ConfigMap", Singular: "configmap", Namespaced: true, ShortNames: []string{"cm"},
+			New: typed[corev1.ConfigMap](), NewList: typed[corev1.ConfigMapList]()}, core.NewConfigMapStrategy},
+		{registry.ResourceInfo{GVR: discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), Kind: "EndpointSlice", Singular: "endpointslice", Namespaced: true,
+			New: typed[discoveryv1.EndpointSlice](), NewList: typed[discoveryv1.EndpointSliceList]()}, core.NewSimpleEndpointSliceStrategy},
+		{registry.ResourceInfo{GVR: apps.WithResource("deployments"), Kind: "Deployment", Singular: "deployment", Namespaced: true, ShortNames: []string{"deploy"}, Categories: []string{"all"}, Status: true, Scale: true,
+			New: typed[appsv1.Deployment](), NewList: typed[appsv1.DeploymentList]()}, core.NewDeploymentStrategy},
+		{registry.ResourceInfo{GVR: apps.WithResource("replicasets"), Kind: "ReplicaSet", Singular: "replicaset", Namespaced: true, ShortNames: []string{"rs"}, Categories: []string{"all"}, Status: true, Scale: true,
+			New: typed[appsv1.ReplicaSet](), NewList: typed[appsv1.ReplicaSetList]()}, core.NewReplicaSetStrategy},
+		{registry.ResourceInfo{GVR: coordinationv1.SchemeGroupVersion.WithResource("leases"), Kind: "Lease", Singular: "lease", Namespaced: true,
+			New: typed[coordinationv1.Lease](), NewList: typed[coordinationv1.LeaseList]()}, core.NewLeaseStrategy},
+		{registry.ResourceInfo{GVR: metallbGV.WithResource("ipaddresspools"), Kind: "IPAddressPool", Singular: "ipaddresspool", Namespaced: true,
+			New: unstructuredNew(metallbGV, "IPAddressPool"), NewList: unstructuredNewList(metallbGV, "IPAddressPool")}, func() registry.Strategy { return &core.Basic{Namespaced: true} }},
+		{registry.ResourceInfo{GVR: metallbGV.WithResource("l2advertisements"), Kind: "L2Advertisement", Singular: "l2advertisement", Namespaced: true,
+			New: unstructuredNew(metallbGV, "L2Advertisement"), NewList: unstructuredNewList(metallbGV, "L2Advertisement")}, func() registry.Strategy { return &core.Basic{Namespaced: true} }},
+	}
+}

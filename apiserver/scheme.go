@@ -1,0 +1,25 @@
+package apiserver
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+)
+
+// Scheme holds every type the server reads or writes: the k8s.io/api groups
+// and meta.k8s.io/v1 (Table, PartialObjectMetadata). Codecs are its
+// serializers (JSON, YAML, protobuf, CBOR).
+var (
+	Scheme = runtime.NewScheme()
+	Codecs serializer.CodecFactory
+)
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
+	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
+	utilruntime.Must(metav1.AddMetaToScheme(Scheme))
+	Codecs = serializer.NewCodecFactory(Scheme)
+}

@@ -1,0 +1,293 @@
+// Package apiserver is svcnet's Kubernetes-compatible API server: HTTPS with
+// client-certificate authentication, discovery, /version and health
+// endpoints, and the REST verbs (get, list, watch, create, update, patch of all
+// four types, delete, deletecollection) over the generic registry and etcd
+// storage. Real kubectl and client-go talk to it: responses come in JSON,
+// YAML or protobuf as negotiated, kubectl gets server-side Tables, and watches
+// support bookmarks and streaming lists (sendInitialEvents).
+//
+// New builds a Server from a Config; Run serves until its context ends. For
+// tests, package apiservertest starts one in-process in well under a second.
+package apiserver
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/client-go/applyconfigurations"
+	"k8s.io/client-go/rest"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/svcnet/svcnet/registry"
+	"github.com/svcnet/svcnet/storage"
+)
+
+// Config configures a Server. Zero values get the documented defaults.
+type Config struct {
+	// DataDir holds the PKI, the kubeconfig and (without EtcdServers) the
+	// embedded etcd's data. Required.
+	DataDir string
+	// EtcdServers, when set, are the client URLs of an external etcd cluster;
+	// otherwise an embedded single-member etcd runs under DataDir/etcd.
+	EtcdServers []string
+	// BindAddress is the address to listen on (default 127.0.0.1).
+	BindAddress string
+	// SecurePort is the HTTPS port (default 6443; -1 picks a free port).
+	SecurePort int
+	// AdvertiseAddress is the address nodes reach the server at, used for the
+	// kubernetes Service's Endpoints (default: BindAddress, or 127.0.0.1 when
+	// binding to all addresses).
+	AdvertiseAddress string
+	// ServiceClusterIPRange is the Service ClusterIP range (default
+	// 10.96.0.0/16); its first address is the kubernetes Service's ClusterIP.
+	ServiceClusterIPRange netip.Prefix
+	// ServiceNodePortRange is the NodePort range (default 30000-32767).
+	ServiceNodePortRange string
+	// Strategies replaces the strategy of a resource (for example the
+	// Service-semantics strategies of services, endpoints and endpointslices).
+	Strategies map[schema.GroupResource]registry.Strategy
+	// Logger receives the server's logs (default slog.Default()).
+	Logger *slog.Logger
+	// BookmarkInterval is how often watches asking for bookmarks get one
+	// (default 10s).
+	BookmarkInterval time.Duration
+}
+
+// Server is one API server instance.
+type Server struct {
+	cfg       Config
+	log       *slog.Logger
+	pki       *PKI
+	stores    map[schema.GroupVersionResource]*served
+	byGR      map[schema.GroupResource]*served
+	order     []*served
+	ready     chan struct{}
+	url       string
+	etcd      *clientv3.Client
+	embedded  *storage.Embedded
+	runCtx    context.Context
+	nsCleanup sync.Map
+}
+
+type served struct {
+	*registry.Store
+	scaleFM *managedfields.FieldManager
+}
+
+// New validates cfg and prepares a server; nothing is started until Run.
+func New(cfg Config) (*Server, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("apiserver: --data-dir is required")
+	}
+	if cfg.BindAddress == "" {
+		cfg.BindAddress = "127.0.0.1"
+	}
+	if net.ParseIP(cfg.BindAddress) == nil {
+		return nil, fmt.Errorf("apiserver: --bind-address %q is not an IP address", cfg.BindAddress)
+	}
+	if cfg.SecurePort == 0 {
+		cfg.SecurePort = 6443
+	}
+	if cfg.AdvertiseAddress == "" {
+		cfg.AdvertiseAddress = cfg.BindAddress
+		if ip := net.ParseIP(cfg.BindAddress); ip.IsUnspecified() {
+			cfg.AdvertiseAddress = "127.0.0.1"
+		}
+	}
+	if net.ParseIP(cfg.AdvertiseAddress) == nil {
+		return nil, fmt.Errorf("apiserver: --advertise-address %q is not an IP address", cfg.AdvertiseAddress)
+	}
+	if !cfg.ServiceClusterIPRange.IsValid() {
+		cfg.ServiceClusterIPRange = netip.MustParsePrefix("10.96.0.0/16")
+	}
+	if cfg.ServiceNodePortRange == "" {
+		cfg.ServiceNodePortRange = "30000-32767"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.BookmarkInterval == 0 {
+		cfg.BookmarkInterval = 10 * time.Second
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, ready: make(chan struct{})}, nil
+}
+
+// Ready is closed once the server accepts requests.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// URL is the server's https URL; valid once Ready is closed.
+func (s *Server) URL() string { return s.url }
+
+// KubeconfigPath is where the admin kubeconfig is written.
+func (s *Server) KubeconfigPath() string { return filepath.Join(s.cfg.DataDir, "kubeconfig") }
+
+// RESTConfig returns an admin client configuration; valid once Ready is closed.
+func (s *Server) RESTConfig() (*rest.Config, error) {
+	cfg, err := restConfigFromKubeconfig(s.KubeconfigPath())
+	if err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// FirstServiceIP is the kubernetes Service's ClusterIP: the first address of
+// the service range.
+func FirstServiceIP(p netip.Prefix) netip.Addr { return p.Masked().Addr().Next() }
+
+func (s *Server) buildStores() error {
+	s.stores = map[schema.GroupVersionResource]*served{}
+	s.byGR = map[schema.GroupResource]*served{}
+	tc := applyconfigurations.NewTypeConverter(Scheme)
+	for _, def := range builtinResources() {
+		info := def.info
+		strategy := def.strategy()
+		if st, ok := s.cfg.Strategies[info.GroupResource()]; ok && st != nil {
+			strategy = st
+		}
+		codec := Codecs.LegacyCodec(info.GVR.GroupVersion())
+		if _, isTyped := info.New().(interface{ Marshal() ([]byte, error) }); isTyped {
+			if pb, ok := serializerFor("application/vnd.kubernetes.protobuf"); ok {
+				codec = Codecs.CodecForVersions(pb.Serializer, pb.Serializer, info.GVR.GroupVersion(), info.GVR.GroupVersion())
+			}
+		} else {
+			codec = unstructuredCodec{}
+		}
+		st := &served{Store: &registry.Store{
+			Info:     info,
+			Strategy: strategy,
+			Storage:  storage.NewStore(s.etcd, info.GroupResource(), codec, info.New),
+		}}
+		if _, isTyped := info.New().(interface{ Marshal() ([]byte, error) }); isTyped {
+			st.FieldManagers = map[string]*managedfields.FieldManager{}
+			for _, sub := range []string{"", "status"} {
+				fm, err := managedfields.NewDefaultFieldManager(tc, Scheme, Scheme, Scheme, info.GVK(), info.GVR.GroupVersion(), sub, nil)
+				if err != nil {
+					return fmt.Errorf("field manager for %s: %w", info.GVR, err)
+				}
+				st.FieldManagers[sub] = fm
+			}
+		}
+		if info.Namespaced {
+			st.NamespaceExists = s.namespaceActive
+		}
+		st.OnDeleted = s.onDeleted
+		s.stores[info.GVR] = st
+		s.byGR[info.GroupResource()] = st
+		s.order = append(s.order, st)
+	}
+	return nil
+}
+
+// Run starts etcd (embedded unless EtcdServers is set), bootstraps the
+// default namespaces and the kubernetes Service, and serves HTTPS until ctx
+// ends.
+func (s *Server) Run(ctx context.Context) error {
+	s.runCtx = ctx
+	if err := os.MkdirAll(s.cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	endpoints := s.cfg.EtcdServers
+	if len(endpoints) == 0 {
+		e, err := storage.StartEmbedded(ctx, filepath.Join(s.cfg.DataDir, "etcd"))
+		if err != nil {
+			return err
+		}
+		s.embedded = e
+		defer e.Close()
+		endpoints = []string{e.Endpoint}
+	}
+	cli, err := storage.NewClient(endpoints)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	s.etcd = cli
+	if err := s.buildStores(); err != nil {
+		return err
+	}
+	if s.pki, err = LoadOrCreatePKI(filepath.Join(s.cfg.DataDir, "pki")); err != nil {
+		return err
+	}
+	hosts := []string{"127.0.0.1", "::1", "localhost", s.cfg.BindAddress, s.cfg.AdvertiseAddress,
+		FirstServiceIP(s.cfg.ServiceClusterIPRange).String(),
+		"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
+	if net.ParseIP(s.cfg.BindAddress).IsUnspecified() {
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range addrs {
+				if ipn, ok := a.(*net.IPNet); ok {
+					hosts = append(hosts, ipn.IP.String())
+				}
+			}
+		}
+	}
+	cert, err := s.pki.servingCert(hosts)
+	if err != nil {
+		return fmt.Errorf("serving certificate: %w", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(s.pki.CACert)
+	port := s.cfg.SecurePort
+	if port < 0 {
+		port = 0
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(s.cfg.BindAddress, strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	tlsLn := tls.NewListener(ln, &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+		ClientCAs:    pool,
+		MinVersion:   tls.VersionTLS12,
+		NextProtos:   []string{"h2", "http/1.1"},
+	})
+	host := s.cfg.BindAddress
+	if net.ParseIP(host).IsUnspecified() {
+		host = s.cfg.AdvertiseAddress
+	}
+	s.url = "https://" + net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+	if err := s.pki.WriteKubeconfig(s.KubeconfigPath(), s.url); err != nil {
+		ln.Close()
+		return err
+	}
+	if err := s.bootstrap(ctx, ln.Addr().(*net.TCPAddr).Port); err != nil {
+		ln.Close()
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(tlsLn) }()
+	s.log.Info("apiserver serving", "url", s.url, "kubeconfig", s.KubeconfigPath(), "etcd", endpoints)
+	close(s.ready)
+	go s.resumeNamespaceCleanup(ctx)
+	select {
+	case <-ctx.Done():
+		shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutCtx)
+		srv.Close()
+		return nil
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	}
+}

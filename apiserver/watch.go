@@ -1,0 +1,200 @@
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/svcnet/svcnet/registry"
+	"github.com/svcnet/svcnet/storage"
+)
+
+// InitialEventsAnnotation marks the bookmark that ends the initial events of
+// a streaming list (sendInitialEvents=true).
+const InitialEventsAnnotation = metav1.InitialEventsAnnotationKey
+
+// handleWatch streams watch events. Semantics follow kube-apiserver:
+//   - sendInitialEvents=true: an ADDED event per existing object, then a
+//     BOOKMARK annotated k8s.io/initial-events-end, then changes;
+//   - resourceVersion "" or "0" (without sendInitialEvents=false): ADDED
+//     events for the current state, then changes;
+//   - resourceVersion N: changes after N; 410 Expired if N was compacted.
+//
+// allowWatchBookmarks adds periodic BOOKMARK events; timeoutSeconds ends the
+// watch (default: a random 30-60 minutes).
+func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request) error {
+	out, err := negotiate(r, req.res.isUnstructured())
+	if err != nil {
+		return err
+	}
+	if out.info.StreamSerializer == nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("no streaming support for content type %s", out.info.MediaType))
+	}
+	q := r.URL.Query()
+	filter, err := s.selectors(r, req.res)
+	if err != nil {
+		return err
+	}
+	if req.name != "" {
+		inner, name := filter, req.name
+		filter = func(obj runtime.Object) bool {
+			acc, err := meta.Accessor(obj)
+			return err == nil && acc.GetName() == name && (inner == nil || inner(obj))
+		}
+	}
+	rv := q.Get("resourceVersion")
+	bookmarks := q.Get("allowWatchBookmarks") == "true"
+	var sendInitial *bool
+	if v := q.Get("sendInitialEvents"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return apierrors.NewBadRequest(fmt.Sprintf("invalid sendInitialEvents %q", v))
+		}
+		sendInitial = &b
+	}
+	if sendInitial != nil {
+		var errs field.ErrorList
+		if q.Get("resourceVersionMatch") != string(metav1.ResourceVersionMatchNotOlderThan) {
+			errs = append(errs, field.Forbidden(field.NewPath("resourceVersionMatch"), "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"))
+		}
+		if *sendInitial && !bookmarks {
+			errs = append(errs, field.Forbidden(field.NewPath("allowWatchBookmarks"), "allowWatchBookmarks must be set to true when sendInitialEvents is set"))
+		}
+		if len(errs) > 0 {
+			return apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "ListOptions"}, "", errs)
+		}
+	} else if m := q.Get("resourceVersionMatch"); m != "" {
+		return apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "ListOptions"}, "", field.ErrorList{field.Forbidden(field.NewPath("resourceVersionMatch"), "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided")})
+	}
+	initial := (sendInitial != nil && *sendInitial) || (sendInitial == nil && (rv == "" || rv == "0"))
+	timeout := time.Duration(1800+rand.IntN(1800)) * time.Second
+	if v := q.Get("timeoutSeconds"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return apierrors.NewBadRequest(fmt.Sprintf("invalid timeoutSeconds %q", v))
+		}
+		timeout = time.Duration(n) * time.Second
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+
+	var initialItems []runtime.Object
+	var fromRev int64
+	if initial {
+		list, err := req.res.List(ctx, req.namespace, registry.ListOptions{Filter: filter})
+		if err != nil {
+			return err
+		}
+		initialItems, _ = meta.ExtractList(list)
+		lm, _ := meta.ListAccessor(list)
+		fromRev, _ = strconv.ParseInt(lm.GetResourceVersion(), 10, 64)
+	} else if fromRev, err = storage.ParseResourceVersion(rv); err != nil {
+		return err
+	}
+	progress := time.Duration(0)
+	if bookmarks && out.as == "" {
+		progress = s.cfg.BookmarkInterval
+	}
+	events, err := req.res.Storage.Watch(ctx, req.res.Prefix(req.namespace), fromRev, storage.WatchOptions{Filter: filter, ProgressInterval: progress})
+	if err != nil {
+		return err
+	}
+
+	flusher, _ := w.(http.Flusher)
+	mediaType := out.info.MediaType
+	if mediaType == "application/vnd.kubernetes.protobuf" {
+		mediaType += ";stream=watch"
+	}
+	w.Header().Set("Content-Type", mediaType)
+	w.Header().Set("Transfer-Encoding", "chunked")
+	w.WriteHeader(http.StatusOK)
+	if flusher != nil {
+		flusher.Flush()
+	}
+	framer := out.info.StreamSerializer.Framer.NewFrameWriter(w)
+	evEnc := out.info.StreamSerializer.Serializer
+	embedded := Codecs.EncoderForVersion(out.info.Serializer, req.gv)
+	metaEnc := Codecs.EncoderForVersion(out.info.Serializer, metav1.SchemeGroupVersion)
+	first := true
+	send := func(typ string, obj runtime.Object) error {
+		enc := embedded
+		if out.as == "Table" && typ != string(storage.Error) && typ != string(storage.Bookmark) {
+			t, err := s.toTable(r, req.res, []runtime.Object{obj}, first)
+			if err != nil {
+				return err
+			}
+			first = false
+			obj, enc = t, metaEnc
+		} else if out.as == "PartialObjectMetadata" && typ != string(storage.Error) {
+			obj, enc = partialMeta(obj), metaEnc
+		}
+		var buf bytes.Buffer
+		if err := enc.Encode(obj, &buf); err != nil {
+			return err
+		}
+		var evBuf bytes.Buffer
+		if err := evEnc.Encode(&metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: buf.Bytes()}}, &evBuf); err != nil {
+			return err
+		}
+		if _, err := framer.Write(evBuf.Bytes()); err != nil {
+			return err
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return nil
+	}
+	bookmark := func(rev int64, end bool) error {
+		obj := req.res.Info.New()
+		acc, _ := meta.Accessor(obj)
+		acc.SetResourceVersion(strconv.FormatInt(rev, 10))
+		if end {
+			acc.SetAnnotations(map[string]string{InitialEventsAnnotation: "true"})
+		}
+		return send(string(storage.Bookmark), obj)
+	}
+	for _, it := range initialItems {
+		if err := send(string(storage.Added), it); err != nil {
+			return nil
+		}
+	}
+	if sendInitial != nil && *sendInitial {
+		if err := bookmark(fromRev, true); err != nil {
+			return nil
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-events:
+			if !ok {
+				return nil
+			}
+			var err error
+			switch ev.Type {
+			case storage.Bookmark:
+				if out.as == "" {
+					err = bookmark(ev.Revision, false)
+				}
+			default:
+				err = send(string(ev.Type), ev.Object)
+			}
+			if err != nil {
+				s.log.Debug("watch ended", "resource", req.res.Info.GVR.Resource, "err", err)
+				return nil
+			}
+		}
+	}
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"strings"
+
+	"github.com/svcnet/svcnet/apiserver"
+)
+
+func init() {
+	register(command{name: "apiserver", short: "Kubernetes-compatible API server on etcd (embedded or external)", run: runAPIServer})
+}
+
+// parseAPIServerArgs turns `svcnet apiserver` flags into an apiserver.Config.
+func parseAPIServerArgs(args []string) (apiserver.Config, error) {
+	fs := newFlagSet("apiserver")
+	var cfg apiserver.Config
+	var etcd, cidr, logLevel string
+	fs.StringVar(&cfg.DataDir, "data-dir", "/var/lib/svcnet", "directory for the PKI, the admin kubeconfig and the embedded etcd's data")
+	fs.StringVar(&etcd, "etcd-servers", "", "comma-separated client URLs of an external etcd cluster (default: run an embedded etcd under --data-dir)")
+	fs.StringVar(&cfg.BindAddress, "bind-address", "127.0.0.1", "IP address to serve HTTPS on (0.0.0.0 for all)")
+	fs.IntVar(&cfg.SecurePort, "secure-port", 6443, "HTTPS port")
+	fs.StringVar(&cfg.AdvertiseAddress, "advertise-address", "", "IP address nodes use to reach this server; the kubernetes Service's endpoint (default: --bind-address)")
+	fs.StringVar(&cidr, "service-cluster-ip-range", "10.96.0.0/16", "CIDR of Service ClusterIPs; its first address is the kubernetes Service's")
+	fs.StringVar(&cfg.ServiceNodePortRange, "service-node-port-range", "30000-32767", "range of Service NodePorts")
+	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return cfg, fmt.Errorf("--service-cluster-ip-range: %w", err)
+	}
+	cfg.ServiceClusterIPRange = p
+	if etcd != "" {
+		for _, e := range strings.Split(etcd, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				cfg.EtcdServers = append(cfg.EtcdServers, e)
+			}
+		}
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+		return cfg, fmt.Errorf("--log-level: %w", err)
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	return cfg, nil
+}
+
+func runAPIServer(ctx context.Context, args []string) error {
+	cfg, err := parseAPIServerArgs(args)
+	if err != nil {
+		return err
+	}
+	srv, err := apiserver.New(cfg)
+	if err != nil {
+		return err
+	}
+	return srv.Run(ctx)
+}

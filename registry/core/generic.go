@@ -1,0 +1,153 @@
+// Package core holds the strategies of the resources svcnet serves that are
+// not about Services: namespaces, pods, nodes, events, configmaps, leases,
+// deployments and replicasets, plus simple stand-ins for services, endpoints
+// and endpointslices until registry/service supplies the real ones.
+//
+// Defaults follow the Kubernetes defaulting functions of the same types
+// (for example a Pod gets dnsPolicy ClusterFirst, enableServiceLinks true,
+// restartPolicy Always); validation covers ObjectMeta (done by the generic
+// registry) plus the rules clients rely on, with Kubernetes' field paths and
+// messages.
+package core
+
+import (
+	"context"
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/svcnet/svcnet/registry"
+)
+
+// Basic is a strategy with no defaults and no rules beyond ObjectMeta. With
+// HasStatus, a create clears status, an update keeps the stored status, and
+// StatusStrategy returns the strategy for /status (which keeps the stored
+// spec and metadata other than labels and annotations... as Kubernetes does,
+// it keeps everything but status).
+type Basic struct {
+	Namespaced bool
+	HasStatus  bool
+	// Defaulter, when set, fills defaults.
+	Defaulter func(obj runtime.Object)
+	// Validator and UpdateValidator, when set, add field errors.
+	Validator       func(obj runtime.Object) field.ErrorList
+	UpdateValidator func(obj, old runtime.Object) field.ErrorList
+	// FieldsFunc, when set, gives the field-selector fields.
+	FieldsFunc func(obj runtime.Object) map[string]string
+	// Graceful, when set, implements registry.GracefulDeleter.
+	Graceful func(obj runtime.Object, requested *int64) (int64, bool)
+	// OnCreate runs in PrepareForCreate after status is cleared.
+	OnCreate func(obj runtime.Object)
+	// NameFunc, when set, validates names instead of the DNS-subdomain rule.
+	NameFunc func(name string, prefix bool) []string
+}
+
+var _ registry.Strategy = (*Basic)(nil)
+
+func (b *Basic) NamespaceScoped() bool { return b.Namespaced }
+
+func (b *Basic) Default(obj runtime.Object) {
+	if b.Defaulter != nil {
+		b.Defaulter(obj)
+	}
+}
+
+func (b *Basic) PrepareForCreate(_ context.Context, obj runtime.Object) {
+	if b.HasStatus {
+		clearField(obj, "Status")
+	}
+	if b.OnCreate != nil {
+		b.OnCreate(obj)
+	}
+}
+
+func (b *Basic) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	if b.HasStatus {
+		copyField(obj, old, "Status")
+	}
+}
+
+func (b *Basic) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
+	if b.Validator != nil {
+		return b.Validator(obj)
+	}
+	return nil
+}
+
+func (b *Basic) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	if b.UpdateValidator != nil {
+		return b.UpdateValidator(obj, old)
+	}
+	if b.Validator != nil {
+		return b.Validator(obj)
+	}
+	return nil
+}
+
+// FieldsSet implements registry.FieldsSetter when FieldsFunc is set.
+func (b *Basic) FieldsSet(obj runtime.Object) map[string]string {
+	if b.FieldsFunc != nil {
+		return b.FieldsFunc(obj)
+	}
+	return metaFields(obj, b.Namespaced)
+}
+
+// GracePeriod implements registry.GracefulDeleter.
+func (b *Basic) GracePeriod(obj runtime.Object, requested *int64) (int64, bool) {
+	if b.Graceful != nil {
+		return b.Graceful(obj, requested)
+	}
+	return 0, false
+}
+
+// ValidateName implements registry.NameValidator when NameFunc is set.
+func (b *Basic) ValidateName(name string, prefix bool) []string {
+	if b.NameFunc != nil {
+		return b.NameFunc(name, prefix)
+	}
+	return dnsSubdomain(name, prefix)
+}
+
+// StatusStrategy returns the strategy for the status subresource.
+func (b *Basic) StatusStrategy() registry.Strategy { return &statusStrategy{b} }
+
+type statusStrategy struct{ *Basic }
+
+// PrepareForUpdate keeps everything of the stored object but status (and
+// metadata the generic registry owns), as /status writes do in Kubernetes.
+func (s *statusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	copyField(obj, old, "Spec")
+}
+
+func (s *statusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	return nil
+}
+
+func structValue(obj runtime.Object) (reflect.Value, bool) {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return reflect.Value{}, false
+	}
+	v = v.Elem()
+	return v, v.Kind() == reflect.Struct
+}
+
+func clearField(obj runtime.Object, name string) {
+	if v, ok := structValue(obj); ok {
+		if f := v.FieldByName(name); f.IsValid() && f.CanSet() {
+			f.Set(reflect.Zero(f.Type()))
+		}
+	}
+}
+
+func copyField(dst, src runtime.Object, name string) {
+	dv, ok1 := structValue(dst)
+	sv, ok2 := structValue(src)
+	if !ok1 || !ok2 || dv.Type() != sv.Type() {
+		return
+	}
+	if f := dv.FieldByName(name); f.IsValid() && f.CanSet() {
+		f.Set(sv.FieldByName(name))
+	}
+}

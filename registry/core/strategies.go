@@ -1,0 +1,453 @@
+package core
+
+import (
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/svcnet/svcnet/registry"
+)
+
+// LabelMetadataName is the label every namespace carries with its own name.
+const LabelMetadataName = "kubernetes.io/metadata.name"
+
+// NewNamespaceStrategy: namespaces get the kubernetes.io/metadata.name label,
+// the "kubernetes" finalizer and phase Active; names are DNS labels.
+func NewNamespaceStrategy() registry.Strategy {
+	return &Basic{
+		HasStatus: true,
+		NameFunc:  dnsLabel,
+		Defaulter: func(obj runtime.Object) {
+			ns := obj.(*corev1.Namespace)
+			if ns.Name != "" {
+				if ns.Labels == nil {
+					ns.Labels = map[string]string{}
+				}
+				ns.Labels[LabelMetadataName] = ns.Name
+			}
+		},
+		OnCreate: func(obj runtime.Object) {
+			ns := obj.(*corev1.Namespace)
+			ns.Status.Phase = corev1.NamespaceActive
+			ns.Spec.Finalizers = []corev1.FinalizerName{corev1.FinalizerKubernetes}
+		},
+		FieldsFunc: func(obj runtime.Object) map[string]string {
+			ns := obj.(*corev1.Namespace)
+			return map[string]string{"metadata.name": ns.Name, "status.phase": string(ns.Status.Phase)}
+		},
+	}
+}
+
+// DefaultPodSpec applies Kubernetes' defaults to a pod spec.
+func DefaultPodSpec(s *corev1.PodSpec) {
+	if s.DNSPolicy == "" {
+		s.DNSPolicy = corev1.DNSClusterFirst
+	}
+	if s.RestartPolicy == "" {
+		s.RestartPolicy = corev1.RestartPolicyAlways
+	}
+	if s.EnableServiceLinks == nil {
+		t := true
+		s.EnableServiceLinks = &t
+	}
+	if s.TerminationGracePeriodSeconds == nil {
+		g := int64(corev1.DefaultTerminationGracePeriodSeconds)
+		s.TerminationGracePeriodSeconds = &g
+	}
+	if s.SchedulerName == "" {
+		s.SchedulerName = corev1.DefaultSchedulerName
+	}
+	if s.SecurityContext == nil {
+		s.SecurityContext = &corev1.PodSecurityContext{}
+	}
+	if s.ServiceAccountName == "" && s.DeprecatedServiceAccount != "" {
+		s.ServiceAccountName = s.DeprecatedServiceAccount
+	}
+	for _, list := range [][]corev1.Container{s.InitContainers, s.Containers} {
+		for i := range list {
+			defaultContainer(&list[i])
+		}
+	}
+}
+
+func defaultContainer(c *corev1.Container) {
+	if c.TerminationMessagePath == "" {
+		c.TerminationMessagePath = corev1.TerminationMessagePathDefault
+	}
+	if c.TerminationMessagePolicy == "" {
+		c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+	}
+	if c.ImagePullPolicy == "" {
+		c.ImagePullPolicy = corev1.PullIfNotPresent
+		img := c.Image
+		if i := strings.LastIndexByte(img, '@'); i >= 0 {
+			img = ""
+		}
+		tag := ""
+		if i := strings.LastIndexByte(img, ':'); i >= 0 && !strings.Contains(img[i:], "/") {
+			tag = img[i+1:]
+		}
+		if c.Image != "" && !strings.Contains(c.Image, "@") && (tag == "" || tag == "latest") {
+			c.ImagePullPolicy = corev1.PullAlways
+		}
+	}
+	for i := range c.Ports {
+		if c.Ports[i].Protocol == "" {
+			c.Ports[i].Protocol = corev1.ProtocolTCP
+		}
+	}
+	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
+		if p == nil {
+			continue
+		}
+		if p.TimeoutSeconds == 0 {
+			p.TimeoutSeconds = 1
+		}
+		if p.PeriodSeconds == 0 {
+			p.PeriodSeconds = 10
+		}
+		if p.SuccessThreshold == 0 {
+			p.SuccessThreshold = 1
+		}
+		if p.FailureThreshold == 0 {
+			p.FailureThreshold = 3
+		}
+		if p.HTTPGet != nil && p.HTTPGet.Scheme == "" {
+			p.HTTPGet.Scheme = corev1.URISchemeHTTP
+		}
+		if p.HTTPGet != nil && p.HTTPGet.Path == "" {
+			p.HTTPGet.Path = "/"
+		}
+	}
+}
+
+func validatePodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(s.Containers) == 0 {
+		errs = append(errs, field.Required(p.Child("containers"), ""))
+	}
+	for i, c := range s.Containers {
+		cp := p.Child("containers").Index(i)
+		if c.Name == "" {
+			errs = append(errs, field.Required(cp.Child("name"), ""))
+		}
+		if c.Image == "" {
+			errs = append(errs, field.Required(cp.Child("image"), ""))
+		}
+		for j, port := range c.Ports {
+			if port.ContainerPort < 1 || port.ContainerPort > 65535 {
+				errs = append(errs, field.Invalid(cp.Child("ports").Index(j).Child("containerPort"), port.ContainerPort, "must be between 1 and 65535, inclusive"))
+			}
+		}
+	}
+	switch s.RestartPolicy {
+	case corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("restartPolicy"), s.RestartPolicy, []string{"Always", "OnFailure", "Never"}))
+	}
+	switch s.DNSPolicy {
+	case corev1.DNSClusterFirst, corev1.DNSClusterFirstWithHostNet, corev1.DNSDefault, corev1.DNSNone:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("dnsPolicy"), s.DNSPolicy, []string{"ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"}))
+	}
+	return errs
+}
+
+// NewPodStrategy: pods get Kubernetes' spec defaults, phase Pending on create,
+// the pod field selectors (spec.nodeName, status.phase, ...), and graceful
+// deletion once bound to a node.
+func NewPodStrategy() registry.Strategy {
+	return &Basic{
+		Namespaced: true,
+		HasStatus:  true,
+		Defaulter: func(obj runtime.Object) {
+			DefaultPodSpec(&obj.(*corev1.Pod).Spec)
+		},
+		OnCreate: func(obj runtime.Object) {
+			pod := obj.(*corev1.Pod)
+			pod.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort}
+		},
+		Validator: func(obj runtime.Object) field.ErrorList {
+			return validatePodSpec(&obj.(*corev1.Pod).Spec, field.NewPath("spec"))
+		},
+		UpdateValidator: func(obj, old runtime.Object) field.ErrorList {
+			pod, oldPod := obj.(*corev1.Pod), old.(*corev1.Pod)
+			errs := validatePodSpec(&pod.Spec, field.NewPath("spec"))
+			if oldPod.Spec.NodeName != "" && pod.Spec.NodeName != oldPod.Spec.NodeName {
+				errs = append(errs, field.Forbidden(field.NewPath("spec"), "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"))
+			}
+			return errs
+		},
+		FieldsFunc: func(obj runtime.Object) map[string]string {
+			pod := obj.(*corev1.Pod)
+			return map[string]string{
+				"metadata.name":            pod.Name,
+				"metadata.namespace":       pod.Namespace,
+				"spec.nodeName":            pod.Spec.NodeName,
+				"spec.restartPolicy":       string(pod.Spec.RestartPolicy),
+				"spec.schedulerName":       pod.Spec.SchedulerName,
+				"spec.serviceAccountName":  pod.Spec.ServiceAccountName,
+				"spec.hostNetwork":         boolString(pod.Spec.HostNetwork),
+				"status.phase":             string(pod.Status.Phase),
+				"status.podIP":             pod.Status.PodIP,
+				"status.nominatedNodeName": pod.Status.NominatedNodeName,
+			}
+		},
+		Graceful: func(obj runtime.Object, requested *int64) (int64, bool) {
+			pod := obj.(*corev1.Pod)
+			if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+				return 0, false
+			}
+			grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
+			if pod.Spec.TerminationGracePeriodSeconds != nil {
+				grace = *pod.Spec.TerminationGracePeriodSeconds
+			}
+			if requested != nil {
+				grace = *requested
+			}
+			if grace <= 0 {
+				return 0, false
+			}
+			return grace, true
+		},
+	}
+}
+
+func boolString(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
+
+// NewNodeStrategy: nodes are cluster-scoped with a status subresource.
+func NewNodeStrategy() registry.Strategy {
+	return &Basic{
+		HasStatus: true,
+		FieldsFunc: func(obj runtime.Object) map[string]string {
+			n := obj.(*corev1.Node)
+			return map[string]string{"metadata.name": n.Name, "spec.unschedulable": boolString(n.Spec.Unschedulable)}
+		},
+	}
+}
+
+// NewEventStrategy supports the involvedObject.* field selectors kubectl
+// describe uses.
+func NewEventStrategy() registry.Strategy {
+	return &Basic{
+		Namespaced: true,
+		FieldsFunc: func(obj runtime.Object) map[string]string {
+			e := obj.(*corev1.Event)
+			return map[string]string{
+				"metadata.name":                  e.Name,
+				"metadata.namespace":             e.Namespace,
+				"involvedObject.kind":            e.InvolvedObject.Kind,
+				"involvedObject.namespace":       e.InvolvedObject.Namespace,
+				"involvedObject.name":            e.InvolvedObject.Name,
+				"involvedObject.uid":             string(e.InvolvedObject.UID),
+				"involvedObject.apiVersion":      e.InvolvedObject.APIVersion,
+				"involvedObject.resourceVersion": e.InvolvedObject.ResourceVersion,
+				"involvedObject.fieldPath":       e.InvolvedObject.FieldPath,
+				"reason":                         e.Reason,
+				"reportingComponent":             e.ReportingController,
+				"source":                         e.Source.Component,
+				"type":                           e.Type,
+			}
+		},
+	}
+}
+
+var _ = eventsv1.SchemeGroupVersion
+
+// NewConfigMapStrategy: configmaps have no status.
+func NewConfigMapStrategy() registry.Strategy { return &Basic{Namespaced: true} }
+
+// NewLeaseStrategy: coordination leases (node heartbeats, leader election).
+func NewLeaseStrategy() registry.Strategy { return &Basic{Namespaced: true} }
+
+func validateSelectorMatches(sel *metav1.LabelSelector, tmplLabels map[string]string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if sel == nil {
+		return field.ErrorList{field.Required(p.Child("selector"), "")}
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return field.ErrorList{field.Invalid(p.Child("selector"), sel, err.Error())}
+	}
+	if len(sel.MatchLabels)+len(sel.MatchExpressions) == 0 {
+		errs = append(errs, field.Invalid(p.Child("selector"), sel, "empty selector is invalid for deployment"))
+	}
+	if !s.Matches(labels.Set(tmplLabels)) {
+		errs = append(errs, field.Invalid(p.Child("template", "metadata", "labels"), tmplLabels, "`selector` does not match template `labels`"))
+	}
+	return errs
+}
+
+// DefaultDeployment applies Kubernetes' apps/v1 Deployment defaults.
+func DefaultDeployment(d *appsv1.Deployment) {
+	if d.Spec.Replicas == nil {
+		r := int32(1)
+		d.Spec.Replicas = &r
+	}
+	if d.Spec.Strategy.Type == "" {
+		d.Spec.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
+	}
+	if d.Spec.Strategy.Type == appsv1.RollingUpdateDeploymentStrategyType {
+		if d.Spec.Strategy.RollingUpdate == nil {
+			d.Spec.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{}
+		}
+		q := intstr.FromString("25%")
+		if d.Spec.Strategy.RollingUpdate.MaxUnavailable == nil {
+			d.Spec.Strategy.RollingUpdate.MaxUnavailable = &q
+		}
+		if d.Spec.Strategy.RollingUpdate.MaxSurge == nil {
+			d.Spec.Strategy.RollingUpdate.MaxSurge = &q
+		}
+	}
+	if d.Spec.RevisionHistoryLimit == nil {
+		n := int32(10)
+		d.Spec.RevisionHistoryLimit = &n
+	}
+	if d.Spec.ProgressDeadlineSeconds == nil {
+		n := int32(600)
+		d.Spec.ProgressDeadlineSeconds = &n
+	}
+	DefaultPodSpec(&d.Spec.Template.Spec)
+}
+
+func validateReplicas(r *int32, p *field.Path) field.ErrorList {
+	if r != nil && *r < 0 {
+		return field.ErrorList{field.Invalid(p, *r, "must be greater than or equal to 0")}
+	}
+	return nil
+}
+
+// NewDeploymentStrategy: defaults, selector-must-match-template (422), and an
+// immutable selector.
+func NewDeploymentStrategy() registry.Strategy {
+	validate := func(obj runtime.Object) field.ErrorList {
+		d := obj.(*appsv1.Deployment)
+		p := field.NewPath("spec")
+		errs := validateReplicas(d.Spec.Replicas, p.Child("replicas"))
+		errs = append(errs, validateSelectorMatches(d.Spec.Selector, d.Spec.Template.Labels, p)...)
+		errs = append(errs, validatePodSpec(&d.Spec.Template.Spec, p.Child("template", "spec"))...)
+		return errs
+	}
+	return &Basic{
+		Namespaced: true,
+		HasStatus:  true,
+		Defaulter:  func(obj runtime.Object) { DefaultDeployment(obj.(*appsv1.Deployment)) },
+		Validator:  validate,
+		UpdateValidator: func(obj, old runtime.Object) field.ErrorList {
+			errs := validate(obj)
+			d, o := obj.(*appsv1.Deployment), old.(*appsv1.Deployment)
+			if !equalSelector(d.Spec.Selector, o.Spec.Selector) {
+				errs = append(errs, field.Invalid(field.NewPath("spec", "selector"), d.Spec.Selector, "field is immutable"))
+			}
+			return errs
+		},
+	}
+}
+
+// NewReplicaSetStrategy: replicas default 1, selector must match template.
+func NewReplicaSetStrategy() registry.Strategy {
+	validate := func(obj runtime.Object) field.ErrorList {
+		rs := obj.(*appsv1.ReplicaSet)
+		p := field.NewPath("spec")
+		errs := validateReplicas(rs.Spec.Replicas, p.Child("replicas"))
+		errs = append(errs, validateSelectorMatches(rs.Spec.Selector, rs.Spec.Template.Labels, p)...)
+		return errs
+	}
+	return &Basic{
+		Namespaced: true,
+		HasStatus:  true,
+		Defaulter: func(obj runtime.Object) {
+			rs := obj.(*appsv1.ReplicaSet)
+			if rs.Spec.Replicas == nil {
+				r := int32(1)
+				rs.Spec.Replicas = &r
+			}
+			DefaultPodSpec(&rs.Spec.Template.Spec)
+		},
+		Validator: validate,
+		FieldsFunc: func(obj runtime.Object) map[string]string {
+			rs := obj.(*appsv1.ReplicaSet)
+			return map[string]string{"metadata.name": rs.Name, "metadata.namespace": rs.Namespace, "status.replicas": itoa(rs.Status.Replicas)}
+		},
+	}
+}
+
+func itoa(i int32) string { return strconvItoa(int(i)) }
+
+func equalSelector(a, b *metav1.LabelSelector) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	sa, _ := metav1.LabelSelectorAsSelector(a)
+	sb, _ := metav1.LabelSelectorAsSelector(b)
+	return sa.String() == sb.String()
+}
+
+// NewSimpleServiceStrategy is the stand-in Service strategy used until
+// registry/service is wired in: port protocol TCP, targetPort = port, type
+// ClusterIP, sessionAffinity None; it allocates nothing.
+func NewSimpleServiceStrategy() registry.Strategy {
+	return &Basic{
+		Namespaced: true,
+		HasStatus:  true,
+		NameFunc:   dns1035,
+		Defaulter: func(obj runtime.Object) {
+			s := obj.(*corev1.Service)
+			if s.Spec.Type == "" {
+				s.Spec.Type = corev1.ServiceTypeClusterIP
+			}
+			if s.Spec.SessionAffinity == "" {
+				s.Spec.SessionAffinity = corev1.ServiceAffinityNone
+			}
+			for i := range s.Spec.Ports {
+				p := &s.Spec.Ports[i]
+				if p.Protocol == "" {
+					p.Protocol = corev1.ProtocolTCP
+				}
+				if p.TargetPort == (intstr.IntOrString{}) {
+					p.TargetPort = intstr.FromInt32(p.Port)
+				}
+			}
+		},
+	}
+}
+
+// NewSimpleEndpointsStrategy is the stand-in Endpoints strategy.
+func NewSimpleEndpointsStrategy() registry.Strategy {
+	return &Basic{Namespaced: true, Defaulter: func(obj runtime.Object) {
+		e := obj.(*corev1.Endpoints)
+		for i := range e.Subsets {
+			for j := range e.Subsets[i].Ports {
+				if e.Subsets[i].Ports[j].Protocol == "" {
+					e.Subsets[i].Ports[j].Protocol = corev1.ProtocolTCP
+				}
+			}
+		}
+	}}
+}
+
+// NewSimpleEndpointSliceStrategy is the stand-in EndpointSlice strategy.
+func NewSimpleEndpointSliceStrategy() registry.Strategy {
+	return &Basic{Namespaced: true, Defaulter: func(obj runtime.Object) {
+		s := obj.(*discoveryv1.EndpointSlice)
+		for i := range s.Ports {
+			if s.Ports[i].Protocol == nil {
+				p := corev1.ProtocolTCP
+				s.Ports[i].Protocol = &p
+			}
+		}
+	}}
+}

@@ -1,0 +1,627 @@
+package registry
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"reflect"
+	"strings"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metavalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/svcnet/svcnet/storage"
+)
+
+// NameValidator is implemented by strategies whose object names follow a rule
+// other than a DNS subdomain (services and namespaces: DNS labels). It returns
+// the problems with name, as apimachinery's ValidateNameFunc does.
+type NameValidator interface {
+	ValidateName(name string, prefix bool) []string
+}
+
+// StatusStrategist is implemented by strategies of resources with a status
+// subresource: the returned strategy handles writes to /status.
+type StatusStrategist interface {
+	StatusStrategy() Strategy
+}
+
+// FieldsSetter is implemented by strategies whose objects support field
+// selectors beyond metadata.name and metadata.namespace. The returned set
+// must include those two.
+type FieldsSetter interface {
+	FieldsSet(obj runtime.Object) map[string]string
+}
+
+// GracefulDeleter is implemented by strategies of objects deleted in two
+// steps (pods bound to a node): it returns the grace period to apply (and
+// true) when the object must only be marked for deletion.
+type GracefulDeleter interface {
+	GracePeriod(obj runtime.Object, requested *int64) (int64, bool)
+}
+
+// ResourceInfo describes one API resource.
+type ResourceInfo struct {
+	GVR        schema.GroupVersionResource
+	Kind       string
+	Namespaced bool
+	// Singular name and short names, for discovery.
+	Singular   string
+	ShortNames []string
+	Categories []string
+	// Status and Scale report the subresources.
+	Status bool
+	Scale  bool
+	// New and NewList return empty objects; for unstructured resources they
+	// return *unstructured.Unstructured(List) with apiVersion/kind set.
+	New     func() runtime.Object
+	NewList func() runtime.Object
+}
+
+// GVK is the resource's kind.
+func (r *ResourceInfo) GVK() schema.GroupVersionKind {
+	return r.GVR.GroupVersion().WithKind(r.Kind)
+}
+
+// GroupResource is the resource's group and resource.
+func (r *ResourceInfo) GroupResource() schema.GroupResource { return r.GVR.GroupResource() }
+
+// Store is the generic registry of one resource: it runs the strategy around
+// every storage operation. Methods return apierrors status errors.
+type Store struct {
+	Info     ResourceInfo
+	Strategy Strategy
+	Storage  *storage.Store
+	// FieldManagers maintain managedFields; keyed by subresource ("" for the
+	// main resource). Nil disables managed fields.
+	FieldManagers map[string]*managedfields.FieldManager
+	// NamespaceExists is consulted before creating a namespaced object; it
+	// returns a NotFound error for a missing namespace and Forbidden for one
+	// being terminated.
+	NamespaceExists func(ctx context.Context, ns string, gr schema.GroupResource, name string) error
+	// OnDeleted, when set, runs after an object is removed from storage
+	// (namespace contents, cascading deletion of dependents).
+	OnDeleted func(ctx context.Context, obj runtime.Object, orphan bool)
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (s *Store) now() metav1.Time {
+	if s.Now != nil {
+		return metav1.NewTime(s.Now().Truncate(time.Second))
+	}
+	return metav1.NewTime(time.Now().Truncate(time.Second))
+}
+
+// Key is the storage key of an object.
+func (s *Store) Key(ns, name string) string {
+	if !s.Info.Namespaced {
+		ns = ""
+	}
+	return storage.Key(s.Info.GroupResource(), ns, name)
+}
+
+// Prefix is the storage prefix of a namespace's objects (all objects for "").
+func (s *Store) Prefix(ns string) string {
+	p := storage.KeyPrefix(s.Info.GroupResource())
+	if s.Info.Namespaced && ns != "" {
+		p += ns + "/"
+	}
+	return p
+}
+
+func (s *Store) strategyFor(sub string) Strategy {
+	if sub == "status" {
+		if ss, ok := s.Strategy.(StatusStrategist); ok {
+			return ss.StatusStrategy()
+		}
+	}
+	return s.Strategy
+}
+
+// DryRunResult is returned (as an error) by tryUpdate functions to stop a
+// dry-run write after computing its result.
+type dryRunResult struct{ obj runtime.Object }
+
+func (d *dryRunResult) Error() string { return "dry run" }
+
+const nameChars = "bcdfghjklmnpqrstvwxz2456789"
+
+func generateName(base string) string {
+	const maxGeneratedNameLength = 63 - 5
+	if len(base) > maxGeneratedNameLength {
+		base = base[:maxGeneratedNameLength]
+	}
+	b := make([]byte, 5)
+	for i := range b {
+		n, _ := rand.Int(rand.Reader, big.NewInt(int64(len(nameChars))))
+		b[i] = nameChars[n.Int64()]
+	}
+	return base + string(b)
+}
+
+// WriteOptions are the request options of a create or update.
+type WriteOptions struct {
+	DryRun bool
+	// FieldManager names the writer in managedFields.
+	FieldManager string
+	// Subresource is "" or "status".
+	Subresource string
+	// SkipManagedFields leaves managedFields to the caller (server-side
+	// apply computes them itself).
+	SkipManagedFields bool
+}
+
+func (s *Store) validateMeta(obj runtime.Object, old runtime.Object) field.ErrorList {
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return field.ErrorList{field.InternalError(field.NewPath("metadata"), err)}
+	}
+	nameFn := metavalidation.NameIsDNSSubdomain
+	if nv, ok := s.Strategy.(NameValidator); ok {
+		nameFn = nv.ValidateName
+	}
+	errs := metavalidation.ValidateObjectMetaAccessor(acc, s.Info.Namespaced, nameFn, field.NewPath("metadata"))
+	if old != nil {
+		oacc, err := meta.Accessor(old)
+		if err == nil {
+			errs = append(errs, metavalidation.ValidateObjectMetaAccessorUpdate(acc, oacc, field.NewPath("metadata"))...)
+		}
+	}
+	return errs
+}
+
+func dedupe(errs field.ErrorList) field.ErrorList {
+	seen := map[string]bool{}
+	var out field.ErrorList
+	for _, e := range errs {
+		k := e.Error()
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, e)
+	}
+	return out
+}
+
+func (s *Store) invalid(obj runtime.Object, errs field.ErrorList) error {
+	name := ""
+	if acc, err := meta.Accessor(obj); err == nil {
+		name = acc.GetName()
+	}
+	return apierrors.NewInvalid(s.Info.GVK().GroupKind(), name, dedupe(errs))
+}
+
+// Create stores a new object in namespace ns (ignored for cluster-scoped
+// resources): it fills generateName, uid, creationTimestamp and generation,
+// runs the strategy (Default, BeginCreate, PrepareForCreate, Validate) and
+// writes the object unless DryRun.
+func (s *Store) Create(ctx context.Context, ns string, obj runtime.Object, opts WriteOptions) (runtime.Object, error) {
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if s.Info.Namespaced {
+		if acc.GetNamespace() == "" {
+			acc.SetNamespace(ns)
+		} else if acc.GetNamespace() != ns {
+			return nil, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+		}
+	} else {
+		acc.SetNamespace("")
+	}
+	if acc.GetName() == "" && acc.GetGenerateName() != "" {
+		acc.SetName(generateName(acc.GetGenerateName()))
+	}
+	if acc.GetName() == "" {
+		return nil, s.invalid(obj, field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
+	}
+	if s.Info.Namespaced && s.NamespaceExists != nil {
+		if err := s.NamespaceExists(ctx, ns, s.Info.GroupResource(), acc.GetName()); err != nil {
+			return nil, err
+		}
+	}
+	st := s.Strategy
+	st.Default(obj)
+	var tx Transaction = NopTransaction{}
+	if a, ok := st.(CreateAllocator); ok {
+		t, err := a.BeginCreate(ctx, obj, opts.DryRun)
+		if err != nil {
+			return nil, err
+		}
+		if t != nil {
+			tx = t
+		}
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			tx.Revert()
+		}
+	}()
+	st.PrepareForCreate(ctx, obj)
+	acc.SetUID(uuid.NewUUID())
+	acc.SetCreationTimestamp(s.now())
+	acc.SetResourceVersion("")
+	acc.SetDeletionTimestamp(nil)
+	acc.SetDeletionGracePeriodSeconds(nil)
+	acc.SetGeneration(1)
+	if fm := s.FieldManagers[""]; fm != nil && !opts.SkipManagedFields {
+		acc.SetManagedFields(nil)
+		obj = fm.UpdateNoErrors(s.Info.New(), obj, opts.FieldManager)
+	}
+	errs := s.validateMeta(obj, nil)
+	errs = append(errs, st.Validate(ctx, obj)...)
+	if len(errs) > 0 {
+		return nil, s.invalid(obj, errs)
+	}
+	if opts.DryRun {
+		return obj, nil
+	}
+	out, err := s.Storage.Create(ctx, s.Key(ns, acc.GetName()), obj)
+	if err != nil {
+		return nil, err
+	}
+	tx.Commit()
+	committed = true
+	return out, nil
+}
+
+// Get returns one object.
+func (s *Store) Get(ctx context.Context, ns, name string) (runtime.Object, error) {
+	return s.Storage.Get(ctx, s.Key(ns, name))
+}
+
+// conflictErr is Kubernetes' message for a stale resourceVersion.
+func (s *Store) conflictErr(name string) error {
+	return apierrors.NewConflict(s.Info.GroupResource(), name, errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+}
+
+// UpdateFunc computes the object a request wants from the stored one (nil when
+// it does not exist and the update may create).
+type UpdateFunc func(ctx context.Context, cur runtime.Object) (runtime.Object, error)
+
+// Update replaces object ns/name with what compute returns, with optimistic
+// concurrency: if the computed object carries a resourceVersion that is not
+// the stored one the result is 409 Conflict; without one the update is
+// unconditional. With allowCreate a missing object is created (server-side
+// apply). It returns the stored object and whether it was created.
+func (s *Store) Update(ctx context.Context, ns, name string, compute UpdateFunc, allowCreate bool, opts WriteOptions) (runtime.Object, bool, error) {
+	key := s.Key(ns, name)
+	st := s.strategyFor(opts.Subresource)
+	var tx Transaction
+	created := false
+	revert := func() {
+		if tx != nil {
+			tx.Revert()
+			tx = nil
+		}
+	}
+	out, err := s.Storage.GuaranteedUpdate(ctx, key, allowCreate, nil, func(cur runtime.Object) (runtime.Object, error) {
+		revert()
+		obj, err := compute(ctx, cur)
+		if err != nil {
+			return nil, err
+		}
+		acc, err := meta.Accessor(obj)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		if acc.GetName() != name {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", acc.GetName(), name))
+		}
+		if s.Info.Namespaced {
+			if acc.GetNamespace() == "" {
+				acc.SetNamespace(ns)
+			} else if acc.GetNamespace() != ns {
+				return nil, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+			}
+		} else {
+			acc.SetNamespace("")
+		}
+		if cur == nil {
+			created = true
+			if s.Info.Namespaced && s.NamespaceExists != nil {
+				if err := s.NamespaceExists(ctx, ns, s.Info.GroupResource(), name); err != nil {
+					return nil, err
+				}
+			}
+			if rv := acc.GetResourceVersion(); rv != "" {
+				return nil, apierrors.NewNotFound(s.Info.GroupResource(), name)
+			}
+			st.Default(obj)
+			if a, ok := st.(CreateAllocator); ok {
+				t, err := a.BeginCreate(ctx, obj, opts.DryRun)
+				if err != nil {
+					return nil, err
+				}
+				tx = t
+			}
+			st.PrepareForCreate(ctx, obj)
+			acc.SetUID(uuid.NewUUID())
+			acc.SetCreationTimestamp(s.now())
+			acc.SetGeneration(1)
+			acc.SetDeletionTimestamp(nil)
+			acc.SetDeletionGracePeriodSeconds(nil)
+			errs := append(s.validateMeta(obj, nil), st.Validate(ctx, obj)...)
+			if len(errs) > 0 {
+				return nil, s.invalid(obj, errs)
+			}
+			if opts.DryRun {
+				return nil, &dryRunResult{obj}
+			}
+			return obj, nil
+		}
+		created = false
+		cacc, _ := meta.Accessor(cur)
+		if rv := acc.GetResourceVersion(); rv == "" {
+			acc.SetResourceVersion(cacc.GetResourceVersion())
+		} else if rv != cacc.GetResourceVersion() {
+			return nil, s.conflictErr(name)
+		}
+		// Server-owned metadata a client cannot change.
+		acc.SetCreationTimestamp(cacc.GetCreationTimestamp())
+		acc.SetDeletionTimestamp(cacc.GetDeletionTimestamp())
+		acc.SetDeletionGracePeriodSeconds(cacc.GetDeletionGracePeriodSeconds())
+		acc.SetGeneration(cacc.GetGeneration())
+		if acc.GetUID() == "" {
+			acc.SetUID(cacc.GetUID())
+		}
+		st.Default(obj)
+		if a, ok := st.(UpdateAllocator); ok {
+			t, err := a.BeginUpdate(ctx, obj, cur, opts.DryRun)
+			if err != nil {
+				return nil, err
+			}
+			tx = t
+		}
+		st.PrepareForUpdate(ctx, obj, cur)
+		if opts.Subresource == "" && specChanged(obj, cur) {
+			acc.SetGeneration(cacc.GetGeneration() + 1)
+		}
+		if fm := s.FieldManagers[opts.Subresource]; fm != nil && !opts.SkipManagedFields {
+			obj = fm.UpdateNoErrors(cur, obj, opts.FieldManager)
+		}
+		errs := append(s.validateMeta(obj, cur), st.ValidateUpdate(ctx, obj, cur)...)
+		if len(errs) > 0 {
+			return nil, s.invalid(obj, errs)
+		}
+		if opts.DryRun {
+			return nil, &dryRunResult{obj}
+		}
+		return obj, nil
+	})
+	var dr *dryRunResult
+	if errors.As(err, &dr) {
+		revert()
+		return dr.obj, created, nil
+	}
+	if err != nil {
+		revert()
+		return nil, false, err
+	}
+	if tx != nil {
+		tx.Commit()
+	}
+	// An object marked for deletion whose last finalizer is gone is deleted.
+	if acc, aerr := meta.Accessor(out); aerr == nil && acc.GetDeletionTimestamp() != nil && len(acc.GetFinalizers()) == 0 && !s.graceful(out) {
+		uid := acc.GetUID()
+		if _, derr := s.Storage.Delete(ctx, key, &storage.Preconditions{UID: &uid}, nil); derr == nil {
+			s.afterDelete(ctx, out, false)
+		}
+	}
+	return out, created, nil
+}
+
+// graceful reports whether obj is still within a graceful deletion period
+// that only its owner (the node agent) ends.
+func (s *Store) graceful(obj runtime.Object) bool {
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return false
+	}
+	g := acc.GetDeletionGracePeriodSeconds()
+	return g != nil && *g > 0
+}
+
+// specChanged reports whether anything but metadata and status differs; such
+// a change increments metadata.generation.
+func specChanged(a, b runtime.Object) bool {
+	strip := func(o runtime.Object) map[string]any {
+		var m map[string]any
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			m = runtime.DeepCopyJSON(u.Object)
+		} else {
+			data, err := json.Marshal(o)
+			if err != nil {
+				return nil
+			}
+			if json.Unmarshal(data, &m) != nil {
+				return nil
+			}
+		}
+		delete(m, "metadata")
+		delete(m, "status")
+		delete(m, "kind")
+		delete(m, "apiVersion")
+		return m
+	}
+	return !reflect.DeepEqual(strip(a), strip(b))
+}
+
+// DeleteOptions are the options of a delete.
+type DeleteOptions struct {
+	DryRun             bool
+	GracePeriodSeconds *int64
+	Preconditions      *metav1.Preconditions
+	PropagationPolicy  *metav1.DeletionPropagation
+}
+
+// Delete deletes ns/name. Objects with finalizers, and objects whose strategy
+// asks for graceful deletion, are only marked (deletionTimestamp set) and
+// returned with deleted=false; otherwise the object is removed and returned
+// with deleted=true.
+func (s *Store) Delete(ctx context.Context, ns, name string, opts DeleteOptions) (runtime.Object, bool, error) {
+	key := s.Key(ns, name)
+	var pre *storage.Preconditions
+	if p := opts.Preconditions; p != nil && (p.UID != nil || p.ResourceVersion != nil) {
+		pre = &storage.Preconditions{UID: p.UID, ResourceVersion: p.ResourceVersion}
+	}
+	cur, err := s.Storage.Get(ctx, key)
+	if err != nil {
+		return nil, false, err
+	}
+	acc, _ := meta.Accessor(cur)
+	grace, graceful := int64(0), false
+	if gd, ok := s.Strategy.(GracefulDeleter); ok {
+		grace, graceful = gd.GracePeriod(cur, opts.GracePeriodSeconds)
+	}
+	orphan := opts.PropagationPolicy != nil && *opts.PropagationPolicy == metav1.DeletePropagationOrphan
+	foregroundFinalizer := opts.PropagationPolicy != nil && *opts.PropagationPolicy == metav1.DeletePropagationForeground
+	_ = foregroundFinalizer
+	if len(acc.GetFinalizers()) > 0 || graceful {
+		now := s.now()
+		out, err := s.Storage.GuaranteedUpdate(ctx, key, false, pre, func(c runtime.Object) (runtime.Object, error) {
+			ca, _ := meta.Accessor(c)
+			if len(ca.GetFinalizers()) == 0 && !graceful {
+				return nil, errRetryDelete
+			}
+			if graceful {
+				ts := metav1.NewTime(now.Add(time.Duration(grace) * time.Second))
+				if old := ca.GetDeletionTimestamp(); old == nil || ts.Before(old) {
+					ca.SetDeletionTimestamp(&ts)
+					g := grace
+					ca.SetDeletionGracePeriodSeconds(&g)
+				}
+			} else if ca.GetDeletionTimestamp() == nil {
+				ca.SetDeletionTimestamp(&now)
+				g := int64(0)
+				ca.SetDeletionGracePeriodSeconds(&g)
+			}
+			if opts.DryRun {
+				return nil, &dryRunResult{c}
+			}
+			return c, nil
+		})
+		var dr *dryRunResult
+		if errors.As(err, &dr) {
+			return dr.obj, false, nil
+		}
+		if err == nil {
+			return out, false, nil
+		}
+		if !errors.Is(err, errRetryDelete) {
+			return nil, false, err
+		}
+	}
+	if opts.DryRun {
+		return cur, true, nil
+	}
+	out, err := s.Storage.Delete(ctx, key, pre, func(c runtime.Object) error {
+		if ca, _ := meta.Accessor(c); len(ca.GetFinalizers()) > 0 {
+			return s.conflictErr(name)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	s.afterDelete(ctx, out, orphan)
+	return out, true, nil
+}
+
+var errRetryDelete = errors.New("object has no finalizers any more")
+
+// Dependents, when set, deletes the objects owned by a deleted object
+// (background cascading deletion); orphan says to leave them.
+type DependentsFunc func(ctx context.Context, owner runtime.Object, orphan bool)
+
+// OnDelete, when set, runs after every object of this store is deleted.
+var _ = types.UID("")
+
+func (s *Store) afterDelete(ctx context.Context, obj runtime.Object, orphan bool) {
+	if r, ok := s.Strategy.(DeleteReleaser); ok {
+		r.AfterDelete(ctx, obj, false)
+	}
+	if s.OnDeleted != nil {
+		s.OnDeleted(ctx, obj, orphan)
+	}
+}
+
+// ListOptions select objects for List and Watch.
+type ListOptions struct {
+	Filter               storage.Filter
+	Limit                int64
+	Continue             string
+	ResourceVersion      string
+	ResourceVersionMatch metav1.ResourceVersionMatch
+}
+
+// List returns the objects of namespace ns ("" for all) as a list object of
+// the resource's list kind.
+func (s *Store) List(ctx context.Context, ns string, opts ListOptions) (runtime.Object, error) {
+	res, err := s.Storage.List(ctx, s.Prefix(ns), storage.ListOptions{
+		Limit: opts.Limit, Continue: opts.Continue, Filter: opts.Filter,
+		ResourceVersion: opts.ResourceVersion, ResourceVersionMatch: opts.ResourceVersionMatch,
+	})
+	if err != nil {
+		return nil, err
+	}
+	list := s.Info.NewList()
+	if err := meta.SetList(list, res.Items); err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	lm, err := meta.ListAccessor(list)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	lm.SetResourceVersion(fmt.Sprint(res.ResourceVersion))
+	lm.SetContinue(res.Continue)
+	return list, nil
+}
+
+// FieldsSet returns the fields a field selector may test on obj.
+func (s *Store) FieldsSet(obj runtime.Object) map[string]string {
+	if fs, ok := s.Strategy.(FieldsSetter); ok {
+		return fs.FieldsSet(obj)
+	}
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return nil
+	}
+	set := map[string]string{"metadata.name": acc.GetName()}
+	if s.Info.Namespaced {
+		set["metadata.namespace"] = acc.GetNamespace()
+	}
+	return set
+}
+
+// SemanticEqual reports whether two objects are equal for API purposes.
+func SemanticEqual(a, b runtime.Object) bool { return apiequality.Semantic.DeepEqual(a, b) }
+
+// DefaultManager derives a field manager name from a User-Agent as
+// kube-apiserver does: the part before the first '/'.
+func DefaultManager(userAgent string) string {
+	if i := strings.IndexByte(userAgent, '/'); i >= 0 {
+		userAgent = userAgent[:i]
+	}
+	if len(userAgent) > 128 {
+		userAgent = userAgent[:128]
+	}
+	return userAgent
+}

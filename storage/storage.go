@@ -1,0 +1,494 @@
+// Package storage is svcnet's object store on etcd: the one place that turns
+// API objects into etcd keys and values and back.
+//
+// Keys are laid out as kube-apiserver lays them out:
+// /registry/<group>/<resource>/<namespace>/<name> (the group is omitted for the
+// core group, and the namespace for cluster-scoped objects; the prefix is
+// configurable). Values are encoded with the codec the caller gives (protobuf of
+// the k8s.io/api types, or JSON for unstructured objects).
+//
+// An object's resourceVersion is the etcd ModRevision of its key, a list's is
+// the etcd revision it was read at, and a watch is an etcd watch. Reading or
+// watching from a compacted revision fails with a 410 Gone (reason Expired)
+// status error, as kube-apiserver does. All errors are apierrors status errors
+// so the API server can return them as they are.
+package storage
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Preconditions must hold for an update or delete to be applied. Empty fields
+// are not checked.
+type Preconditions struct {
+	UID             *types.UID
+	ResourceVersion *string
+}
+
+// Filter reports whether an object is of interest to a list or watch. A nil
+// Filter accepts everything.
+type Filter func(obj runtime.Object) bool
+
+// ListOptions narrows a List.
+type ListOptions struct {
+	// Limit is the most items returned; 0 means all.
+	Limit int64
+	// Continue is the token from a previous page's ListMeta.Continue.
+	Continue string
+	// ResourceVersion, when set and ResourceVersionMatch is "Exact", lists at that
+	// revision; otherwise the newest data is listed.
+	ResourceVersion      string
+	ResourceVersionMatch metav1.ResourceVersionMatch
+	// Filter drops items after they are read; the limit counts kept items.
+	Filter Filter
+}
+
+// UpdateFunc computes the new object from the current one. It must not change
+// cur. Returning an error aborts the update with that error.
+type UpdateFunc func(cur runtime.Object) (runtime.Object, error)
+
+// Store is an object store for one resource (one codec and one object type)
+// on a shared etcd client.
+type Store struct {
+	client   *clientv3.Client
+	codec    runtime.Codec
+	newFunc  func() runtime.Object
+	resource schema.GroupResource
+}
+
+// NewStore returns a store for one resource. newFunc returns an empty object
+// of the stored type; codec encodes and decodes it.
+func NewStore(client *clientv3.Client, resource schema.GroupResource, codec runtime.Codec, newFunc func() runtime.Object) *Store {
+	return &Store{client: client, codec: codec, newFunc: newFunc, resource: resource}
+}
+
+// Client returns the etcd client the store uses.
+func (s *Store) Client() *clientv3.Client { return s.client }
+
+// Resource is the group and resource the store holds, used in error messages.
+func (s *Store) Resource() schema.GroupResource { return s.resource }
+
+// New returns an empty object of the stored type.
+func (s *Store) New() runtime.Object { return s.newFunc() }
+
+// KeyPrefix is the etcd key prefix of every object of a resource: it ends in a
+// slash.
+func KeyPrefix(gr schema.GroupResource) string {
+	if gr.Group == "" {
+		return "/registry/" + gr.Resource + "/"
+	}
+	return "/registry/" + gr.Group + "/" + gr.Resource + "/"
+}
+
+// Key is the etcd key of one object; namespace is empty for cluster-scoped
+// objects.
+func Key(gr schema.GroupResource, namespace, name string) string {
+	if namespace == "" {
+		return KeyPrefix(gr) + name
+	}
+	return KeyPrefix(gr) + namespace + "/" + name
+}
+
+func nameFromKey(key string) string {
+	if i := strings.LastIndexByte(key, '/'); i >= 0 {
+		return key[i+1:]
+	}
+	return key
+}
+
+func (s *Store) encode(obj runtime.Object) ([]byte, error) {
+	// The resourceVersion is the etcd revision; it is never stored.
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	rv := acc.GetResourceVersion()
+	acc.SetResourceVersion("")
+	defer acc.SetResourceVersion(rv)
+	data, err := runtime.Encode(s.codec, obj)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", s.resource, err)
+	}
+	return data, nil
+}
+
+func (s *Store) decode(data []byte, rev int64) (runtime.Object, error) {
+	obj, _, err := s.codec.Decode(data, nil, s.newFunc())
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("decode stored %s: %w", s.resource, err))
+	}
+	if err := setRV(obj, rev); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+func setRV(obj runtime.Object, rev int64) error {
+	if rev == 0 {
+		return nil
+	}
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	acc.SetResourceVersion(strconv.FormatInt(rev, 10))
+	return nil
+}
+
+// ParseResourceVersion parses a resourceVersion; "" is 0.
+func ParseResourceVersion(rv string) (int64, error) {
+	if rv == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(rv, 10, 64)
+	if err != nil || n < 0 {
+		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %s", rv))
+	}
+	return n, nil
+}
+
+// etcdErr turns etcd client errors into status errors.
+func (s *Store) etcdErr(err error, rev int64) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, rpctypes.ErrCompacted) {
+		return NewExpired(rev)
+	}
+	if errors.Is(err, rpctypes.ErrFutureRev) {
+		return apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d", rev), 1)
+	}
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		return err
+	}
+	return apierrors.NewInternalError(fmt.Errorf("etcd: %w", err))
+}
+
+// NewExpired is the 410 Gone error for a compacted revision.
+func NewExpired(rev int64) error {
+	return apierrors.NewResourceExpired(fmt.Sprintf("The resourceVersion for the provided watch is too old."))
+}
+
+// Create stores obj under key unless the key exists (409 AlreadyExists). It
+// returns the stored object with its resourceVersion set.
+func (s *Store) Create(ctx context.Context, key string, obj runtime.Object) (runtime.Object, error) {
+	data, err := s.encode(obj)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(data))).
+		Commit()
+	if err != nil {
+		return nil, s.etcdErr(err, 0)
+	}
+	if !resp.Succeeded {
+		return nil, apierrors.NewAlreadyExists(s.resource, nameFromKey(key))
+	}
+	out := obj.DeepCopyObject()
+	if err := setRV(out, resp.Header.Revision); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Get returns the object under key, or a 404 NotFound error.
+func (s *Store) Get(ctx context.Context, key string) (runtime.Object, error) {
+	resp, err := s.client.Get(ctx, key)
+	if err != nil {
+		return nil, s.etcdErr(err, 0)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, apierrors.NewNotFound(s.resource, nameFromKey(key))
+	}
+	return s.decode(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+}
+
+type continueToken struct {
+	APIVersion      string `json:"v"`
+	ResourceVersion int64  `json:"rv"`
+	StartKey        string `json:"start"`
+}
+
+func encodeContinue(rev int64, next string, prefix string) string {
+	b, _ := json.Marshal(continueToken{APIVersion: "meta.k8s.io/v1", ResourceVersion: rev, StartKey: strings.TrimPrefix(next, prefix)})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeContinue(tok, prefix string) (rev int64, start string, err error) {
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return 0, "", apierrors.NewBadRequest(fmt.Sprintf("continue key is not valid: %v", err))
+	}
+	var c continueToken
+	if err := json.Unmarshal(b, &c); err != nil {
+		return 0, "", apierrors.NewBadRequest(fmt.Sprintf("continue key is not valid: %v", err))
+	}
+	if c.APIVersion != "meta.k8s.io/v1" {
+		return 0, "", apierrors.NewBadRequest(fmt.Sprintf("continue key is not valid: server does not recognize this encoding (%s)", c.APIVersion))
+	}
+	if strings.Contains(c.StartKey, "..") || strings.HasPrefix(c.StartKey, "/") || c.ResourceVersion <= 0 {
+		return 0, "", apierrors.NewBadRequest("continue key is not valid: invalid start key or revision")
+	}
+	return c.ResourceVersion, prefix + c.StartKey, nil
+}
+
+// ListResult is one page of a list.
+type ListResult struct {
+	Items []runtime.Object
+	// ResourceVersion is the etcd revision the list was read at.
+	ResourceVersion int64
+	// Continue is set when more items follow.
+	Continue string
+}
+
+// List returns the objects whose keys start with prefix (which should end in
+// a slash), in key order. With a limit, pages are read at one fixed revision
+// and Continue resumes after the last item; a continue token whose revision has
+// been compacted yields 410 Expired. An empty result is not an error.
+func (s *Store) List(ctx context.Context, prefix string, opts ListOptions) (*ListResult, error) {
+	var rev int64
+	start := prefix
+	if opts.Continue != "" {
+		var err error
+		rev, start, err = decodeContinue(opts.Continue, prefix)
+		if err != nil {
+			return nil, err
+		}
+	} else if opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact {
+		var err error
+		if rev, err = ParseResourceVersion(opts.ResourceVersion); err != nil {
+			return nil, err
+		}
+	}
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	res := &ListResult{}
+	batch := int64(0)
+	if opts.Limit > 0 {
+		batch = opts.Limit
+		if opts.Filter != nil && batch < 100 {
+			batch = 100
+		}
+	}
+	for {
+		ops := []clientv3.OpOption{clientv3.WithRange(end)}
+		if batch > 0 {
+			ops = append(ops, clientv3.WithLimit(batch+1))
+		}
+		if rev > 0 {
+			ops = append(ops, clientv3.WithRev(rev))
+		}
+		resp, err := s.client.Get(ctx, start, ops...)
+		if err != nil {
+			return nil, s.etcdErr(err, rev)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		kvs := resp.Kvs
+		more := batch > 0 && int64(len(kvs)) > batch
+		if more {
+			kvs = kvs[:batch]
+		}
+		for i, kv := range kvs {
+			obj, err := s.decode(kv.Value, kv.ModRevision)
+			if err != nil {
+				return nil, err
+			}
+			if opts.Filter != nil && !opts.Filter(obj) {
+				continue
+			}
+			res.Items = append(res.Items, obj)
+			if opts.Limit > 0 && int64(len(res.Items)) == opts.Limit {
+				if i < len(kvs)-1 || more {
+					res.Continue = encodeContinue(rev, string(kv.Key)+"\x00", prefix)
+				}
+				res.ResourceVersion = rev
+				return res, nil
+			}
+		}
+		if !more {
+			break
+		}
+		start = string(kvs[len(kvs)-1].Key) + "\x00"
+	}
+	res.ResourceVersion = rev
+	return res, nil
+}
+
+// CurrentRevision is the newest etcd revision.
+func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
+	resp, err := s.client.Get(ctx, "/registry/\x00-revision-probe", clientv3.WithCountOnly())
+	if err != nil {
+		return 0, s.etcdErr(err, 0)
+	}
+	return resp.Header.Revision, nil
+}
+
+func checkPreconditions(p *Preconditions, obj runtime.Object, gr schema.GroupResource, key string) error {
+	if p == nil {
+		return nil
+	}
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	if p.UID != nil && *p.UID != acc.GetUID() {
+		return apierrors.NewConflict(gr, nameFromKey(key), fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, acc.GetUID()))
+	}
+	if p.ResourceVersion != nil && *p.ResourceVersion != acc.GetResourceVersion() {
+		return apierrors.NewConflict(gr, nameFromKey(key), fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, acc.GetResourceVersion()))
+	}
+	return nil
+}
+
+// GuaranteedUpdate reads the object under key, checks preconditions, computes
+// the new object with tryUpdate and writes it if the key has not changed in
+// between; on a concurrent change it rereads and calls tryUpdate again. If the
+// key does not exist, tryUpdate is called with nil only when ignoreNotFound is
+// set (an upsert); otherwise the result is 404. If tryUpdate returns an object
+// equal in encoding to the stored one, nothing is written and the stored
+// object is returned.
+func (s *Store) GuaranteedUpdate(ctx context.Context, key string, ignoreNotFound bool, precond *Preconditions, tryUpdate UpdateFunc) (runtime.Object, error) {
+	for {
+		resp, err := s.client.Get(ctx, key)
+		if err != nil {
+			return nil, s.etcdErr(err, 0)
+		}
+		var cur runtime.Object
+		var curRev int64
+		var curData []byte
+		if len(resp.Kvs) == 0 {
+			if !ignoreNotFound {
+				return nil, apierrors.NewNotFound(s.resource, nameFromKey(key))
+			}
+		} else {
+			curRev = resp.Kvs[0].ModRevision
+			curData = resp.Kvs[0].Value
+			if cur, err = s.decode(curData, curRev); err != nil {
+				return nil, err
+			}
+			if err := checkPreconditions(precond, cur, s.resource, key); err != nil {
+				return nil, err
+			}
+		}
+		var in runtime.Object
+		if cur != nil {
+			in = cur.DeepCopyObject()
+		}
+		next, err := tryUpdate(in)
+		if err != nil {
+			return nil, err
+		}
+		data, err := s.encode(next)
+		if err != nil {
+			return nil, err
+		}
+		if cur != nil && string(data) == string(curData) {
+			return cur, nil
+		}
+		txn, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", curRev)).
+			Then(clientv3.OpPut(key, string(data))).
+			Commit()
+		if err != nil {
+			return nil, s.etcdErr(err, 0)
+		}
+		if !txn.Succeeded {
+			continue
+		}
+		out := next.DeepCopyObject()
+		if err := setRV(out, txn.Header.Revision); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+}
+
+// Delete removes the object under key if the preconditions hold, and returns
+// it as it was last stored, with the resourceVersion of the deletion. A
+// missing key is 404. validate, when not nil, is called with the current
+// object and may veto the delete by returning an error.
+func (s *Store) Delete(ctx context.Context, key string, precond *Preconditions, validate func(cur runtime.Object) error) (runtime.Object, error) {
+	for {
+		resp, err := s.client.Get(ctx, key)
+		if err != nil {
+			return nil, s.etcdErr(err, 0)
+		}
+		if len(resp.Kvs) == 0 {
+			return nil, apierrors.NewNotFound(s.resource, nameFromKey(key))
+		}
+		kv := resp.Kvs[0]
+		cur, err := s.decode(kv.Value, kv.ModRevision)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkPreconditions(precond, cur, s.resource, key); err != nil {
+			return nil, err
+		}
+		if validate != nil {
+			if err := validate(cur); err != nil {
+				return nil, err
+			}
+		}
+		txn, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+			Then(clientv3.OpDelete(key)).
+			Commit()
+		if err != nil {
+			return nil, s.etcdErr(err, 0)
+		}
+		if !txn.Succeeded {
+			continue
+		}
+		if err := setRV(cur, txn.Header.Revision); err != nil {
+			return nil, err
+		}
+		return cur, nil
+	}
+}
+
+// Event is one change seen by a watch. For Deleted, Object is the object as
+// it was before deletion, with the resourceVersion of the deletion.
+type Event struct {
+	Type   EventType
+	Object runtime.Object
+	// Revision is the etcd revision of the change (of a Bookmark: the revision
+	// the watch has caught up to).
+	Revision int64
+}
+
+// EventType is the kind of a watch Event.
+type EventType string
+
+// The event types; they match k8s.io/apimachinery/pkg/watch.
+const (
+	Added    EventType = "ADDED"
+	Modified EventType = "MODIFIED"
+	Deleted  EventType = "DELETED"
+	Bookmark EventType = "BOOKMARK"
+	Error    EventType = "ERROR"
+)
+
+func isCompacted(err error) bool { return errors.Is(err, rpctypes.ErrCompacted) }
+
+var _ = mvccpb.PUT
