@@ -24,7 +24,7 @@ type Fake struct {
 	Restores []FakeRestore
 	// FailNextRestore makes the next Restore fail (then resets).
 	FailNextRestore bool
-	state         map[bool]map[string]*fakeTable
+	state           map[bool]map[string]*fakeTable
 }
 
 // FakeRestore is one recorded Restore call.

@@ -124,7 +124,14 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 			return err
 		}
 	}
+	// Stale chains are swept on every sync, except that in large clusters
+	// (where iptables-save is slow) they are swept once per sync period.
 	sweep := full || time.Since(p.lastSweep) > p.syncPeriod()
+	for _, v6 := range p.families {
+		if lp := p.LastPlan[v6]; lp == nil || !lp.LargeClusterMode {
+			sweep = true
+		}
+	}
 	var errs []error
 	for _, v6 := range p.families {
 		in := p.planInput(ctx, req, v6)
@@ -142,11 +149,6 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 			}
 		}
 		plan := BuildPlan(in)
-		// In large clusters stale chains are only swept every sync period.
-		if plan.LargeClusterMode && !full && time.Since(p.lastSweep) < p.syncPeriod() {
-			in.ExistingNATChains = nil
-			plan = BuildPlan(in)
-		}
 		if err := p.ipt.Restore(ctx, v6, plan.Data); err != nil {
 			if p.cfg.Metrics != nil {
 				p.cfg.Metrics.IPTablesRestoreFailuresTotal.Inc()

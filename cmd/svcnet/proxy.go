@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/svcnet/svcnet/proxy"
+	"github.com/svcnet/svcnet/proxy/conntrack"
+	_ "github.com/svcnet/svcnet/proxy/iptables" // registers --proxy-mode=iptables
+)
+
+func init() {
+	register(command{name: "proxy", short: "service proxy (kube-proxy): Services + EndpointSlices -> kernel rules", run: runProxy})
+}
+
+// proxyArgs is the parsed command line of `svcnet proxy`.
+type proxyArgs struct {
+	kubeconfig         string
+	hostnameOverride   string
+	mode               string
+	clusterCIDRs       []netip.Prefix
+	nodePortAddresses  []netip.Prefix
+	nodePortPrimary    bool
+	masqueradeAll      bool
+	masqueradeBit      int
+	minSyncPeriod      time.Duration
+	syncPeriod         time.Duration
+	healthzBindAddress string
+	metricsBindAddress string
+	cleanup            bool
+	dump               bool
+	ipvsScheduler      string
+	netns              string
+	logLevel           string
+}
+
+func parseProxyArgs(args []string) (*proxyArgs, error) {
+	a := &proxyArgs{}
+	fs := newFlagSet("proxy")
+	var clusterCIDR, nodePortAddrs string
+	fs.StringVar(&a.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&a.hostnameOverride, "hostname-override", "", "name of this Node (default: the host name)")
+	fs.StringVar(&a.mode, "proxy-mode", "iptables", "data plane: iptables, nftables, ipvs or userspace (registered: "+strings.Join(proxy.Modes(), ", ")+")")
+	fs.StringVar(&clusterCIDR, "cluster-cidr", "", "comma-separated pod CIDRs; traffic to ClusterIPs from outside them is masqueraded")
+	fs.StringVar(&nodePortAddrs, "nodeport-addresses", "", "comma-separated CIDRs (or \"primary\") of the local addresses that accept NodePorts (default: all)")
+	fs.BoolVar(&a.masqueradeAll, "masquerade-all", false, "SNAT all traffic sent to Service cluster IPs")
+	fs.IntVar(&a.masqueradeBit, "iptables-masquerade-bit", 14, "fwmark bit marking packets to masquerade (0-31)")
+	fs.DurationVar(&a.minSyncPeriod, "min-sync-period", time.Second, "minimum interval between rule syncs")
+	fs.DurationVar(&a.syncPeriod, "sync-period", 30*time.Second, "maximum interval between full rule syncs")
+	fs.StringVar(&a.healthzBindAddress, "healthz-bind-address", "0.0.0.0:10256", "address of /healthz and /livez (empty disables)")
+	fs.StringVar(&a.metricsBindAddress, "metrics-bind-address", "127.0.0.1:10249", "address of /metrics (empty disables)")
+	fs.BoolVar(&a.cleanup, "cleanup", false, "remove everything every proxy mode installed, then exit")
+	fs.BoolVar(&a.dump, "dump", false, "print the mode's programmed state (modes that support it) and exit")
+	fs.StringVar(&a.ipvsScheduler, "ipvs-scheduler", "rr", "default load-balancing algorithm (per Service: annotation "+proxy.AnnotationIPVSScheduler+")")
+	fs.StringVar(&a.netns, "netns", "", "run data-plane commands inside this named network namespace (svcnet up uses it)")
+	fs.StringVar(&a.logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	var err error
+	if a.clusterCIDRs, err = parseCIDRList(clusterCIDR); err != nil {
+		return nil, fmt.Errorf("--cluster-cidr: %w", err)
+	}
+	for _, s := range splitList(nodePortAddrs) {
+		if s == "primary" {
+			a.nodePortPrimary = true
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("--nodeport-addresses: %w", err)
+		}
+		a.nodePortAddresses = append(a.nodePortAddresses, p.Masked())
+	}
+	if a.minSyncPeriod < 0 || a.syncPeriod <= 0 {
+		return nil, fmt.Errorf("--min-sync-period must be >= 0 and --sync-period > 0")
+	}
+	if a.masqueradeBit < 0 || a.masqueradeBit > 31 {
+		return nil, fmt.Errorf("--iptables-masquerade-bit must be within 0-31, got %d", a.masqueradeBit)
+	}
+	if a.hostnameOverride == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("host name: %w", err)
+		}
+		a.hostnameOverride = h
+	}
+	a.hostnameOverride = strings.ToLower(strings.TrimSpace(a.hostnameOverride))
+	return a, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func parseCIDRList(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range splitList(s) {
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+func proxyKubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else if cfg, err = rest.InClusterConfig(); err != nil {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	cfg.UserAgent = "svcnet-proxy"
+	cfg.QPS, cfg.Burst = 50, 100
+	return kubernetes.NewForConfig(cfg)
+}
+
+func runProxy(ctx context.Context, args []string) error {
+	a, err := parseProxyArgs(args)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(a.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "proxy", "node", a.hostnameOverride)
+	exec := proxy.OSExecutor{NetNS: a.netns}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := proxy.NewMetrics(reg)
+	modeCfg := proxy.ModeConfig{
+		Log: log, Exec: exec, NodeName: a.hostnameOverride, ClusterCIDRs: a.clusterCIDRs,
+		NodePortAddresses: a.nodePortAddresses, MasqueradeAll: a.masqueradeAll, MasqueradeBit: a.masqueradeBit,
+		SyncPeriod: a.syncPeriod, MinSyncPeriod: a.minSyncPeriod, Scheduler: a.ipvsScheduler, Metrics: metrics,
+	}
+
+	if a.cleanup {
+		var errs []error
+		for _, m := range proxy.Modes() {
+			prov, err := proxy.NewMode(m, modeCfg)
+			if err == nil {
+				err = prov.Cleanup(ctx)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("cleanup %s: %w", m, err))
+			}
+		}
+		return errors.Join(errs...)
+	}
+
+	client, err := proxyKubeClient(a.kubeconfig)
+	if err != nil {
+		return err
+	}
+	// Node facts: addresses decide the families to program.
+	node, err := client.CoreV1().Nodes().Get(ctx, a.hostnameOverride, metav1.GetOptions{})
+	var nodeInfo proxy.NodeInfo
+	nodeInfo.Name = a.hostnameOverride
+	if err != nil {
+		log.Warn("cannot read own Node; NodePort and Local-policy features will use interface addresses", "err", err)
+	} else {
+		nodeInfo.IPs = proxy.NodeAddresses(node)
+		nodeInfo.Labels = node.Labels
+	}
+	modeCfg.NodeIPs = nodeInfo.IPs
+	for _, ip := range nodeInfo.IPs {
+		modeCfg.IPv4 = modeCfg.IPv4 || ip.Is4()
+		modeCfg.IPv6 = modeCfg.IPv6 || ip.Is6()
+	}
+	for _, c := range a.clusterCIDRs {
+		modeCfg.IPv4 = modeCfg.IPv4 || c.Addr().Is4()
+		modeCfg.IPv6 = modeCfg.IPv6 || c.Addr().Is6()
+	}
+	if !modeCfg.IPv4 && !modeCfg.IPv6 {
+		modeCfg.IPv4 = true
+	}
+	if a.nodePortPrimary {
+		for _, ip := range nodeInfo.IPs {
+			modeCfg.NodePortAddresses = append(modeCfg.NodePortAddresses, netip.PrefixFrom(ip, ip.BitLen()))
+		}
+	}
+	prov, err := proxy.NewMode(a.mode, modeCfg)
+	if err != nil {
+		return err
+	}
+	if a.dump {
+		d, ok := prov.(proxy.Dumper)
+		if !ok {
+			return fmt.Errorf("proxy mode %s cannot dump its state", a.mode)
+		}
+		out, err := d.Dump(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Print(out)
+		return nil
+	}
+	// Leftovers of the other modes would shadow or fight ours.
+	for _, m := range proxy.Modes() {
+		if m == a.mode {
+			continue
+		}
+		if other, err := proxy.NewMode(m, modeCfg); err == nil {
+			if err := other.Cleanup(ctx); err != nil {
+				log.Warn("cleaning up another proxy mode's leftovers", "mode", m, "err", err)
+			}
+		}
+	}
+
+	health := proxy.NewProxyHealth(2 * a.syncPeriod)
+	p := proxy.NewProxier(proxy.Config{
+		Log: log, Provider: prov, Node: nodeInfo, MinSyncPeriod: a.minSyncPeriod, SyncPeriod: a.syncPeriod,
+		Metrics: metrics, Health: health, ServiceHealth: proxy.NewServiceHealthServer(log, health, nil),
+		Conntrack: &conntrack.Cleaner{Exec: exec},
+	})
+	errc := make(chan error, 2)
+	if a.healthzBindAddress != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/healthz", health)
+		mux.Handle("/livez", health)
+		go func() { errc <- proxy.ServeHTTPOn(ctx, a.healthzBindAddress, mux) }()
+	}
+	if a.metricsBindAddress != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.Handle("/healthz", health)
+		mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, a.mode) })
+		go func() { errc <- proxy.ServeHTTPOn(ctx, a.metricsBindAddress, mux) }()
+	}
+	log.Info("starting service proxy", "mode", a.mode, "ipv4", modeCfg.IPv4, "ipv6", modeCfg.IPv6)
+	if err := proxy.StartInformers(ctx, client, p, a.hostnameOverride, 0); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	select {
+	case <-ctx.Done():
+		<-done
+		return nil
+	case err := <-errc:
+		if err != nil {
+			return err
+		}
+		<-done
+		return nil
+	}
+}
