@@ -1,0 +1,330 @@
+package openapi
+
+import (
+	"reflect"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+)
+
+// refPrefix is where component schemas live in an OpenAPI v3 document.
+const refPrefix = "#/components/schemas/"
+
+// Extension names kube-apiserver uses.
+const (
+	extGVK            = "x-kubernetes-group-version-kind"
+	extAction         = "x-kubernetes-action"
+	extPatchStrategy  = "x-kubernetes-patch-strategy"
+	extPatchMergeKey  = "x-kubernetes-patch-merge-key"
+	extListType       = "x-kubernetes-list-type"
+	extListMapKeys    = "x-kubernetes-list-map-keys"
+	extIntOrString    = "x-kubernetes-int-or-string"
+	extPreserveFields = "x-kubernetes-preserve-unknown-fields"
+)
+
+// listMapKeys overrides the list-map keys derived from patchMergeKey where
+// the Kubernetes types declare more keys (+listMapKey markers, invisible at
+// run time): a Service or container port is identified by number and
+// protocol.
+var listMapKeys = map[string][]string{
+	"io.k8s.api.core.v1.ServiceSpec.ports": {"port", "protocol"},
+	"io.k8s.api.core.v1.Container.ports":   {"containerPort", "protocol"},
+}
+
+// optionalFields are fields whose json tag lacks omitempty but which the
+// Kubernetes types mark +optional, so the published schemas do not require
+// them.
+var optionalFields = map[string]bool{
+	"io.k8s.api.core.v1.Event.reportingComponent":           true,
+	"io.k8s.api.core.v1.Event.reportingInstance":            true,
+	"io.k8s.api.core.v1.GRPCAction.service":                 true,
+	"io.k8s.api.core.v1.TypedLocalObjectReference.apiGroup": true,
+	"io.k8s.api.core.v1.TypedObjectReference.apiGroup":      true,
+	"io.k8s.api.discovery.v1.EndpointSlice.ports":           true,
+}
+
+// swaggerDocer is implemented by every k8s.io/api and apimachinery struct:
+// the generated field documentation ("" is the type's own description).
+type swaggerDocer interface{ SwaggerDoc() map[string]string }
+
+// modelNamer is implemented by the generated OpenAPIModelName methods.
+type modelNamer interface{ OpenAPIModelName() string }
+
+// builder collects component schemas for Go types by reflection.
+type builder struct {
+	schemas map[string]*spec.Schema
+	// gvks are the x-kubernetes-group-version-kind values to attach to a
+	// model, by model name.
+	gvks map[string][]schema.GroupVersionKind
+}
+
+func newBuilder() *builder {
+	return &builder{schemas: map[string]*spec.Schema{}, gvks: map[string][]schema.GroupVersionKind{}}
+}
+
+// modelName is the OpenAPI definition name of a named Go type:
+// io.k8s.api.core.v1.Service for k8s.io/api/core/v1.Service.
+func modelName(t reflect.Type) string {
+	if n, ok := reflect.Zero(t).Interface().(modelNamer); ok {
+		return n.OpenAPIModelName()
+	}
+	pkg := t.PkgPath()
+	first, rest, _ := strings.Cut(pkg, "/")
+	labels := strings.Split(first, ".")
+	for i, j := 0, len(labels)-1; i < j; i, j = i+1, j-1 {
+		labels[i], labels[j] = labels[j], labels[i]
+	}
+	name := strings.Join(labels, ".")
+	if rest != "" {
+		name += "." + strings.ReplaceAll(rest, "/", ".")
+	}
+	return name + "." + t.Name()
+}
+
+// special are types whose JSON form is not their Go structure. The
+// descriptions are those kube-apiserver publishes.
+var special = map[string]spec.Schema{
+	"io.k8s.apimachinery.pkg.apis.meta.v1.Time": {SchemaProps: spec.SchemaProps{
+		Type: spec.StringOrArray{"string"}, Format: "date-time",
+		Description: "Time is a wrapper around time.Time which supports correct marshaling to YAML and JSON.  Wrappers are provided for many of the factory methods that the time package offers.",
+	}},
+	"io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime": {SchemaProps: spec.SchemaProps{
+		Type: spec.StringOrArray{"string"}, Format: "date-time",
+		Description: "MicroTime is version of Time with microsecond level precision.",
+	}},
+	"io.k8s.apimachinery.pkg.apis.meta.v1.Duration": {SchemaProps: spec.SchemaProps{
+		Type:        spec.StringOrArray{"string"},
+		Description: "Duration is a wrapper around time.Duration which supports correct marshaling to YAML and JSON. In particular, it marshals into strings, which can be used as map keys in json.",
+	}},
+	"io.k8s.apimachinery.pkg.util.intstr.IntOrString": {
+		SchemaProps: spec.SchemaProps{
+			Format: "int-or-string",
+			// OpenAPI v3 form: either an integer or a string.
+			OneOf:       []spec.Schema{{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"integer"}}}, {SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"string"}}}},
+			Description: "IntOrString is a type that can hold an int32 or a string.  When used in JSON or YAML marshalling and unmarshalling, it produces or consumes the inner type.  This allows you to have, for example, a JSON field that can accept a name or number.",
+		},
+		VendorExtensible: spec.VendorExtensible{Extensions: spec.Extensions{extIntOrString: true}},
+	},
+	"io.k8s.apimachinery.pkg.api.resource.Quantity": {SchemaProps: spec.SchemaProps{
+		OneOf:       []spec.Schema{{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"string"}}}, {SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"number"}}}},
+		Description: "Quantity is a fixed-point representation of a number. It provides convenient marshaling/unmarshaling in JSON and YAML, in addition to String() and AsInt64() accessors.\n\nThe serialization format is:\n\n``` <quantity>        ::= <signedNumber><suffix>\n\n\t(Note that <suffix> may be empty, from the \"\" case in <decimalSI>.)\n\n<digit>           ::= 0 | 1 | ... | 9 <digits>          ::= <digit> | <digit><digits> <number>          ::= <digits> | <digits>.<digits> | <digits>. | .<digits> <sign>            ::= \"+\" | \"-\" <signedNumber>    ::= <number> | <sign><number> <suffix>          ::= <binarySI> | <decimalExponent> | <decimalSI> <binarySI>        ::= Ki | Mi | Gi | Ti | Pi | Ei\n\n\t(International System of units; See: http://physics.nist.gov/cuu/Units/binary.html)\n\n<decimalSI>       ::= m | \"\" | k | M | G | T | P | E\n\n\t(Note that 1024 = 1Ki but 1000 = 1k; I didn't choose the capitalization.)\n\n<decimalExponent> ::= \"e\" <signedNumber> | \"E\" <signedNumber> ```",
+	}},
+	"io.k8s.apimachinery.pkg.runtime.RawExtension": {SchemaProps: spec.SchemaProps{
+		Type:        spec.StringOrArray{"object"},
+		Description: "RawExtension is used to hold extensions in external versions.",
+	}},
+	"io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1": {SchemaProps: spec.SchemaProps{
+		Type:        spec.StringOrArray{"object"},
+		Description: "FieldsV1 stores a set of fields in a data structure like a Trie, in JSON format.\n\nEach key is either a '.' representing the field itself, and will always map to an empty set, or a string representing a sub-field or item. The string will follow one of these four formats: 'f:<name>', where <name> is the name of a field in a struct, or key in a map 'v:<value>', where <value> is the exact json formatted value of a list item 'i:<index>', where <index> is position of a item in a list 'k:<keys>', where <keys> is a map of  a list item's key fields to their unique values If a key maps to an empty Fields value, the field that key represents is part of the set.\n\nThe exact format is defined in sigs.k8s.io/structured-merge-diff",
+	}},
+	"io.k8s.apimachinery.pkg.apis.meta.v1.Patch": {SchemaProps: spec.SchemaProps{
+		Type:        spec.StringOrArray{"object"},
+		Description: "Patch is provided to give a concrete name and type to the Kubernetes PATCH request body.",
+	}},
+}
+
+// define makes sure t (a named struct or special type) has a component
+// schema and returns its model name.
+func (b *builder) define(t reflect.Type) string {
+	name := modelName(t)
+	if _, done := b.schemas[name]; done {
+		return name
+	}
+	if s, ok := special[name]; ok {
+		s := s
+		b.schemas[name] = &s
+		return name
+	}
+	s := &spec.Schema{}
+	b.schemas[name] = s // registered before filling, so recursive types terminate
+	s.Type = spec.StringOrArray{"object"}
+	var docs map[string]string
+	if d, ok := reflect.Zero(t).Interface().(swaggerDocer); ok {
+		docs = d.SwaggerDoc()
+	}
+	s.Description = docs[""]
+	s.Properties = map[string]spec.Schema{}
+	b.fields(t, name, docs, s)
+	if len(s.Properties) == 0 {
+		s.Properties = nil
+	}
+	sort.Strings(s.Required)
+	return name
+}
+
+// fields adds t's JSON fields to s, flattening inline (embedded) structs.
+func (b *builder) fields(t reflect.Type, model string, docs map[string]string, s *spec.Schema) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		inline := strings.Contains(","+opts+",", ",inline,") || (f.Anonymous && name == "")
+		if inline {
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				var inner map[string]string
+				if d, ok := reflect.Zero(ft).Interface().(swaggerDocer); ok {
+					inner = d.SwaggerDoc()
+				}
+				b.fields(ft, model, inner, s)
+			}
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		prop, ok := b.property(f.Type, docs[name])
+		if !ok {
+			continue
+		}
+		if strategy := f.Tag.Get("patchStrategy"); strategy != "" {
+			prop.AddExtension(extPatchStrategy, strategy)
+		}
+		if key := f.Tag.Get("patchMergeKey"); key != "" {
+			prop.AddExtension(extPatchMergeKey, key)
+			if prop.Type.Contains("array") {
+				keys := listMapKeys[model+"."+name]
+				if keys == nil {
+					keys = []string{key}
+				}
+				prop.AddExtension(extListType, "map")
+				prop.AddExtension(extListMapKeys, keys)
+			}
+		}
+		s.Properties[name] = prop
+		if !strings.Contains(","+opts+",", ",omitempty,") && !strings.Contains(","+opts+",", ",omitzero,") && !optionalFields[model+"."+name] {
+			s.Required = append(s.Required, name)
+		}
+	}
+}
+
+// property is the schema of a field of type t. Named structs are referenced
+// through allOf (a description beside a bare $ref is ignored in OpenAPI
+// 3.0); non-pointer structs get the empty-object default, as kube-apiserver
+// publishes them. ok is false for types with no JSON form (func, chan).
+func (b *builder) property(t reflect.Type, description string) (spec.Schema, bool) {
+	pointer := false
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+		pointer = true
+	}
+	s, ok := b.typeSchema(t)
+	if !ok {
+		return s, false
+	}
+	if s.Ref.String() != "" {
+		ref := s
+		s = spec.Schema{SchemaProps: spec.SchemaProps{AllOf: []spec.Schema{ref}}}
+		if !pointer && t.Kind() == reflect.Struct && !isSpecial(t) {
+			s.Default = map[string]any{}
+		}
+	}
+	s.Description = description
+	return s, true
+}
+
+// typeSchema is the schema of a value of type t, without description.
+func (b *builder) typeSchema(t reflect.Type) (spec.Schema, bool) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() == reflect.Struct {
+		return *spec.RefSchema(refPrefix + b.define(t)), true
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return typed("string", ""), true
+	case reflect.Bool:
+		return typed("boolean", ""), true
+	case reflect.Int32, reflect.Uint32, reflect.Int16, reflect.Uint16, reflect.Int8, reflect.Uint8:
+		return typed("integer", "int32"), true
+	case reflect.Int64, reflect.Uint64, reflect.Int, reflect.Uint:
+		return typed("integer", "int64"), true
+	case reflect.Float32:
+		return typed("number", "float"), true
+	case reflect.Float64:
+		return typed("number", "double"), true
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return typed("string", "byte"), true
+		}
+		item, ok := b.typeSchema(t.Elem())
+		if !ok {
+			return spec.Schema{}, false
+		}
+		item = b.defaulted(t.Elem(), item)
+		s := typed("array", "")
+		s.Items = &spec.SchemaOrArray{Schema: &item}
+		return s, true
+	case reflect.Map:
+		val, ok := b.typeSchema(t.Elem())
+		if !ok {
+			return spec.Schema{}, false
+		}
+		val = b.defaulted(t.Elem(), val)
+		s := typed("object", "")
+		s.AdditionalProperties = &spec.SchemaOrBool{Allows: true, Schema: &val}
+		return s, true
+	case reflect.Interface:
+		s := typed("object", "")
+		s.AddExtension(extPreserveFields, true)
+		return s, true
+	}
+	return spec.Schema{}, false
+}
+
+// defaulted wraps a struct reference used as a list item or map value the
+// way kube-apiserver does: allOf plus an empty-object default.
+func (b *builder) defaulted(t reflect.Type, s spec.Schema) spec.Schema {
+	if s.Ref.String() == "" || t.Kind() != reflect.Struct || isSpecial(t) {
+		return s
+	}
+	return spec.Schema{SchemaProps: spec.SchemaProps{AllOf: []spec.Schema{s}, Default: map[string]any{}}}
+}
+
+func isSpecial(t reflect.Type) bool {
+	_, ok := special[modelNameIfNamed(t)]
+	return ok
+}
+
+func modelNameIfNamed(t reflect.Type) string {
+	if t.Name() == "" || t.PkgPath() == "" {
+		return ""
+	}
+	return modelName(t)
+}
+
+func typed(typ, format string) spec.Schema {
+	return spec.Schema{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{typ}, Format: format}}
+}
+
+// gvkExtension renders GVKs as kube-apiserver does: a list of
+// {group, kind, version} maps.
+func gvkExtension(gvks ...schema.GroupVersionKind) []any {
+	out := make([]any, 0, len(gvks))
+	for _, g := range gvks {
+		out = append(out, map[string]any{"group": g.Group, "kind": g.Kind, "version": g.Version})
+	}
+	return out
+}
+
+// finish attaches the collected GVK extensions to their models.
+func (b *builder) finish() {
+	for name, gvks := range b.gvks {
+		if s, ok := b.schemas[name]; ok {
+			sort.Slice(gvks, func(i, j int) bool { return gvks[i].String() < gvks[j].String() })
+			s.AddExtension(extGVK, gvkExtension(gvks...))
+		}
+	}
+}
