@@ -21,5 +21,9 @@ func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
 	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
 	utilruntime.Must(metav1.AddMetaToScheme(Scheme))
+	// Request option bodies (DeleteOptions from kubectl and client-go) name
+	// meta.k8s.io/v1.
+	Scheme.AddKnownTypes(metav1.SchemeGroupVersion, &metav1.DeleteOptions{}, &metav1.ListOptions{},
+		&metav1.GetOptions{}, &metav1.CreateOptions{}, &metav1.UpdateOptions{}, &metav1.PatchOptions{})
 	Codecs = serializer.NewCodecFactory(Scheme)
 }

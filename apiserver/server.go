@@ -291,3 +291,6 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 }
+
+// Etcd is the server's etcd client (for tests and tools); nil before Run.
+func (s *Server) Etcd() *clientv3.Client { return s.etcd }

@@ -8,8 +8,8 @@ import (
 	"strconv"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -458,7 +458,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, req reques
 	st := &metav1.Status{
 		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
 		Status:   metav1.StatusSuccess,
-		Details: &metav1.StatusDetails{Name: req.name, Group: req.gv.Group, Kind: req.res.Info.GVR.Resource, UID: acc.GetUID()},
+		Details:  &metav1.StatusDetails{Name: req.name, Group: req.gv.Group, Kind: req.res.Info.GVR.Resource, UID: acc.GetUID()},
 	}
 	writeObject(w, out, http.StatusOK, st, req.gv)
 	return nil

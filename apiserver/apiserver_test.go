@@ -1,0 +1,520 @@
+package apiserver_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/svcnet/svcnet/apiserver/apiservertest"
+)
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func jsonClient(t *testing.T, cfg *rest.Config) *kubernetes.Clientset {
+	c := rest.CopyConfig(cfg)
+	c.ContentType = "application/json"
+	c.AcceptContentTypes = "application/json"
+	return kubernetes.NewForConfigOrDie(c)
+}
+
+func protoClient(t *testing.T, cfg *rest.Config) *kubernetes.Clientset {
+	c := rest.CopyConfig(cfg)
+	c.ContentType = "application/vnd.kubernetes.protobuf"
+	c.AcceptContentTypes = "application/vnd.kubernetes.protobuf"
+	return kubernetes.NewForConfigOrDie(c)
+}
+
+func testPod(name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "web"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}},
+	}
+}
+
+func TestStartupTime(t *testing.T) {
+	start := time.Now()
+	apiservertest.Start(t)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("apiservertest.Start took %v, want < 5s", d)
+	} else {
+		t.Logf("apiservertest.Start took %v", d)
+	}
+}
+
+func TestTypedCRUD(t *testing.T) {
+	srv := apiservertest.Start(t)
+	ctx := ctxT(t)
+	for name, c := range map[string]*kubernetes.Clientset{"default": kubernetes.NewForConfigOrDie(srv.Config), "json": jsonClient(t, srv.Config), "protobuf": protoClient(t, srv.Config)} {
+		t.Run(name, func(t *testing.T) {
+			pods := c.CoreV1().Pods("default")
+			p, err := pods.Create(ctx, testPod("p-"+name), metav1.CreateOptions{})
+			if err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			if p.UID == "" || p.ResourceVersion == "" || p.CreationTimestamp.IsZero() || p.Generation != 1 {
+				t.Errorf("server-owned fields not set: uid=%q rv=%q ts=%v gen=%d", p.UID, p.ResourceVersion, p.CreationTimestamp, p.Generation)
+			}
+			if p.Spec.DNSPolicy != corev1.DNSClusterFirst || p.Spec.RestartPolicy != corev1.RestartPolicyAlways || p.Spec.EnableServiceLinks == nil || !*p.Spec.EnableServiceLinks {
+				t.Errorf("pod defaults missing: %+v", p.Spec)
+			}
+			if p.Status.Phase != corev1.PodPending {
+				t.Errorf("phase = %q, want Pending", p.Status.Phase)
+			}
+			if len(p.ManagedFields) == 0 {
+				t.Errorf("no managedFields")
+			}
+			if _, err := pods.Create(ctx, testPod("p-"+name), metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+				t.Errorf("second create: got %v, want AlreadyExists", err)
+			}
+			got, err := pods.Get(ctx, p.Name, metav1.GetOptions{})
+			if err != nil || got.UID != p.UID {
+				t.Fatalf("get: %v %v", got, err)
+			}
+			got.Labels["x"] = "y"
+			upd, err := pods.Update(ctx, got, metav1.UpdateOptions{})
+			if err != nil {
+				t.Fatalf("update: %v", err)
+			}
+			if upd.ResourceVersion == got.ResourceVersion || upd.Labels["x"] != "y" {
+				t.Errorf("update did not apply: %+v", upd.ObjectMeta)
+			}
+			// A stale resourceVersion is a conflict.
+			got.Labels["x"] = "z"
+			if _, err := pods.Update(ctx, got, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+				t.Errorf("stale update: got %v, want Conflict", err)
+			}
+			list, err := pods.List(ctx, metav1.ListOptions{})
+			if err != nil || len(list.Items) == 0 || list.ResourceVersion == "" {
+				t.Fatalf("list: %v %v", list, err)
+			}
+			if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatalf("delete: %v", err)
+			}
+			if _, err := pods.Get(ctx, p.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("get after delete: %v, want NotFound", err)
+			}
+		})
+	}
+}
+
+func TestGenerateNameAndGeneration(t *testing.T) {
+	srv := apiservertest.Start(t)
+	ctx := ctxT(t)
+	c := kubernetes.NewForConfigOrDie(srv.Config)
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "web-"},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}, Spec: testPod("x").Spec},
+		},
+	}
+	got, err := c.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(got.Name, "web-") || len(got.Name) != len("web-")+5 {
+		t.Errorf("generated name %q", got.Name)
+	}
+	if *got.Spec.Replicas != 1 || got.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType {
+		t.Errorf("deployment defaults missing: %+v", got.Spec)
+	}
+	got.Labels = map[string]string{"a": "b"}
+	got, err = c.AppsV1().Deployments("default").Update(ctx, got, metav1.UpdateOptions{})
+	if err != nil || got.Generation != 1 {
+		t.Fatalf("metadata-only update: gen %d err %v", got.Generation, err)
+	}
+	r := int32(3)
+	got.Spec.Replicas = &r
+	got, err = c.AppsV1().Deployments("default").Update(ctx, got, metav1.UpdateOptions{})
+	if err != nil || got.Generation != 2 {
+		t.Fatalf("spec update: gen %d err %v", got.Generation, err)
+	}
+	sc, err := c.AppsV1().Deployments("default").GetScale(ctx, got.Name, metav1.GetOptions{})
+	if err != nil || sc.Spec.Replicas != 3 || sc.Status.Selector != "app=web" {
+		t.Fatalf("scale: %+v %v", sc, err)
+	}
+	sc.Spec.Replicas = 5
+	if _, err := c.AppsV1().Deployments("default").UpdateScale(ctx, got.Name, sc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = c.AppsV1().Deployments("default").Get(ctx, got.Name, metav1.GetOptions{})
+	if *got.Spec.Replicas != 5 {
+		t.Errorf("replicas after scale = %d", *got.Spec.Replicas)
+	}
+	// Status writes go through /status only.
+	got.Status.Replicas = 7
+	got, err = c.AppsV1().Deployments("default").Update(ctx, got, metav1.UpdateOptions{})
+	if err != nil || got.Status.Replicas != 0 {
+		t.Fatalf("main resource must keep status: %d %v", got.Status.Replicas, err)
+	}
+	got.Status.Replicas = 7
+	got, err = c.AppsV1().Deployments("default").UpdateStatus(ctx, got, metav1.UpdateOptions{})
+	if err != nil || got.Status.Replicas != 7 {
+		t.Fatalf("status update: %d %v", got.Status.Replicas, err)
+	}
+	// Selector must match the template: 422 with the field path.
+	bad := d.DeepCopy()
+	bad.Spec.Template.Labels = map[string]string{"app": "other"}
+	_, err = c.AppsV1().Deployments("default").Create(ctx, bad, metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.template.metadata.labels") {
+		t.Errorf("mismatched selector: %v", err)
+	}
+}
+
+func TestPatchTypes(t *testing.T) {
+	srv := apiservertest.Start(t)
+	ctx := ctxT(t)
+	c := kubernetes.NewForConfigOrDie(srv.Config)
+	pods := c.CoreV1().Pods("default")
+	p := testPod("patchme")
+	p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "side", Image: "busybox"})
+	if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := pods.Patch(ctx, "patchme", types.JSONPatchType, []byte(`[{"op":"add","path":"/metadata/labels/j","value":"1"}]`), metav1.PatchOptions{})
+	if err != nil || got.Labels["j"] != "1" {
+		t.Fatalf("json patch: %v %v", got.Labels, err)
+	}
+	got, err = pods.Patch(ctx, "patchme", types.MergePatchType, []byte(`{"metadata":{"labels":{"m":"2","j":null}}}`), metav1.PatchOptions{})
+	if err != nil || got.Labels["m"] != "2" || got.Labels["j"] != "" {
+		t.Fatalf("merge patch: %v %v", got.Labels, err)
+	}
+	// A strategic merge patch merges containers by name and honours $patch: delete.
+	got, err = pods.Patch(ctx, "patchme", types.StrategicMergePatchType, []byte(`{"spec":{"containers":[{"name":"side","$patch":"delete"},{"name":"c","image":"nginx:2"}]}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Spec.Containers) != 1 || got.Spec.Containers[0].Image != "nginx:2" {
+		t.Errorf("strategic patch: %+v", got.Spec.Containers)
+	}
+	// Server-side apply creates, records the manager, and detects conflicts.
+	cm := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"applied","namespace":"default"},"data":{"a":"1"}}`
+	cmo, err := c.CoreV1().ConfigMaps("default").Patch(ctx, "applied", types.ApplyPatchType, []byte(cm), metav1.PatchOptions{FieldManager: "one"})
+	if err != nil || cmo.Data["a"] != "1" {
+		t.Fatalf("apply create: %v %v", cmo, err)
+	}
+	found := false
+	for _, mf := range cmo.ManagedFields {
+		found = found || (mf.Manager == "one" && mf.Operation == metav1.ManagedFieldsOperationApply)
+	}
+	if !found {
+		t.Errorf("managedFields lack apply by one: %+v", cmo.ManagedFields)
+	}
+	cm2 := strings.Replace(cm, `"1"`, `"2"`, 1)
+	_, err = c.CoreV1().ConfigMaps("default").Patch(ctx, "applied", types.ApplyPatchType, []byte(cm2), metav1.PatchOptions{FieldManager: "two"})
+	if !apierrors.IsConflict(err) {
+		t.Errorf("conflicting apply: %v, want Conflict", err)
+	}
+	force := true
+	cmo, err = c.CoreV1().ConfigMaps("default").Patch(ctx, "applied", types.ApplyPatchType, []byte(cm2), metav1.PatchOptions{FieldManager: "two", Force: &force})
+	if err != nil || cmo.Data["a"] != "2" {
+		t.Errorf("forced apply: %v %v", cmo, err)
+	}
+	_, err = c.CoreV1().ConfigMaps("default").Patch(ctx, "applied", types.ApplyPatchType, []byte(cm2), metav1.PatchOptions{})
+	if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
+		t.Errorf("apply without fieldManager: %v", err)
+	}
+	if _, err := pods.Patch(ctx, "missing", types.MergePatchType, []byte(`{}`), metav1.PatchOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("patch of missing object: %v", err)
+	}
+}
+
+func TestNamespaces(t *testing.T) {
+	srv := apiservertest.Start(t)
+	ctx := ctxT(t)
+	c := kubernetes.NewForConfigOrDie(srv.Config)
+	for _, ns := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
+		n, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("namespace %s: %v", ns, err)
+		}
+		if n.Labels["kubernetes.io/metadata.name"] != ns || n.Status.Phase != corev1.NamespaceActive {
+			t.Errorf("namespace %s: labels %v phase %s", ns, n.Labels, n.Status.Phase)
+		}
+	}
+	if _, err := c.CoreV1().ConfigMaps("nope").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("create in missing namespace: %v, want NotFound", err)
+	}
+	if err := c.CoreV1().Namespaces().Delete(ctx, "default", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("delete default: %v, want Forbidden", err)
+	}
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tmp"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := c.CoreV1().ConfigMaps("tmp").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("cm", i)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.CoreV1().Pods("tmp").Create(ctx, testPod("p"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CoreV1().Namespaces().Delete(ctx, "tmp", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := c.CoreV1().Namespaces().Get(ctx, "tmp", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("namespace not deleted: %v", err)
+	}
+	cms, _ := c.CoreV1().ConfigMaps("tmp").List(ctx, metav1.ListOptions{})
+	if len(cms.Items) != 0 {
+		t.Errorf("%d configmaps survived their namespace", len(cms.Items))
+	}
+}
+
+func TestGracefulPodDeletion(t *testing.T) {
+	srv := apiservertest.Start(t)
+	ctx := ctxT(t)
+	c := kubernetes.NewForConfigOrDie(srv.Config)
+	pods := c.CoreV1().Pods("default")
+	p := testPod("bound")
+	p.Spec.NodeName = "node-1"
+	if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pods.Delete(ctx, "bound", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := pods.Get(ctx, "bound", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("bound pod must stay until its node confirms: %v", err)
+	}
+	if got.DeletionTimestamp == nil || got.DeletionGracePeriodSeconds == nil || *got.DeletionGracePeriodSeconds != 30 {
+		t.Errorf("deletionTimestamp %v grace %v", got.DeletionTimestamp, got.DeletionGracePeriodSeconds)
+	}
+	zero := int64(0)
+	if err := pods.Delete(ctx, "bound", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pods.Get(ctx, "bound", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after grace 0: %v", err)
+	}
+	// An unscheduled pod goes at once.
+	if _, err := pods.Create(ctx, testPod("free"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pods.Delete(ctx, "free", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pods.Get(ctx, "free", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("unscheduled pod: %v", err)
+	}
+}
+
+func TestSelectorsAndPaging(t *testing.T) {
+	srv := apiservertest.Start(t)
+	ctx := ctxT(t)
+	c := kubernetes.NewForConfigOrDie(srv.Config)
+	pods := c.CoreV1().Pods("default")
+	for i := 0; i < 7; i++ {
+		p := testPod(fmt.Sprintf("p%d", i))
+		if i%2 == 0 {
+			p.Labels["even"] = "true"
+			p.Spec.NodeName = "n1"
+		}
+		if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(opts metav1.ListOptions) int {
+		t.Helper()
+		l, err := pods.List(ctx, opts)
+		if err != nil {
+			t.Fatalf("list %+v: %v", opts, err)
+		}
+		return len(l.Items)
+	}
+	cases := []struct {
+		name string
+		opts metav1.ListOptions
+		want int
+	}{
+		{"label", metav1.ListOptions{LabelSelector: "even=true"}, 4},
+		{"not-key", metav1.ListOptions{LabelSelector: "!even"}, 3},
+		{"name", metav1.ListOptions{FieldSelector: "metadata.name=p3"}, 1},
+		{"nodeName", metav1.ListOptions{FieldSelector: "spec.nodeName=n1"}, 4},
+		{"phase", metav1.ListOptions{FieldSelector: "status.phase!=Running"}, 7},
+		{"both", metav1.ListOptions{LabelSelector: "app=web", FieldSelector: "spec.nodeName="}, 3},
+	}
+	for _, tc := range cases {
+		if got := count(tc.opts); got != tc.want {
+			t.Errorf("%s: %d items, want %d", tc.name, got, tc.want)
+		}
+	}
+	if _, err := pods.List(ctx, metav1.ListOptions{FieldSelector: "spec.bogus=1"}); !apierrors.IsBadRequest(err) {
+		t.Errorf("unsupported field: %v", err)
+	}
+	var names []string
+	opts := metav1.ListOptions{Limit: 3}
+	pages := 0
+	for {
+		l, err := pods.List(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, p := range l.Items {
+			names = append(names, p.Name)
+		}
+		if l.Continue == "" {
+			break
+		}
+		opts.Continue = l.Continue
+	}
+	if len(names) != 7 || pages != 3 {
+		t.Errorf("paging: %d names in %d pages: %v", len(names), pages, names)
+	}
+}
+
+func TestDryRun(t *testing.T) {
+	srv := apiservertest.Start(t)
+	ctx := ctxT(t)
+	c := kubernetes.NewForConfigOrDie(srv.Config)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "dry"}}
+	got, err := c.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{DryRun: []string{"All"}})
+	if err != nil || got.UID == "" {
+		t.Fatalf("dry-run create: %v %v", got, err)
+	}
+	if _, err := c.CoreV1().ConfigMaps("default").Get(ctx, "dry", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("dry-run create stored the object: %v", err)
+	}
+}
+
+// rawClient is an HTTPS client with the admin credentials for raw requests.
+func rawClient(t *testing.T, cfg *rest.Config, withCert bool) *http.Client {
+	tc, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !withCert {
+		tc = &tls.Config{RootCAs: tc.RootCAs}
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 10 * time.Second}
+}
+
+func do(t *testing.T, hc *http.Client, method, url, ct string, body []byte) (int, metav1.Status) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, bytes.NewReader(body))
+	if ct != "" {
+		req.Header.Set("Content-Type", ct)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var st metav1.Status
+	_ = json.Unmarshal(data, &st)
+	return resp.StatusCode, st
+}
+
+func TestBadInput(t *testing.T) {
+	srv := apiservertest.Start(t)
+	hc := rawClient(t, srv.Config, true)
+	base := srv.Config.Host + "/api/v1/namespaces/default/configmaps"
+	cases := []struct {
+		name, method, url, ct, body string
+		code                        int
+		reason                      metav1.StatusReason
+		causeField                  string
+	}{
+		{"malformed json", "POST", base, "application/json", `{"metadata":`, 400, metav1.StatusReasonBadRequest, ""},
+		{"malformed yaml", "POST", base, "application/yaml", "metadata: [", 400, metav1.StatusReasonBadRequest, ""},
+		{"unknown field strict", "POST", base + "?fieldValidation=Strict", "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"bogus":1}`, 400, metav1.StatusReasonBadRequest, ""},
+		{"wrong content type", "POST", base, "text/plain", `hello`, 415, metav1.StatusReasonUnsupportedMediaType, ""},
+		{"wrong kind", "POST", base, "application/json", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"a"}}`, 400, metav1.StatusReasonBadRequest, ""},
+		{"invalid name", "POST", base, "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"Bad_Name"}}`, 422, metav1.StatusReasonInvalid, "metadata.name"},
+		{"invalid label", "POST", base, "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ok","labels":{"a b":"c"}}}`, 422, metav1.StatusReasonInvalid, "metadata.labels"},
+		{"oversized", "POST", base, "application/json", `{"x":"` + strings.Repeat("a", 3*1024*1024+10) + `"}`, 413, metav1.StatusReasonRequestEntityTooLarge, ""},
+		{"bad patch type", "PATCH", base + "/x", "application/json", `{}`, 415, metav1.StatusReasonUnsupportedMediaType, ""},
+		{"not found", "GET", base + "/nope", "", "", 404, metav1.StatusReasonNotFound, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, st := do(t, hc, tc.method, tc.url, tc.ct, []byte(tc.body))
+			if code != tc.code || st.Reason != tc.reason || st.Kind != "Status" {
+				t.Errorf("got %d %q (%s), want %d %q", code, st.Reason, st.Message, tc.code, tc.reason)
+			}
+			if tc.causeField != "" {
+				found := false
+				if st.Details != nil {
+					for _, c := range st.Details.Causes {
+						found = found || strings.HasPrefix(c.Field, tc.causeField)
+					}
+				}
+				if !found {
+					t.Errorf("no cause for %s in %+v", tc.causeField, st.Details)
+				}
+			}
+		})
+	}
+	c := kubernetes.NewForConfigOrDie(srv.Config)
+	l, err := c.CoreV1().ConfigMaps("default").List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(l.Items) != 0 {
+		t.Errorf("bad input stored something: %v %v", l, err)
+	}
+	code, st := do(t, rawClient(t, srv.Config, false), "GET", base, "", nil)
+	if code != 401 || st.Reason != metav1.StatusReasonUnauthorized {
+		t.Errorf("no credentials: %d %q, want 401 Unauthorized", code, st.Reason)
+	}
+}
+
+func TestWatchBasics(t *testing.T) {
+	srv := apiservertest.Start(t)
+	ctx := ctxT(t)
+	c := kubernetes.NewForConfigOrDie(srv.Config)
+	cms := c.CoreV1().ConfigMaps("default")
+	first, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "w0"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: first.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	cm, _ := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "w1"}}, metav1.CreateOptions{})
+	cm.Data = map[string]string{"k": "v"}
+	_, _ = cms.Update(ctx, cm, metav1.UpdateOptions{})
+	_ = cms.Delete(ctx, "w1", metav1.DeleteOptions{})
+	want := []watch.EventType{watch.Added, watch.Modified, watch.Deleted}
+	for i, wt := range want {
+		select {
+		case ev := <-w.ResultChan():
+			if ev.Type != wt {
+				t.Fatalf("event %d: %s, want %s", i, ev.Type, wt)
+			}
+			got := ev.Object.(*corev1.ConfigMap)
+			if got.Name != "w1" {
+				t.Errorf("event %d for %s", i, got.Name)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("timeout waiting for %s", wt)
+		}
+	}
+}
