@@ -33,11 +33,11 @@ const MaxClientIPTimeoutSeconds int32 = 86400
 //   - internalTrafficPolicy nil → Cluster for ClusterIP/NodePort/LoadBalancer
 //     (not ExternalName);
 //   - allocateLoadBalancerNodePorts nil → true for LoadBalancer;
-//   - clusterIPs empty and clusterIP set → clusterIPs = [clusterIP], and the
-//     reverse, so the two fields agree before allocation and validation.
+//   - ipMode VIP on load-balancer ingress entries with an IP.
 //
-// ipFamilyPolicy and ipFamilies are not defaulted here: they depend on the
-// cluster's configured ranges and are filled in by the allocation step
+// clusterIP/clusterIPs syncing, ipFamilyPolicy and ipFamilies are not
+// defaulted here: they depend on the stored object and on the cluster's
+// configured ranges and are filled in by the allocation step
 // (Strategy.BeginCreate/BeginUpdate), as kube-apiserver does.
 func SetDefaults(svc *corev1.Service) {
 	spec := &svc.Spec
@@ -89,11 +89,6 @@ func SetDefaults(svc *corev1.Service) {
 				svc.Status.LoadBalancer.Ingress[i].IPMode = &vip
 			}
 		}
-	}
-	if len(spec.ClusterIPs) == 0 && spec.ClusterIP != "" {
-		spec.ClusterIPs = []string{spec.ClusterIP}
-	} else if spec.ClusterIP == "" && len(spec.ClusterIPs) > 0 {
-		spec.ClusterIP = spec.ClusterIPs[0]
 	}
 }
 
