@@ -319,3 +319,26 @@ func TestModelName(t *testing.T) {
 		t.Errorf("modelName = %q", got)
 	}
 }
+
+func TestEnums(t *testing.T) {
+	schemas := dig(t, doc(t, "api/v1"), "components", "schemas").(map[string]any)
+	typ := dig(t, schemas["io.k8s.api.core.v1.ServiceSpec"], "properties", "type").(map[string]any)
+	if got := asJSON(typ["enum"]); got != `["ClusterIP","ExternalName","LoadBalancer","NodePort"]` {
+		t.Errorf("ServiceSpec.type enum = %s", got)
+	}
+	if d := typ["description"].(string); !strings.Contains(d, "ExternalName services. More info: https://kubernetes.io/docs/concepts/services-networking/service/#publishing-services-service-types\n\nPossible enum values:\n - `\"ClusterIP\"` means a service will only be accessible inside the cluster, via the cluster IP.\n - `\"ExternalName\"` means") {
+		t.Errorf("ServiceSpec.type description = %q", d)
+	}
+	if got := asJSON(dig(t, schemas["io.k8s.api.core.v1.ServiceSpec"], "properties", "ipFamilies", "items", "enum")); got != `["","IPv4","IPv6"]` {
+		t.Errorf("ipFamilies items enum = %s", got)
+	}
+	if got := asJSON(dig(t, schemas["io.k8s.api.core.v1.ServiceSpec"], "properties", "ipFamilyPolicy", "enum")); got != `["PreferDualStack","RequireDualStack","SingleStack"]` {
+		t.Errorf("ipFamilyPolicy enum = %s", got)
+	}
+	if got := asJSON(dig(t, schemas["io.k8s.api.core.v1.ServicePort"], "properties", "protocol", "enum")); got != `["SCTP","TCP","UDP"]` {
+		t.Errorf("protocol enum = %s", got)
+	}
+	if _, ok := dig(t, schemas["io.k8s.api.core.v1.ServicePort"], "properties", "name").(map[string]any)["enum"]; ok {
+		t.Error("plain string field has an enum")
+	}
+}

@@ -3,6 +3,7 @@ package openapi
 import (
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -188,6 +189,7 @@ func (b *builder) fields(t reflect.Type, model string, docs map[string]string, s
 		if !ok {
 			continue
 		}
+		addEnum(&prop, f.Type)
 		if strategy := f.Tag.Get("patchStrategy"); strategy != "" {
 			prop.AddExtension(extPatchStrategy, strategy)
 		}
@@ -327,4 +329,59 @@ func (b *builder) finish() {
 			s.AddExtension(extGVK, gvkExtension(gvks...))
 		}
 	}
+}
+
+// addEnum records the values of an +enum string type as openapi-gen does: a
+// field of the enum type gets "enum" plus a "Possible enum values" paragraph
+// in its description; a list or map of it gets "enum" on its items.
+func addEnum(prop *spec.Schema, t reflect.Type) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		vals, ok := enums[modelNameIfNamed(t)]
+		if !ok {
+			return
+		}
+		prop.Enum = enumValues(vals)
+		lines := make([]string, len(vals))
+		for i, v := range vals {
+			lines[i] = v.line
+		}
+		sort.Strings(lines)
+		prop.Description = strings.TrimSpace(prop.Description + "\n\nPossible enum values:\n" + strings.Join(lines, "\n"))
+	case reflect.Slice, reflect.Map:
+		e := t.Elem()
+		for e.Kind() == reflect.Pointer {
+			e = e.Elem()
+		}
+		vals, ok := enums[modelNameIfNamed(e)]
+		if !ok || e.Kind() != reflect.String {
+			return
+		}
+		target := prop.AdditionalProperties
+		if t.Kind() == reflect.Slice && prop.Items != nil && prop.Items.Schema != nil {
+			prop.Items.Schema.Enum = enumValues(vals)
+		} else if target != nil && target.Schema != nil {
+			target.Schema.Enum = enumValues(vals)
+		}
+	}
+}
+
+// enumValues lists the values sorted as openapi-gen sorts them (by their
+// quoted form).
+func enumValues(vals []enumValue) []any {
+	quoted := make([]string, len(vals))
+	byQuoted := map[string]string{}
+	for i, v := range vals {
+		quoted[i] = strconv.Quote(v.value)
+		byQuoted[quoted[i]] = v.value
+	}
+	sort.Strings(quoted)
+	out := make([]any, len(quoted))
+	for i, q := range quoted {
+		out[i] = byQuoted[q]
+	}
+	return out
 }

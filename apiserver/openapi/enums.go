@@ -1,0 +1,9 @@
+package openapi
+
+//go:generate go run ./internal/enumgen zz_generated_enums.go
+
+// enumValue is one value of an enum type and its description line
+// (" - `"ClusterIP"` means ...").
+type enumValue struct {
+	value, line string
+}
