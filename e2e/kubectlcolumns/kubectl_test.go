@@ -50,6 +50,16 @@ func TestExplainServicePorts(t *testing.T) {
 	)
 }
 
+func TestExplainServiceType(t *testing.T) {
+	_, url := defaultServer(t)
+	out, err := kubectl(t, url, "explain", "svc.spec.type")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, out, "FIELD: type <string>\nENUM:\n    ClusterIP\n    ExternalName\n    LoadBalancer\n    NodePort\n",
+		"    Possible enum values:\n     - `\"ClusterIP\"` means a service will only be accessible inside the cluster,\n    via the cluster IP.\n")
+}
+
 func TestExplainDeployment(t *testing.T) {
 	_, url := defaultServer(t)
 	out, err := kubectl(t, url, "explain", "deploy.spec")
