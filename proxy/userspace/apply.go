@@ -1,12 +1,11 @@
 package userspace
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
-	"strings"
 	"sync"
+
+	"github.com/svcnet/svcnet/proxy"
 )
 
 // Netfilter is the kernel side of the userspace mode: it installs the
@@ -23,9 +22,12 @@ type Netfilter interface {
 	Cleanup(ctx context.Context, jumps []Jump) error
 }
 
-// Iptables runs the iptables (or ip6tables) binaries.
+// Iptables runs the iptables (or ip6tables) binaries through Exec (the
+// proxy core's executor, which may run them in another network namespace;
+// nil runs them here).
 type Iptables struct {
 	IPv6 bool
+	Exec proxy.Executor
 }
 
 var _ Netfilter = Iptables{}
@@ -43,16 +45,16 @@ func (t Iptables) bin(restore bool) string {
 
 func (t Iptables) run(ctx context.Context, stdin string, args ...string) error {
 	restore := len(args) > 0 && args[0] == "--noflush"
-	cmd := exec.CommandContext(ctx, t.bin(restore), args...)
+	ex := t.Exec
+	if ex == nil {
+		ex = proxy.OSExecutor{}
+	}
+	var in []byte
 	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
+		in = []byte(stdin)
 	}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %s: %w: %s", t.bin(restore), strings.Join(args, " "), err, bytes.TrimSpace(out.Bytes()))
-	}
-	return nil
+	_, err := ex.Run(ctx, in, t.bin(restore), args...)
+	return err
 }
 
 // EnsureJumps implements Netfilter. The target chains are created first

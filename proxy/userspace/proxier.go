@@ -55,9 +55,9 @@ type Options struct {
 	// DialTimeouts are the connect timeouts of successive attempts, each to
 	// a different endpoint (kube-proxy: 250ms, 500ms, 1s, 2s).
 	DialTimeouts []time.Duration
-	// NodePortAddrs limits NodePorts to these local addresses (from
-	// --nodeport-addresses); empty means every local address.
-	NodePortAddrs []netip.Addr
+	// NodePortAddrs limits NodePorts to local addresses in these CIDRs
+	// (--nodeport-addresses); empty means every local address.
+	NodePortAddrs []netip.Prefix
 	// IPv4 and IPv6 install the redirect rules of each family; nil skips
 	// the family (no rules, the proxy then only answers on its own ports).
 	IPv4, IPv6 Netfilter

@@ -384,7 +384,7 @@ func TestNoEndpointsRulesAndReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	rules := nf.LastRules()
-	if !strings.Contains(rules, `-A KUBE-PORTALS-REJECT -m comment --comment "default/empty has no endpoints" -p tcp -d 10.96.0.10/32 --dport 80 -j REJECT`) {
+	if !strings.Contains(rules, `-A KUBE-PORTALS-REJECT -m comment --comment "default/empty has no endpoints" -p tcp -d 10.96.0.10/32 --dport 80 -j REJECT --reject-with tcp-reset`) {
 		t.Errorf("no reject rule:\n%s", rules)
 	}
 	if strings.Contains(rules, "REDIRECT") {
@@ -406,7 +406,7 @@ func TestRulesGolden(t *testing.T) {
 			Addrs: []netip.Addr{netip.MustParseAddr("10.96.0.10")}},
 		{Name: "default/local-np", Protocol: "tcp", ProxyPort: 40003, Port: 8080, NodePort: 30081,
 			Addrs:         []netip.Addr{netip.MustParseAddr("10.96.0.30")},
-			NodePortAddrs: []netip.Addr{netip.MustParseAddr("172.18.0.2")}},
+			NodePortAddrs: []netip.Prefix{netip.MustParsePrefix("172.18.0.0/24")}},
 		{Name: "default/empty", Protocol: "tcp", ProxyPort: 40004, Port: 80, NodePort: 30082,
 			Addrs: []netip.Addr{netip.MustParseAddr("10.96.0.40")}, NoEndpoints: true},
 	}

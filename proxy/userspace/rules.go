@@ -54,9 +54,11 @@ type Portal struct {
 	// Addrs are the ClusterIPs, externalIPs and LoadBalancer IPs.
 	Addrs    []netip.Addr
 	NodePort int
-	// NodePortAddrs restricts NodePort redirection to these local
-	// addresses; empty means every local address (addrtype LOCAL).
-	NodePortAddrs []netip.Addr
+	// NodePortAddrs restricts NodePort redirection to local addresses in
+	// these CIDRs (--nodeport-addresses); empty means every local address.
+	// The jump into the NodePort chains already requires a local
+	// destination (addrtype LOCAL).
+	NodePortAddrs []netip.Prefix
 	// NoEndpoints marks a portal whose Service has no endpoints: its
 	// traffic is rejected in the filter table instead of being redirected.
 	NoEndpoints bool
@@ -92,8 +94,15 @@ func BuildRules(portals []Portal, ipv6 bool) string {
 				continue
 			}
 			if p.NoEndpoints {
-				fmt.Fprintf(&filter, "-A %s -m comment --comment %q -p %s -d %s%s --dport %d -j REJECT\n",
-					ChainReject, p.Name+" has no endpoints", p.Protocol, a, host, p.Port)
+				// TCP gets a reset: the kernel rate-limits ICMP
+				// unreachables per client (1/s), and a client's
+				// first SYN would otherwise often just time out.
+				with := ""
+				if p.Protocol == "tcp" {
+					with = " --reject-with tcp-reset"
+				}
+				fmt.Fprintf(&filter, "-A %s -m comment --comment %q -p %s -d %s%s --dport %d -j REJECT%s\n",
+					ChainReject, p.Name+" has no endpoints", p.Protocol, a, host, p.Port, with)
 				continue
 			}
 			for _, c := range []string{ChainPortalsContainer, ChainPortalsHost} {
@@ -106,8 +115,8 @@ func BuildRules(portals []Portal, ipv6 bool) string {
 		}
 		var dsts []string
 		for _, a := range p.NodePortAddrs {
-			if a.Is6() == ipv6 {
-				dsts = append(dsts, "-d "+a.String()+host+" ")
+			if a.Addr().Is6() == ipv6 {
+				dsts = append(dsts, "-d "+a.Masked().String()+" ")
 			}
 		}
 		if len(p.NodePortAddrs) > 0 && len(dsts) == 0 {

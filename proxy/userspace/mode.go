@@ -1,0 +1,159 @@
+package userspace
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/proxy"
+	"github.com/svcnet/svcnet/proxy/lb"
+)
+
+// ModeName is the --proxy-mode value of this mode.
+const ModeName = "userspace"
+
+func init() { proxy.RegisterMode(ModeName, NewMode) }
+
+// Mode adapts the Proxier to the proxy core's Provider interface. The
+// listeners live in the network namespace of the process, so `svcnet proxy
+// --proxy-mode=userspace` must itself run inside the node's namespace (the
+// core's Exec only moves programs like iptables-restore, not sockets).
+type Mode struct {
+	cfg proxy.ModeConfig
+	px  *Proxier
+	log *slog.Logger
+	// warned remembers the Services already reported for an unknown
+	// scheduler, so the warning is given once per value.
+	warned map[proxy.ServicePortName]string
+}
+
+var (
+	_ proxy.Provider = (*Mode)(nil)
+	_ proxy.Dumper   = (*Mode)(nil)
+)
+
+// NewMode builds the userspace mode from the core's configuration. It starts
+// nothing; listeners open on the first Sync.
+func NewMode(cfg proxy.ModeConfig) (proxy.Provider, error) {
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	opt := Options{Logger: log, NodePortAddrs: cfg.NodePortAddresses}
+	if cfg.IPv4 || !cfg.IPv6 {
+		opt.IPv4 = Iptables{Exec: cfg.Exec}
+	}
+	if cfg.IPv6 {
+		opt.IPv6 = Iptables{IPv6: true, Exec: cfg.Exec}
+	}
+	return &Mode{cfg: cfg, px: New(opt), log: log, warned: map[proxy.ServicePortName]string{}}, nil
+}
+
+// Sync implements proxy.Provider. Userspace mode always applies the whole
+// table: the listener table diff is cheap, and the rules are one small
+// iptables-restore per family.
+func (m *Mode) Sync(ctx context.Context, req *proxy.SyncRequest) error {
+	desired := Plan(req, m.cfg.Scheduler, func(n proxy.ServicePortName, sched string) {
+		if m.warned[n] != sched {
+			m.warned[n] = sched
+			m.log.Warn("unknown scheduler, using the default", "service", n.String(),
+				"scheduler", sched, "default", defaultSched(m.cfg.Scheduler))
+		}
+	})
+	return m.px.Sync(ctx, desired)
+}
+
+// Cleanup implements proxy.Provider: it closes the listeners and removes
+// the mode's chains and jumps.
+func (m *Mode) Cleanup(ctx context.Context) error {
+	return m.px.Cleanup(ctx)
+}
+
+// Dump implements proxy.Dumper.
+func (m *Mode) Dump(context.Context) (string, error) { return m.px.Dump(), nil }
+
+// Proxier returns the underlying proxier (for tests and benchmarks).
+func (m *Mode) Proxier() *Proxier { return m.px }
+
+func defaultSched(s string) string {
+	name, _ := lb.Resolve("", s)
+	return name
+}
+
+// Plan turns the core's snapshot into the listener table, as a pure
+// function. Endpoints are chosen per traffic policy with
+// proxy.CategorizeEndpoints. When the internal and external policies pick
+// different endpoints (externalTrafficPolicy: Local, or
+// internalTrafficPolicy: Local, on an externally reachable Service), the
+// port gets two listeners: one for the ClusterIPs and one, named
+// "<port> (external)", for NodePorts, externalIPs and LoadBalancer IPs.
+// unknownScheduler (may be nil) is called for each Service port whose
+// service.kubernetes.io/ipvs-scheduler names no known algorithm; that port
+// uses the cluster default.
+func Plan(req *proxy.SyncRequest, defaultScheduler string, unknownScheduler func(proxy.ServicePortName, string)) []ServiceConfig {
+	var out []ServiceConfig
+	for _, name := range proxy.SortedServicePorts(req.Services) {
+		sp := req.Services[name]
+		proto := strings.ToLower(string(sp.Protocol))
+		if proto != "tcp" && proto != "udp" {
+			continue // SCTP is not proxied in user space
+		}
+		sched, fell := lb.Resolve(sp.Scheduler, defaultScheduler)
+		if fell && unknownScheduler != nil {
+			unknownScheduler(name, sp.Scheduler)
+		}
+		var affinity time.Duration
+		if sp.SessionAffinity == v1.ServiceAffinityClientIP {
+			affinity = time.Duration(sp.StickyMaxAgeSeconds) * time.Second
+		}
+		cluster, local, _, _ := proxy.CategorizeEndpoints(req.Endpoints[name], sp)
+		internal := cluster
+		if sp.InternalPolicyLocal {
+			internal = local
+		}
+		external := cluster
+		if sp.ExternalPolicyLocal {
+			external = local
+		}
+		base := ServiceConfig{
+			Name: name.String(), Protocol: proto, Port: sp.Port, Scheduler: sched, AffinityTimeout: affinity,
+		}
+		var extAddrs []netip.Addr
+		extAddrs = append(extAddrs, sp.ExternalIPs...)
+		extAddrs = append(extAddrs, sp.LoadBalancerVIPs...)
+		split := sp.ExternallyAccessible() && sp.InternalPolicyLocal != sp.ExternalPolicyLocal
+		in := base
+		in.Addrs = append([]netip.Addr(nil), sp.ClusterIPs...)
+		in.Endpoints = toEndpoints(internal)
+		if !split {
+			in.Addrs = append(in.Addrs, extAddrs...)
+			in.NodePort = sp.NodePort
+			out = append(out, in)
+			continue
+		}
+		out = append(out, in)
+		ext := base
+		ext.Name = name.String() + " (external)"
+		ext.Addrs = extAddrs
+		ext.NodePort = sp.NodePort
+		ext.Endpoints = toEndpoints(external)
+		out = append(out, ext)
+	}
+	return out
+}
+
+func toEndpoints(eps []*proxy.Endpoint) []Endpoint {
+	out := make([]Endpoint, 0, len(eps))
+	for _, ep := range eps {
+		w := ep.Weight
+		if w < 0 {
+			w = 1
+		}
+		out = append(out, Endpoint{Addr: ep.AddrPort(), Weight: w})
+	}
+	return out
+}
