@@ -7,3 +7,10 @@ package openapi
 type enumValue struct {
 	value, line string
 }
+
+// fieldMarker holds the comment markers of one struct field.
+type fieldMarker struct {
+	listType, mapType string
+	listMapKeys       []string
+	optional          bool
+}

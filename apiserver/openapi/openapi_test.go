@@ -155,7 +155,7 @@ func TestSchemas(t *testing.T) {
 		t.Errorf("Event required = %s", got)
 	}
 	slices := dig(t, doc(t, "apis/discovery.k8s.io/v1"), "components", "schemas").(map[string]any)
-	if got := asJSON(dig(t, slices["io.k8s.api.discovery.v1.EndpointSlice"], "required")); got != `["addressType","endpoints"]` {
+	if got := asJSON(dig(t, slices["io.k8s.api.discovery.v1.EndpointSlice"], "required")); got != `["addressType"]` {
 		t.Errorf("EndpointSlice required = %s", got)
 	}
 }
@@ -340,5 +340,25 @@ func TestEnums(t *testing.T) {
 	}
 	if _, ok := dig(t, schemas["io.k8s.api.core.v1.ServicePort"], "properties", "name").(map[string]any)["enum"]; ok {
 		t.Error("plain string field has an enum")
+	}
+}
+
+func TestMarkers(t *testing.T) {
+	core := dig(t, doc(t, "api/v1"), "components", "schemas").(map[string]any)
+	meta := core["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]
+	if got := asJSON(dig(t, meta, "properties", "ownerReferences")); !strings.Contains(got, `"x-kubernetes-list-map-keys":["uid"],"x-kubernetes-list-type":"map"`) {
+		t.Errorf("ownerReferences = %s", got)
+	}
+	if got := asJSON(dig(t, meta, "properties", "finalizers", "x-kubernetes-list-type")); got != `"set"` {
+		t.Errorf("finalizers list type = %s", got)
+	}
+	if got := dig(t, core["io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"], "x-kubernetes-map-type"); got != "atomic" {
+		t.Errorf("LabelSelector map type = %v", got)
+	}
+	if got := asJSON(dig(t, core["io.k8s.api.core.v1.ServiceSpec"], "properties", "clusterIPs", "x-kubernetes-list-type")); got != `"atomic"` {
+		t.Errorf("clusterIPs list type = %s", got)
+	}
+	if got := asJSON(dig(t, core["io.k8s.api.core.v1.Event"], "required")); got != `["involvedObject","metadata"]` {
+		t.Errorf("Event required (reportingComponent is +optional) = %s", got)
 	}
 }

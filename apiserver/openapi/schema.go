@@ -23,28 +23,8 @@ const (
 	extListMapKeys    = "x-kubernetes-list-map-keys"
 	extIntOrString    = "x-kubernetes-int-or-string"
 	extPreserveFields = "x-kubernetes-preserve-unknown-fields"
+	extMapType        = "x-kubernetes-map-type"
 )
-
-// listMapKeys overrides the list-map keys derived from patchMergeKey where
-// the Kubernetes types declare more keys (+listMapKey markers, invisible at
-// run time): a Service or container port is identified by number and
-// protocol.
-var listMapKeys = map[string][]string{
-	"io.k8s.api.core.v1.ServiceSpec.ports": {"port", "protocol"},
-	"io.k8s.api.core.v1.Container.ports":   {"containerPort", "protocol"},
-}
-
-// optionalFields are fields whose json tag lacks omitempty but which the
-// Kubernetes types mark +optional, so the published schemas do not require
-// them.
-var optionalFields = map[string]bool{
-	"io.k8s.api.core.v1.Event.reportingComponent":           true,
-	"io.k8s.api.core.v1.Event.reportingInstance":            true,
-	"io.k8s.api.core.v1.GRPCAction.service":                 true,
-	"io.k8s.api.core.v1.TypedLocalObjectReference.apiGroup": true,
-	"io.k8s.api.core.v1.TypedObjectReference.apiGroup":      true,
-	"io.k8s.api.discovery.v1.EndpointSlice.ports":           true,
-}
 
 // swaggerDocer is implemented by every k8s.io/api and apimachinery struct:
 // the generated field documentation ("" is the type's own description).
@@ -148,6 +128,9 @@ func (b *builder) define(t reflect.Type) string {
 	s.Description = docs[""]
 	s.Properties = map[string]spec.Schema{}
 	b.fields(t, name, docs, s)
+	if mt, ok := typeMapTypes[name]; ok {
+		s.AddExtension(extMapType, mt)
+	}
 	if len(s.Properties) == 0 {
 		s.Properties = nil
 	}
@@ -193,19 +176,31 @@ func (b *builder) fields(t reflect.Type, model string, docs map[string]string, s
 		if strategy := f.Tag.Get("patchStrategy"); strategy != "" {
 			prop.AddExtension(extPatchStrategy, strategy)
 		}
-		if key := f.Tag.Get("patchMergeKey"); key != "" {
+		mk, marked := fieldMarkers[model+"."+name]
+		key := f.Tag.Get("patchMergeKey")
+		if key != "" {
 			prop.AddExtension(extPatchMergeKey, key)
-			if prop.Type.Contains("array") {
-				keys := listMapKeys[model+"."+name]
-				if keys == nil {
+		}
+		switch {
+		case mk.listType != "":
+			prop.AddExtension(extListType, mk.listType)
+			if mk.listType == "map" {
+				keys := mk.listMapKeys
+				if len(keys) == 0 && key != "" {
 					keys = []string{key}
 				}
-				prop.AddExtension(extListType, "map")
 				prop.AddExtension(extListMapKeys, keys)
 			}
+		case key != "" && prop.Type.Contains("array"):
+			// No +listType marker known: a merge key makes it a map list.
+			prop.AddExtension(extListType, "map")
+			prop.AddExtension(extListMapKeys, []string{key})
+		}
+		if mk.mapType != "" {
+			prop.AddExtension(extMapType, mk.mapType)
 		}
 		s.Properties[name] = prop
-		if !strings.Contains(","+opts+",", ",omitempty,") && !strings.Contains(","+opts+",", ",omitzero,") && !optionalFields[model+"."+name] {
+		if !strings.Contains(","+opts+",", ",omitempty,") && !strings.Contains(","+opts+",", ",omitzero,") && !(marked && mk.optional) {
 			s.Required = append(s.Required, name)
 		}
 	}

@@ -1,8 +1,10 @@
-// Command enumgen writes zz_generated_enums.go for package openapi: the
-// values of every string type marked +enum in the k8s.io/api packages svcnet
-// serves, with the constant comments openapi-gen turns into "Possible enum
-// values" descriptions. Run it with `go generate ./apiserver/openapi` after
-// changing the k8s.io/api version.
+// Command enumgen writes zz_generated_enums.go for package openapi from the
+// Go sources of the k8s.io/api and apimachinery packages svcnet serves: the
+// values of every string type marked +enum, with the constant comments
+// openapi-gen turns into "Possible enum values" descriptions, and the
+// comment markers that shape published schemas but are invisible at run time
+// (+listType, +listMapKey, +mapType, +structType, +optional). Run it with
+// `go generate ./apiserver/openapi` after changing the k8s.io/api version.
 package main
 
 import (
@@ -28,6 +30,14 @@ var packages = []struct{ module, dir, prefix string }{
 	{"k8s.io/api", "discovery/v1", "io.k8s.api.discovery.v1."},
 	{"k8s.io/api", "coordination/v1", "io.k8s.api.coordination.v1."},
 	{"k8s.io/api", "autoscaling/v1", "io.k8s.api.autoscaling.v1."},
+	{"k8s.io/apimachinery", "pkg/apis/meta/v1", "io.k8s.apimachinery.pkg.apis.meta.v1."},
+}
+
+// marker is what the comment markers say about one struct field.
+type marker struct {
+	listType, mapType string
+	listMapKeys       []string
+	optional          bool
 }
 
 type value struct{ name, value, comment string }
@@ -38,12 +48,14 @@ func main() {
 		out = os.Args[1]
 	}
 	enums := map[string][]value{}
+	fields := map[string]marker{}
+	types := map[string]string{}
 	for _, p := range packages {
 		dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", p.module).Output()
 		if err != nil {
 			fail(fmt.Errorf("locate %s: %w", p.module, err))
 		}
-		if err := scan(filepath.Join(strings.TrimSpace(string(dir)), p.dir), p.prefix, enums); err != nil {
+		if err := scan(filepath.Join(strings.TrimSpace(string(dir)), p.dir), p.prefix, enums, fields, types); err != nil {
 			fail(err)
 		}
 	}
@@ -61,6 +73,31 @@ func main() {
 			fmt.Fprintf(&b, "\t\t{%q, %q},\n", v.value, description(v))
 		}
 		b.WriteString("\t},\n")
+	}
+	b.WriteString("}\n\n")
+	var keys []string
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	b.WriteString("// fieldMarkers are the +listType/+listMapKey/+mapType/+optional markers\n// of struct fields, by model name and JSON field name.\nvar fieldMarkers = map[string]fieldMarker{\n")
+	for _, k := range keys {
+		m := fields[k]
+		fmt.Fprintf(&b, "\t%q: {listType: %q, mapType: %q, optional: %v", k, m.listType, m.mapType, m.optional)
+		if len(m.listMapKeys) > 0 {
+			fmt.Fprintf(&b, ", listMapKeys: %#v", m.listMapKeys)
+		}
+		b.WriteString("},\n")
+	}
+	b.WriteString("}\n\n")
+	keys = keys[:0]
+	for k := range types {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	b.WriteString("// typeMapTypes are the +structType/+mapType markers of types, by model name.\nvar typeMapTypes = map[string]string{\n")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "\t%q: %q,\n", k, types[k])
 	}
 	b.WriteString("}\n")
 	src, err := format.Source(b.Bytes())
@@ -81,7 +118,83 @@ func description(v value) string {
 	return fmt.Sprintf(" - `%q` %s", v.value, c)
 }
 
-func scan(dir, prefix string, enums map[string][]value) error {
+// markers reads "+name=value" comment markers; repeated names keep every
+// value in order.
+func markers(doc *ast.CommentGroup) map[string][]string {
+	out := map[string][]string{}
+	if doc == nil {
+		return out
+	}
+	for _, c := range doc.List {
+		line := strings.TrimSpace(strings.TrimPrefix(c.Text, "//"))
+		if !strings.HasPrefix(line, "+") {
+			continue
+		}
+		name, val, _ := strings.Cut(strings.TrimPrefix(line, "+"), "=")
+		out[name] = append(out[name], val)
+	}
+	return out
+}
+
+func structMarkers(prefix string, ts *ast.TypeSpec, doc *ast.CommentGroup, fields map[string]marker, types map[string]string) {
+	st, ok := ts.Type.(*ast.StructType)
+	if !ok {
+		return
+	}
+	tm := markers(doc)
+	if v := tm["structType"]; len(v) > 0 {
+		types[prefix+ts.Name.Name] = v[0]
+	} else if v := tm["mapType"]; len(v) > 0 {
+		types[prefix+ts.Name.Name] = v[0]
+	}
+	for _, f := range st.Fields.List {
+		if f.Tag == nil || len(f.Names) == 0 {
+			continue
+		}
+		tag, _ := strconv.Unquote(f.Tag.Value)
+		jsonName, _, _ := strings.Cut(reflectTag(tag, "json"), ",")
+		if jsonName == "" || jsonName == "-" {
+			continue
+		}
+		fm := markers(f.Doc)
+		var m marker
+		if v := fm["listType"]; len(v) > 0 {
+			m.listType = v[0]
+		}
+		m.listMapKeys = fm["listMapKey"]
+		if v := fm["mapType"]; len(v) > 0 {
+			m.mapType = v[0]
+		}
+		_, opt := fm["optional"]
+		_, kopt := fm["k8s:optional"]
+		m.optional = opt || kopt
+		if m.listType != "" || m.mapType != "" || m.optional {
+			fields[prefix+ts.Name.Name+"."+jsonName] = m
+		}
+	}
+}
+
+// reflectTag is reflect.StructTag.Get without importing reflect for it.
+func reflectTag(tag, key string) string {
+	for tag != "" {
+		tag = strings.TrimLeft(tag, " ")
+		name, rest, ok := strings.Cut(tag, ":\"")
+		if !ok {
+			return ""
+		}
+		val, after, ok := strings.Cut(rest, "\"")
+		if !ok {
+			return ""
+		}
+		if name == key {
+			return val
+		}
+		tag = after
+	}
+	return ""
+}
+
+func scan(dir, prefix string, enums map[string][]value, fields map[string]marker, types map[string]string) error {
 	fset := token.NewFileSet()
 	pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool {
 		return !strings.HasSuffix(fi.Name(), "_test.go")
@@ -106,6 +219,7 @@ func scan(dir, prefix string, enums map[string][]value) error {
 						if doc == nil {
 							doc = g.Doc
 						}
+						structMarkers(prefix, ts, doc, fields, types)
 						if id, ok := ts.Type.(*ast.Ident); ok && id.Name == "string" && doc != nil && strings.Contains(doc.Text(), "+enum") {
 							enumTypes[ts.Name.Name] = true
 						}
