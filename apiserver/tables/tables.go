@@ -68,8 +68,8 @@ type printer struct {
 // and no rows (Rows is an empty, non-nil slice, as kube-apiserver sends
 // `"rows": []`). An object of a type the resource's printer does not handle
 // is an error. gr.Resource is the plural resource name ("services");
-// subresource tables are selected with Resource "deployments/scale" or by
-// passing an autoscaling/v1 Scale object.
+// autoscaling/v1 Scale objects always get the scale table, whatever gr (the
+// scale subresource is served under its parent's resource).
 func Convert(gr schema.GroupResource, objs []runtime.Object, opts Options) (*metav1.Table, error) {
 	now := time.Now
 	if opts.Now != nil {
@@ -86,12 +86,13 @@ func Convert(gr schema.GroupResource, objs []runtime.Object, opts Options) (*met
 	}
 
 	p, ok := printers[gr]
-	if !ok {
-		if len(objs) > 0 && isScale(objs[0]) {
-			p = scalePrinter
-		} else {
-			p = defaultPrinter
-		}
+	switch {
+	case len(objs) > 0 && isScale(objs[0]):
+		// The scale subresource of deployments/replicasets is served under
+		// the parent's resource name.
+		p = scalePrinter
+	case !ok:
+		p = defaultPrinter
 	}
 
 	table := &metav1.Table{

@@ -471,6 +471,9 @@ myapp-fdb95659d   3         3         2       13m   myapp        jocatalin/kuber
 	if got := render(t, tbl, false); got != "NAME    DESIRED   AVAILABLE   AGE\nmyapp   5         3           13m\n" {
 		t.Errorf("scale table:\n%s", got)
 	}
+	if tbl2, err := Convert(grDeploy, []runtime.Object{scale}, Options{Now: func() time.Time { return now }}); err != nil || render(t, tbl2, false) != render(t, tbl, false) {
+		t.Errorf("scale under deployments: %v", err)
+	}
 	if tbl.ColumnDefinitions[0].Format != "" {
 		t.Errorf("scale Name column format = %q, want empty as kube-apiserver", tbl.ColumnDefinitions[0].Format)
 	}
