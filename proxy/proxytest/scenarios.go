@@ -1,0 +1,326 @@
+package proxytest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/testbed"
+)
+
+// chiSquareCritical holds the 0.999 quantile of chi-square for 1..7 degrees
+// of freedom: a fair balancer fails the spread check once in a thousand runs.
+var chiSquareCritical = []float64{0, 10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32}
+
+// ChiSquare returns the chi-square statistic of counts against a uniform
+// distribution.
+func ChiSquare(counts []int) float64 {
+	total := 0
+	for _, c := range counts {
+		total += c
+	}
+	exp := float64(total) / float64(len(counts))
+	var x float64
+	for _, c := range counts {
+		d := float64(c) - exp
+		x += d * d / exp
+	}
+	return x
+}
+
+func ap(ip string, port int) netip.AddrPort {
+	return netip.AddrPortFrom(netip.MustParseAddr(ip), uint16(port))
+}
+
+const dialTimeout = 2 * time.Second
+
+// RunKernelScenarios builds a two-node cluster running the mode made by
+// factory on each node and checks, with real packets, the behaviours every
+// mode must have. Each behaviour is a subtest.
+func RunKernelScenarios(t *testing.T, factory ModeFactory) {
+	c := NewCluster(t, factory, 2, 3)
+	n1, n2 := c.Nodes[0], c.Nodes[1]
+	client := n1.Pods[2] // a pod on node 1 that is never an endpoint
+	servers := []*Pod{n1.Pods[0], n1.Pods[1], n2.Pods[0], n2.Pods[1]}
+
+	t.Run("ClusterIPSpread", func(t *testing.T) {
+		svc := Service("spread", "10.96.0.10", 80, v1.ProtocolTCP)
+		c.Apply(svc, Slice(svc, PodTCPPort, servers...))
+		c.Sync(t)
+		counts := map[string]int{}
+		const n = 200
+		for i := 0; i < n; i++ {
+			pod, src, err := Ask(client.NS, ap("10.96.0.10", 80), dialTimeout)
+			if err != nil {
+				t.Fatalf("connection %d: %v", i, err)
+			}
+			if src != client.IP.String() {
+				t.Fatalf("pod-to-ClusterIP traffic was source-NATed: server saw %s", src)
+			}
+			counts[pod]++
+		}
+		var cs []int
+		for _, p := range servers {
+			cs = append(cs, counts[p.Name])
+		}
+		if x := ChiSquare(cs); x > chiSquareCritical[len(cs)-1] || len(counts) != len(servers) {
+			t.Errorf("uneven spread %v (chi-square %.1f)", counts, x)
+		}
+		t.Logf("spread over %d endpoints: %v", len(servers), counts)
+	})
+
+	t.Run("NodePortOnEveryNode", func(t *testing.T) {
+		svc := Service("np", "10.96.0.11", 80, v1.ProtocolTCP)
+		svc.Spec.Type = v1.ServiceTypeNodePort
+		svc.Spec.Ports[0].NodePort = 30080
+		c.Apply(svc, Slice(svc, PodTCPPort, n1.Pods[0], n2.Pods[0]))
+		c.Sync(t)
+		for _, n := range c.Nodes {
+			seen := map[string]bool{}
+			for i := 0; i < 20; i++ {
+				pod, src, err := Ask(c.External, netip.AddrPortFrom(n.IP, 30080), dialTimeout)
+				if err != nil {
+					t.Fatalf("NodePort on %s: %v", n.Name, err)
+				}
+				if src == ExternalClientIP.String() {
+					t.Errorf("NodePort with Cluster policy kept the client address (want masquerade)")
+				}
+				seen[pod] = true
+			}
+			if len(seen) != 2 {
+				t.Errorf("NodePort on %s reached %v, want both endpoints", n.Name, seen)
+			}
+		}
+	})
+
+	t.Run("ExternalIPAndLoadBalancerIP", func(t *testing.T) {
+		svc := Service("ext", "10.96.0.12", 80, v1.ProtocolTCP)
+		svc.Spec.Type = v1.ServiceTypeLoadBalancer
+		svc.Spec.Ports[0].NodePort = 30081
+		svc.Spec.ExternalIPs = []string{"192.168.100.20"}
+		svc.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "192.168.100.10"}}
+		c.Apply(svc, Slice(svc, PodTCPPort, n2.Pods[1]))
+		c.Sync(t)
+		for _, ip := range []string{"192.168.100.20", "192.168.100.10"} {
+			if pod, _, err := Ask(c.External, ap(ip, 80), dialTimeout); err != nil || pod != n2.Pods[1].Name {
+				t.Errorf("%s:80: pod %q err %v", ip, pod, err)
+			}
+		}
+	})
+
+	t.Run("ExternalTrafficPolicyLocal", func(t *testing.T) {
+		svc := Service("local", "10.96.0.13", 80, v1.ProtocolTCP)
+		svc.Spec.Type = v1.ServiceTypeLoadBalancer
+		svc.Spec.Ports[0].NodePort = 30082
+		svc.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+		svc.Spec.HealthCheckNodePort = 32000
+		svc.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "192.168.100.11"}}
+		c.Apply(svc, Slice(svc, PodTCPPort, n1.Pods[0], n1.Pods[1]))
+		c.Sync(t)
+		for _, dst := range []netip.AddrPort{netip.AddrPortFrom(n1.IP, 30082), ap("192.168.100.11", 80)} {
+			for i := 0; i < 10; i++ {
+				pod, src, err := Ask(c.External, dst, dialTimeout)
+				if err != nil {
+					t.Fatalf("%s: %v", dst, err)
+				}
+				if src != ExternalClientIP.String() {
+					t.Errorf("%s: server saw source %s, want the client's %s", dst, src, ExternalClientIP)
+				}
+				if !strings.HasPrefix(pod, n1.Name+"-") {
+					t.Errorf("%s: reached %s, not a local endpoint", dst, pod)
+				}
+			}
+		}
+		// Node 2 has no local endpoint: its NodePort must not answer.
+		if pod, _, err := Ask(c.External, netip.AddrPortFrom(n2.IP, 30082), time.Second); err == nil {
+			t.Errorf("node2 NodePort answered from %s, want no answer (no local endpoints)", pod)
+		}
+		checkHealth(t, c.External, n1.IP, 32000, 200, 2)
+		checkHealth(t, c.External, n2.IP, 32000, 503, 0)
+	})
+
+	t.Run("SessionAffinity", func(t *testing.T) {
+		svc := Service("sticky", "10.96.0.14", 80, v1.ProtocolTCP)
+		svc.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+		svc.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To(int32(1))}}
+		c.Apply(svc, Slice(svc, PodTCPPort, servers...))
+		c.Sync(t)
+		first := map[string]bool{}
+		for round := 0; round < 6; round++ {
+			if round > 0 {
+				time.Sleep(1200 * time.Millisecond) // let the 1s affinity expire
+			}
+			pinned := ""
+			for i := 0; i < 8; i++ {
+				pod, _, err := Ask(client.NS, ap("10.96.0.14", 80), dialTimeout)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if pinned == "" {
+					pinned = pod
+				} else if pod != pinned {
+					t.Fatalf("round %d: affinity broken: %s then %s", round, pinned, pod)
+				}
+			}
+			first[pinned] = true
+		}
+		if len(first) < 2 {
+			t.Errorf("affinity never expired: every round pinned to %v", first)
+		}
+	})
+
+	t.Run("NoEndpointsRejects", func(t *testing.T) {
+		svc := Service("empty", "10.96.0.15", 80, v1.ProtocolTCP)
+		c.Apply(svc, nil)
+		c.Sync(t)
+		start := time.Now()
+		_, _, err := Ask(client.NS, ap("10.96.0.15", 80), dialTimeout)
+		if err == nil {
+			t.Fatal("connection to a Service without endpoints succeeded")
+		}
+		if !strings.Contains(err.Error(), "refused") && !strings.Contains(err.Error(), "unreachable") {
+			t.Errorf("want a rejection (refused/unreachable), got %v", err)
+		}
+		if time.Since(start) > time.Second {
+			t.Errorf("rejection took %v (dropped instead of rejected?)", time.Since(start))
+		}
+	})
+
+	t.Run("EndpointRemoval", func(t *testing.T) {
+		svc := Service("rm", "10.96.0.16", 80, v1.ProtocolTCP)
+		a, b := n1.Pods[0], n2.Pods[0]
+		c.Apply(svc, Slice(svc, PodTCPPort, a, b))
+		c.Sync(t)
+		conn, err := Dial(client.NS, ap("10.96.0.16", 80), dialTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		gone, stay := a, b
+		if conn.Pod == b.Name {
+			gone, stay = b, a
+		}
+		c.Apply(svc, Slice(svc, PodTCPPort, stay))
+		c.Sync(t)
+		for i := 0; i < 20; i++ {
+			pod, _, err := Ask(client.NS, ap("10.96.0.16", 80), dialTimeout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pod != stay.Name {
+				t.Fatalf("new connection reached removed endpoint %s", pod)
+			}
+		}
+		if err := conn.Echo("still here", dialTimeout); err != nil {
+			t.Errorf("established connection to removed endpoint %s broke: %v", gone.Name, err)
+		}
+	})
+
+	t.Run("UDPFollowsEndpointChange", func(t *testing.T) {
+		svc := Service("udp", "10.96.0.17", 53, v1.ProtocolUDP)
+		a, b := n1.Pods[1], n2.Pods[1]
+		c.Apply(svc, Slice(svc, PodUDPPort, a))
+		c.Sync(t)
+		var pc net.PacketConn
+		if err := Do(client.NS, func() error {
+			var err error
+			pc, err = net.ListenPacket("udp4", ":0")
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close()
+		dst := net.UDPAddrFromAddrPort(ap("10.96.0.17", 53))
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() { // a one-way sender from one fixed source port
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(20 * time.Millisecond):
+					_, _ = pc.WriteTo([]byte("ping"), dst)
+				}
+			}
+		}()
+		waitFor(t, 3*time.Second, "datagrams reaching the first endpoint", func() bool { return a.Hits(client.IP) > 0 })
+		c.Apply(svc, Slice(svc, PodUDPPort, b))
+		c.Sync(t)
+		before := b.Hits(client.IP)
+		waitFor(t, 3*time.Second, "the one-way UDP sender to reach the new endpoint", func() bool { return b.Hits(client.IP) > before })
+	})
+
+	t.Run("ProxyRestartKeepsConnections", func(t *testing.T) {
+		svc := Service("restart", "10.96.0.18", 80, v1.ProtocolTCP)
+		c.Apply(svc, Slice(svc, PodTCPPort, servers...))
+		c.Sync(t)
+		conn, err := Dial(client.NS, ap("10.96.0.18", 80), dialTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		for _, n := range c.Nodes {
+			n.StartProxy(t)
+		}
+		c.Sync(t)
+		if err := conn.Echo("after restart", dialTimeout); err != nil {
+			t.Errorf("established connection broke across a proxy restart: %v", err)
+		}
+		if _, _, err := Ask(client.NS, ap("10.96.0.18", 80), dialTimeout); err != nil {
+			t.Errorf("new connection after restart: %v", err)
+		}
+	})
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkHealth asks a node's health-check node port from ns.
+func checkHealth(t *testing.T, ns *testbed.NetNS, node netip.Addr, port int, wantCode, wantEndpoints int) {
+	t.Helper()
+	var conn net.Conn
+	if err := Do(ns, func() error {
+		var err error
+		conn, err = net.DialTimeout("tcp4", netip.AddrPortFrom(node, uint16(port)).String(), dialTimeout)
+		return err
+	}); err != nil {
+		t.Errorf("health check %s:%d: %v", node, port, err)
+		return
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(dialTimeout))
+	fmt.Fprintf(conn, "GET / HTTP/1.0\r\nHost: x\r\n\r\n")
+	raw, _ := io.ReadAll(conn)
+	resp := string(raw)
+	head, body, _ := strings.Cut(resp, "\r\n\r\n")
+	if !strings.Contains(strings.SplitN(head, "\r\n", 2)[0], fmt.Sprint(wantCode)) {
+		t.Errorf("health check on %s: status line %q, want %d", node, strings.SplitN(head, "\r\n", 2)[0], wantCode)
+	}
+	var doc struct {
+		Service        struct{ Namespace, Name string }
+		LocalEndpoints int
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Errorf("health check body %q: %v", body, err)
+		return
+	}
+	if doc.LocalEndpoints != wantEndpoints || doc.Service.Name == "" {
+		t.Errorf("health check on %s: %+v, want localEndpoints %d", node, doc, wantEndpoints)
+	}
+}
