@@ -178,20 +178,34 @@ func (f *fakeAPI) serveResource(w http.ResponseWriter, r *http.Request, gv schem
 // and cache directory, and returns stdout; stderr is reported on failure.
 func kubectl(t *testing.T, server string, args ...string) (string, error) {
 	t.Helper()
-	bin := "/usr/bin/kubectl"
-	if _, err := os.Stat(bin); err != nil {
-		t.Skip("kubectl not installed at /usr/bin/kubectl")
-	}
-	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
+	requireKubectl(t)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	cfg := "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: " + server +
 		"\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: default\ncurrent-context: fake\nusers:\n- name: fake\n  user:\n    token: test\n"
 	if err := os.WriteFile(kubeconfig, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return kubectlWith(t, kubeconfig, args...)
+}
+
+const kubectlBin = "/usr/bin/kubectl"
+
+func requireKubectl(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(kubectlBin); err != nil {
+		t.Skip("kubectl not installed at " + kubectlBin)
+	}
+}
+
+// kubectlWith runs kubectl with the given kubeconfig and a throwaway cache
+// directory and HOME.
+func kubectlWith(t *testing.T, kubeconfig string, args ...string) (string, error) {
+	t.Helper()
+	requireKubectl(t)
+	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig=" + kubeconfig, "--cache-dir=" + filepath.Join(dir, "cache")}, args...)...)
+	cmd := exec.CommandContext(ctx, kubectlBin, append([]string{"--kubeconfig=" + kubeconfig, "--cache-dir=" + filepath.Join(dir, "cache")}, args...)...)
 	cmd.Env = append(os.Environ(), "HOME="+dir, "KUBECTL_KUBERC=false")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
