@@ -30,6 +30,9 @@ type Interface interface {
 // -restore/-save programs through an Executor.
 type Runner struct {
 	Exec proxy.Executor
+	// Legacy selects the iptables-legacy binaries instead of the default
+	// (on Debian 12 the default is the nf_tables variant).
+	Legacy bool
 }
 
 var _ Interface = (*Runner)(nil)
@@ -41,9 +44,17 @@ func cmd(ipv6 bool, base string) string {
 	return base
 }
 
+func (r *Runner) cmd(ipv6 bool, base string) string {
+	c := cmd(ipv6, base)
+	if r.Legacy {
+		c = strings.Replace(c, "tables", "tables-legacy", 1)
+	}
+	return c
+}
+
 // Restore implements Interface.
 func (r *Runner) Restore(ctx context.Context, ipv6 bool, data []byte) error {
-	if _, err := r.Exec.Run(ctx, data, cmd(ipv6, "iptables-restore"), "-w", "5", "--noflush", "--counters"); err != nil {
+	if _, err := r.Exec.Run(ctx, data, r.cmd(ipv6, "iptables-restore"), "-w", "5", "--noflush", "--counters"); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	return nil
@@ -51,7 +62,7 @@ func (r *Runner) Restore(ctx context.Context, ipv6 bool, data []byte) error {
 
 // SaveChains implements Interface.
 func (r *Runner) SaveChains(ctx context.Context, ipv6 bool, table string) ([]string, error) {
-	out, err := r.Exec.Run(ctx, nil, cmd(ipv6, "iptables-save"), "-t", table)
+	out, err := r.Exec.Run(ctx, nil, r.cmd(ipv6, "iptables-save"), "-t", table)
 	if err != nil {
 		return nil, fmt.Errorf("save %s: %w", table, err)
 	}
@@ -77,7 +88,7 @@ func (r *Runner) EnsureChain(ctx context.Context, ipv6 bool, table, chain string
 	if err != nil || ok {
 		return err
 	}
-	if _, err := r.Exec.Run(ctx, nil, cmd(ipv6, "iptables"), "-w", "5", "-t", table, "-N", chain); err != nil {
+	if _, err := r.Exec.Run(ctx, nil, r.cmd(ipv6, "iptables"), "-w", "5", "-t", table, "-N", chain); err != nil {
 		if ok, _ := r.ChainExists(ctx, ipv6, table, chain); ok {
 			return nil
 		}
@@ -88,18 +99,18 @@ func (r *Runner) EnsureChain(ctx context.Context, ipv6 bool, table, chain string
 
 // ChainExists implements Interface.
 func (r *Runner) ChainExists(ctx context.Context, ipv6 bool, table, chain string) (bool, error) {
-	_, err := r.Exec.Run(ctx, nil, cmd(ipv6, "iptables"), "-w", "5", "-t", table, "-S", chain, "1")
+	_, err := r.Exec.Run(ctx, nil, r.cmd(ipv6, "iptables"), "-w", "5", "-t", table, "-S", chain, "1")
 	return err == nil, nil
 }
 
 // EnsureRule implements Interface.
 func (r *Runner) EnsureRule(ctx context.Context, ipv6 bool, table, chain string, args ...string) error {
 	check := append([]string{"-w", "5", "-t", table, "-C", chain}, args...)
-	if _, err := r.Exec.Run(ctx, nil, cmd(ipv6, "iptables"), check...); err == nil {
+	if _, err := r.Exec.Run(ctx, nil, r.cmd(ipv6, "iptables"), check...); err == nil {
 		return nil
 	}
 	ins := append([]string{"-w", "5", "-t", table, "-I", chain}, args...)
-	if _, err := r.Exec.Run(ctx, nil, cmd(ipv6, "iptables"), ins...); err != nil {
+	if _, err := r.Exec.Run(ctx, nil, r.cmd(ipv6, "iptables"), ins...); err != nil {
 		return fmt.Errorf("insert rule in %s/%s: %w", table, chain, err)
 	}
 	return nil
@@ -108,11 +119,11 @@ func (r *Runner) EnsureRule(ctx context.Context, ipv6 bool, table, chain string,
 // DeleteRule implements Interface.
 func (r *Runner) DeleteRule(ctx context.Context, ipv6 bool, table, chain string, args ...string) error {
 	check := append([]string{"-w", "5", "-t", table, "-C", chain}, args...)
-	if _, err := r.Exec.Run(ctx, nil, cmd(ipv6, "iptables"), check...); err != nil {
+	if _, err := r.Exec.Run(ctx, nil, r.cmd(ipv6, "iptables"), check...); err != nil {
 		return nil
 	}
 	del := append([]string{"-w", "5", "-t", table, "-D", chain}, args...)
-	if _, err := r.Exec.Run(ctx, nil, cmd(ipv6, "iptables"), del...); err != nil {
+	if _, err := r.Exec.Run(ctx, nil, r.cmd(ipv6, "iptables"), del...); err != nil {
 		return fmt.Errorf("delete rule in %s/%s: %w", table, chain, err)
 	}
 	return nil
