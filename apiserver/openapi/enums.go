@@ -10,7 +10,8 @@ type enumValue struct {
 
 // fieldMarker holds the comment markers of one struct field.
 type fieldMarker struct {
-	listType, mapType string
-	listMapKeys       []string
-	optional          bool
+	// def is the +default value as JSON ("" when there is none).
+	listType, mapType, def string
+	listMapKeys            []string
+	optional               bool
 }

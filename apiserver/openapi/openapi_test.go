@@ -116,7 +116,7 @@ func TestSchemas(t *testing.T) {
 	if got := asJSON(dig(t, schemas["io.k8s.api.core.v1.PodSpec"], "properties", "volumes", "x-kubernetes-patch-strategy")); got != `"merge,retainKeys"` {
 		t.Errorf("PodSpec.volumes strategy = %s", got)
 	}
-	if got := asJSON(dig(t, schemas["io.k8s.api.core.v1.ServiceSpec"], "properties", "selector")); !strings.Contains(got, `"additionalProperties":{"type":"string"}`) {
+	if got := asJSON(dig(t, schemas["io.k8s.api.core.v1.ServiceSpec"], "properties", "selector")); !strings.Contains(got, `"additionalProperties":{"default":"","type":"string"}`) {
 		t.Errorf("selector = %s", got)
 	}
 	if got := asJSON(dig(t, schemas["io.k8s.api.core.v1.ConfigMap"], "properties", "binaryData")); !strings.Contains(got, `"additionalProperties":{"format":"byte","type":"string"}`) {
@@ -360,5 +360,24 @@ func TestMarkers(t *testing.T) {
 	}
 	if got := asJSON(dig(t, core["io.k8s.api.core.v1.Event"], "required")); got != `["involvedObject","metadata"]` {
 		t.Errorf("Event required (reportingComponent is +optional) = %s", got)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	core := dig(t, doc(t, "api/v1"), "components", "schemas").(map[string]any)
+	port := core["io.k8s.api.core.v1.ServicePort"]
+	for field, want := range map[string]string{"port": `0`, "protocol": `"TCP"`} {
+		if got := asJSON(dig(t, port, "properties", field, "default")); got != want {
+			t.Errorf("ServicePort.%s default = %s, want %s", field, got, want)
+		}
+	}
+	if _, ok := dig(t, port, "properties", "nodePort").(map[string]any)["default"]; ok {
+		t.Error("omitempty scalar nodePort has a default")
+	}
+	if got := asJSON(dig(t, core["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"], "properties", "finalizers", "items")); got != `{"default":"","type":"string"}` {
+		t.Errorf("finalizers items = %s", got)
+	}
+	if got := asJSON(dig(t, core["io.k8s.api.core.v1.NodeCondition"], "properties", "type", "default")); got != `""` {
+		t.Errorf("NodeCondition.type default = %s", got)
 	}
 }

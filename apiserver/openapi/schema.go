@@ -1,6 +1,7 @@
 package openapi
 
 import (
+	"encoding/json"
 	"reflect"
 	"sort"
 	"strconv"
@@ -199,6 +200,10 @@ func (b *builder) fields(t reflect.Type, model string, docs map[string]string, s
 		if mk.mapType != "" {
 			prop.AddExtension(extMapType, mk.mapType)
 		}
+		omitEmpty := strings.Contains(","+opts+",", ",omitempty,")
+		if def, ok := fieldDefault(f.Type, omitEmpty, mk.def); ok {
+			prop.Default = def
+		}
 		s.Properties[name] = prop
 		if !strings.Contains(","+opts+",", ",omitempty,") && !strings.Contains(","+opts+",", ",omitzero,") && !(marked && mk.optional) {
 			s.Required = append(s.Required, name)
@@ -211,10 +216,8 @@ func (b *builder) fields(t reflect.Type, model string, docs map[string]string, s
 // 3.0); non-pointer structs get the empty-object default, as kube-apiserver
 // publishes them. ok is false for types with no JSON form (func, chan).
 func (b *builder) property(t reflect.Type, description string) (spec.Schema, bool) {
-	pointer := false
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
-		pointer = true
 	}
 	s, ok := b.typeSchema(t)
 	if !ok {
@@ -223,9 +226,6 @@ func (b *builder) property(t reflect.Type, description string) (spec.Schema, boo
 	if s.Ref.String() != "" {
 		ref := s
 		s = spec.Schema{SchemaProps: spec.SchemaProps{AllOf: []spec.Schema{ref}}}
-		if !pointer && t.Kind() == reflect.Struct && !isSpecial(t) {
-			s.Default = map[string]any{}
-		}
 	}
 	s.Description = description
 	return s, true
@@ -281,13 +281,17 @@ func (b *builder) typeSchema(t reflect.Type) (spec.Schema, bool) {
 	return spec.Schema{}, false
 }
 
-// defaulted wraps a struct reference used as a list item or map value the
-// way kube-apiserver does: allOf plus an empty-object default.
+// defaulted shapes a list item or map value as openapi-gen does: a struct
+// reference goes through allOf, and non-pointer values carry their zero
+// value as default ({} for structs, "" for strings, 0, false).
 func (b *builder) defaulted(t reflect.Type, s spec.Schema) spec.Schema {
-	if s.Ref.String() == "" || t.Kind() != reflect.Struct || isSpecial(t) {
-		return s
+	if s.Ref.String() != "" {
+		s = spec.Schema{SchemaProps: spec.SchemaProps{AllOf: []spec.Schema{s}}}
 	}
-	return spec.Schema{SchemaProps: spec.SchemaProps{AllOf: []spec.Schema{s}, Default: map[string]any{}}}
+	if def, ok := zeroDefault(t); ok {
+		s.Default = def
+	}
+	return s
 }
 
 func isSpecial(t reflect.Type) bool {
@@ -379,4 +383,46 @@ func enumValues(vals []enumValue) []any {
 		out[i] = byQuoted[q]
 	}
 	return out
+}
+
+// fieldDefault is the "default" openapi-gen publishes for a field: its
+// +default marker, else the zero value a non-omitempty value field always
+// has on the wire, else {} for a non-pointer struct. Types with their own
+// JSON form (Time, IntOrString, Quantity, ...) and pointers, slices and maps
+// get none.
+func fieldDefault(t reflect.Type, omitEmpty bool, marker string) (any, bool) {
+	if marker != "" {
+		var v any
+		if err := json.Unmarshal([]byte(marker), &v); err == nil {
+			return v, true
+		}
+	}
+	if t.Kind() == reflect.Struct {
+		return zeroDefault(t)
+	}
+	if omitEmpty {
+		return nil, false
+	}
+	return zeroDefault(t)
+}
+
+// zeroDefault is the JSON zero value of a non-pointer value type.
+func zeroDefault(t reflect.Type) (any, bool) {
+	switch t.Kind() {
+	case reflect.Struct:
+		if isSpecial(t) {
+			return nil, false
+		}
+		return map[string]any{}, true
+	case reflect.String:
+		return "", true
+	case reflect.Bool:
+		return false, true
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return 0, true
+	case reflect.Float32, reflect.Float64:
+		return 0.0, true
+	}
+	return nil, false
 }

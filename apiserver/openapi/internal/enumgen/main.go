@@ -3,7 +3,7 @@
 // values of every string type marked +enum, with the constant comments
 // openapi-gen turns into "Possible enum values" descriptions, and the
 // comment markers that shape published schemas but are invisible at run time
-// (+listType, +listMapKey, +mapType, +structType, +optional). Run it with
+// (+listType, +listMapKey, +mapType, +structType, +optional, +default). Run it with
 // `go generate ./apiserver/openapi` after changing the k8s.io/api version.
 package main
 
@@ -35,9 +35,9 @@ var packages = []struct{ module, dir, prefix string }{
 
 // marker is what the comment markers say about one struct field.
 type marker struct {
-	listType, mapType string
-	listMapKeys       []string
-	optional          bool
+	listType, mapType, def string
+	listMapKeys            []string
+	optional               bool
 }
 
 type value struct{ name, value, comment string }
@@ -84,6 +84,9 @@ func main() {
 	for _, k := range keys {
 		m := fields[k]
 		fmt.Fprintf(&b, "\t%q: {listType: %q, mapType: %q, optional: %v", k, m.listType, m.mapType, m.optional)
+		if m.def != "" {
+			fmt.Fprintf(&b, ", def: %q", m.def)
+		}
 		if len(m.listMapKeys) > 0 {
 			fmt.Fprintf(&b, ", listMapKeys: %#v", m.listMapKeys)
 		}
@@ -168,7 +171,10 @@ func structMarkers(prefix string, ts *ast.TypeSpec, doc *ast.CommentGroup, field
 		_, opt := fm["optional"]
 		_, kopt := fm["k8s:optional"]
 		m.optional = opt || kopt
-		if m.listType != "" || m.mapType != "" || m.optional {
+		if v := fm["default"]; len(v) > 0 && !strings.HasPrefix(v[0], "ref(") {
+			m.def = v[0]
+		}
+		if m.listType != "" || m.mapType != "" || m.optional || m.def != "" {
 			fields[prefix+ts.Name.Name+"."+jsonName] = m
 		}
 	}
