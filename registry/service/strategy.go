@@ -196,10 +196,23 @@ func (*Strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) fiel
 }
 
 // StatusStrategy returns the strategy of the services/status subresource:
-// a status write keeps the stored spec (and metadata rules apply).
-func (s *Strategy) StatusStrategy() registry.Strategy { return statusStrategy{s} }
+// a status write keeps the stored spec (and metadata rules apply). It has
+// no allocation hooks: a status write never allocates or releases.
+func (s *Strategy) StatusStrategy() registry.Strategy { return statusStrategy{} }
 
-type statusStrategy struct{ *Strategy }
+type statusStrategy struct{}
+
+var _ registry.Strategy = statusStrategy{}
+
+func (statusStrategy) NamespaceScoped() bool { return true }
+
+func (statusStrategy) Default(obj runtime.Object) {
+	if svc, ok := obj.(*corev1.Service); ok {
+		SetDefaults(svc)
+	}
+}
+
+func (statusStrategy) PrepareForCreate(context.Context, runtime.Object) {}
 
 func (statusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	svc, ok1 := obj.(*corev1.Service)
@@ -208,6 +221,8 @@ func (statusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Objec
 		svc.Spec = oldSvc.Spec
 	}
 }
+
+func (statusStrategy) Validate(context.Context, runtime.Object) field.ErrorList { return nil }
 
 func (statusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	svc, ok1 := obj.(*corev1.Service)
