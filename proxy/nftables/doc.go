@@ -1,0 +1,37 @@
+// Package nftables is svcnet's nftables proxy mode (--proxy-mode=nftables),
+// following kube-proxy 1.36's nftables design (kubernetes
+// pkg/proxy/nftables): one table named "kube-proxy" per IP family and
+// nothing outside it.
+//
+// Dispatch is by verdict maps, so the cost of finding a Service does not
+// grow with the number of Services: service-ips (address . protocol . port
+// → goto the Service's chain) for ClusterIPs, externalIPs and LoadBalancer
+// IPs, service-nodeports (protocol . port) for NodePorts on local addresses,
+// no-endpoint-services / no-endpoint-nodeports (reject or drop), and
+// firewall-ips for loadBalancerSourceRanges. Per Service port there is a
+// cluster-policy chain "service-HASH-ns/name/proto/port", a local-policy
+// chain "local-…", an "external-…" chain for NodePort/externalIP/LB traffic
+// (masquerade, or with externalTrafficPolicy Local the pod and host
+// short-circuits), a "firewall-…" chain, and one "endpoint-HASH-…__ip/port"
+// chain per endpoint doing the DNAT. Endpoints are chosen with
+// `numgen random mod N vmap`; ClientIP affinity uses one timed set per
+// endpoint ("affinity-…", `update @set { ip saddr }`). Traffic to a
+// ClusterIP on a port no Service uses is rejected, and traffic to an
+// unallocated address of the service CIDRs dropped (cluster-ips-check).
+// Masquerading marks packets with the 0x4000 bit and masquerades them in
+// nat-postrouting.
+//
+// Every sync is one nft transaction. After the first, a sync is partial:
+// only the chains of Services that changed are rewritten and the dispatch
+// maps change element by element; chains no longer used are flushed and
+// deleted a second later (kernels before 6.2 free map references late).
+//
+// Beyond kube-proxy, a Service can pick its algorithm with the annotation
+// service.kubernetes.io/ipvs-scheduler where nftables can express it: rr
+// (numgen inc), wrr (weighted numgen random intervals), sh and dh (weighted
+// jhash of the source or destination address, seeded so rewrites keep the
+// mapping) and mh/maglev (a 251-slot Maglev table from proxy/lb in a jhash
+// vmap). lc, wlc, sed and nq need connection counts nftables does not
+// have: such Services get the random choice and a warning. Without the
+// annotation, the rules are exactly kube-proxy's.
+package nftables

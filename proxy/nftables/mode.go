@@ -1,0 +1,173 @@
+package nftables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"sync"
+
+	"sigs.k8s.io/knftables"
+
+	"github.com/svcnet/svcnet/proxy"
+)
+
+// ModeName is the --proxy-mode value of this mode.
+const ModeName = "nftables"
+
+func init() { proxy.RegisterMode(ModeName, NewMode) }
+
+// Mode is the nftables data plane for every family the proxy programs: one
+// Proxier (one kube-proxy table) per family.
+type Mode struct {
+	families []*Proxier
+	nfts     []NFT
+	log      *slog.Logger
+
+	mu     sync.Mutex
+	warned map[proxy.ServicePortName]string
+}
+
+var (
+	_ proxy.Provider = (*Mode)(nil)
+	_ proxy.Dumper   = (*Mode)(nil)
+)
+
+// NewMode builds the mode from the core's configuration; nft runs through
+// cfg.Exec. The service CIDRs are not part of the core's ModeConfig yet, so
+// the "drop traffic to unallocated ClusterIPs" rule is only written when
+// NewModeWithServiceCIDRs is used.
+func NewMode(cfg proxy.ModeConfig) (proxy.Provider, error) {
+	return NewModeWithServiceCIDRs(cfg, nil, nil)
+}
+
+// NewModeWithServiceCIDRs is NewMode plus the Service CIDRs (both families
+// mixed) and, for tests, the NFT of each family (nil: run nft through
+// cfg.Exec). nfts[0] is IPv4, nfts[1] IPv6.
+func NewModeWithServiceCIDRs(cfg proxy.ModeConfig, serviceCIDRs []netip.Prefix, nfts []NFT) (*Mode, error) {
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	m := &Mode{log: log, warned: map[proxy.ServicePortName]string{}}
+	fams := []bool{}
+	if cfg.IPv4 || !cfg.IPv6 {
+		fams = append(fams, false)
+	}
+	if cfg.IPv6 {
+		fams = append(fams, true)
+	}
+	bit := cfg.MasqueradeBit
+	if bit <= 0 || bit > 31 {
+		bit = 14
+	}
+	for _, v6 := range fams {
+		var nft NFT
+		idx := 0
+		if v6 {
+			idx = 1
+		}
+		if idx < len(nfts) && nfts[idx] != nil {
+			nft = nfts[idx]
+		} else {
+			fam := knftables.IPv4Family
+			if v6 {
+				fam = knftables.IPv6Family
+			}
+			nft = NewExecNFT(fam, TableName, cfg.Exec)
+		}
+		c := Config{
+			IPv6: v6, MasqueradeAll: cfg.MasqueradeAll, MasqueradeMark: fmt.Sprintf("%#08x", 1<<bit),
+			PodCIDRs: ofFamily(cfg.ClusterCIDRs, v6), ServiceCIDRs: ofFamily(serviceCIDRs, v6),
+			NodePortAddresses: ofFamily(cfg.NodePortAddresses, v6), Log: log,
+			UnsupportedScheduler: m.unsupported,
+		}
+		m.families = append(m.families, NewProxier(c, nft))
+		m.nfts = append(m.nfts, nft)
+	}
+	return m, nil
+}
+
+func ofFamily(ps []netip.Prefix, v6 bool) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range ps {
+		if p.Addr().Is6() == v6 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (m *Mode) unsupported(n proxy.ServicePortName, sched string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.warned[n] == sched {
+		return
+	}
+	m.warned[n] = sched
+	m.log.Warn("scheduler cannot be expressed in nftables; using random", "service", n.String(), "scheduler", sched)
+}
+
+// Sync implements proxy.Provider: one transaction per family.
+func (m *Mode) Sync(ctx context.Context, req *proxy.SyncRequest) error {
+	var errs []error
+	for _, p := range m.families {
+		if err := p.Sync(ctx, req); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Cleanup implements proxy.Provider: it deletes the kube-proxy table of both
+// families (never any other table).
+func (m *Mode) Cleanup(ctx context.Context) error {
+	var errs []error
+	for _, v6 := range []bool{false, true} {
+		var p *Proxier
+		for _, f := range m.families {
+			if f.cfg.IPv6 == v6 {
+				p = f
+			}
+		}
+		if p == nil {
+			fam := knftables.IPv4Family
+			if v6 {
+				fam = knftables.IPv6Family
+			}
+			var ex proxy.Executor
+			if len(m.families) > 0 {
+				if e, ok := m.families[0].nft.(*ExecNFT); ok {
+					ex = e.Exec
+				} else {
+					continue // tests with fakes: nothing of the other family
+				}
+			}
+			p = NewProxier(Config{IPv6: v6}, NewExecNFT(fam, TableName, ex))
+		}
+		if err := p.Cleanup(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Dump implements proxy.Dumper with `nft list table` of each family.
+func (m *Mode) Dump(ctx context.Context) (string, error) {
+	var b strings.Builder
+	for _, p := range m.families {
+		switch n := p.nft.(type) {
+		case *knftables.Fake:
+			b.WriteString(n.Dump())
+		case *ExecNFT:
+			out, err := n.Exec.Run(ctx, nil, "nft", "list", "table", string(n.Family), n.Table)
+			if err != nil {
+				return b.String(), err
+			}
+			b.Write(out)
+		}
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,785 @@
+package nftables
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/knftables"
+
+	"github.com/svcnet/svcnet/proxy"
+	"github.com/svcnet/svcnet/proxy/lb"
+)
+
+// TableName is kube-proxy's table name; one table per family.
+const TableName = "kube-proxy"
+
+// Object names, as kube-proxy names them.
+const (
+	servicesChain               = "services"
+	serviceIPsMap               = "service-ips"
+	serviceNodePortsMap         = "service-nodeports"
+	nodePortIPsSet              = "nodeport-ips"
+	clusterIPsSet               = "cluster-ips"
+	serviceEndpointsCheckChain  = "service-endpoints-check"
+	nodePortEndpointsCheckChain = "nodeport-endpoints-check"
+	clusterIPsCheckChain        = "cluster-ips-check"
+	noEndpointServicesMap       = "no-endpoint-services"
+	noEndpointNodePortsMap      = "no-endpoint-nodeports"
+	rejectChain                 = "reject-chain"
+	firewallIPsMap              = "firewall-ips"
+	firewallCheckChain          = "firewall-check"
+	markMasqChain               = "mark-for-masquerade"
+	masqueradingChain           = "masquerading"
+
+	filterPreroutingPreDNATChain = "filter-prerouting-pre-dnat"
+	filterOutputPreDNATChain     = "filter-output-pre-dnat"
+	filterForwardChain           = "filter-forward"
+	filterInputChain             = "filter-input"
+	filterOutputChain            = "filter-output"
+	natPreroutingChain           = "nat-prerouting"
+	natOutputChain               = "nat-output"
+	natPostroutingChain          = "nat-postrouting"
+
+	clusterChainPrefix  = "service-"
+	localChainPrefix    = "local-"
+	externalChainPrefix = "external-"
+	endpointChainPrefix = "endpoint-"
+	affinitySetPrefix   = "affinity-"
+	firewallChainPrefix = "firewall-"
+
+	// chainNameBaseLengthMax leaves room for the longest prefix within
+	// nftables' 256-character name limit.
+	chainNameBaseLengthMax = knftables.NameLengthMax - 16
+
+	// hashSeed makes jhash-based schedulers (sh, dh, mh) stable across
+	// rule rewrites; without a seed the kernel picks a random one per rule.
+	hashSeed = "0x5f3759df"
+	// maglevTableSize is the Maglev table size programmed into nftables (a
+	// prime; small enough for one vmap, large enough for ≈1/N disruption
+	// with tens of endpoints).
+	maglevTableSize = 251
+)
+
+type baseChain struct {
+	name     string
+	typ      knftables.BaseChainType
+	hook     knftables.BaseChainHook
+	priority knftables.BaseChainPriority
+}
+
+// The filter chains that must see pre-DNAT destinations run before DNAT
+// (-110); the endpoint and cluster-IP checks run after it (0), when only
+// traffic that DNAT did not claim still goes to a service address.
+var baseChains = []baseChain{
+	{filterPreroutingPreDNATChain, knftables.FilterType, knftables.PreroutingHook, "-110"},
+	{filterOutputPreDNATChain, knftables.FilterType, knftables.OutputHook, "-110"},
+	{filterForwardChain, knftables.FilterType, knftables.ForwardHook, "0"},
+	{filterInputChain, knftables.FilterType, knftables.InputHook, "0"},
+	{filterOutputChain, knftables.FilterType, knftables.OutputHook, "0"},
+	{natPreroutingChain, knftables.NATType, knftables.PreroutingHook, "-100"},
+	{natOutputChain, knftables.NATType, knftables.OutputHook, "-100"},
+	{natPostroutingChain, knftables.NATType, knftables.PostroutingHook, "100"},
+}
+
+type jumpChain struct{ dst, src, match string }
+
+var jumpChains = []jumpChain{
+	{firewallCheckChain, filterPreroutingPreDNATChain, "ct state new"},
+	{firewallCheckChain, filterOutputPreDNATChain, "ct state new"},
+	{serviceEndpointsCheckChain, filterForwardChain, "ct state new"},
+	{clusterIPsCheckChain, filterForwardChain, "ct state new"},
+	{nodePortEndpointsCheckChain, filterInputChain, "ct state new"},
+	{serviceEndpointsCheckChain, filterInputChain, "ct state new"},
+	{serviceEndpointsCheckChain, filterOutputChain, "ct state new"},
+	{clusterIPsCheckChain, filterOutputChain, "ct state new"},
+	{servicesChain, natOutputChain, ""},
+	{servicesChain, natPreroutingChain, ""},
+	{masqueradingChain, natPostroutingChain, ""},
+}
+
+// Config is one family's configuration.
+type Config struct {
+	IPv6          bool
+	MasqueradeAll bool
+	// MasqueradeMark is the fwmark bit as kube-proxy writes it (%#08x of
+	// 1<<bit, "0x004000" for the default bit 14).
+	MasqueradeMark string
+	// PodCIDRs (--cluster-cidr of this family) detect pod traffic: traffic
+	// to a ClusterIP from outside them is masqueraded, and pod traffic to
+	// an external address of a Local-policy Service short-circuits to the
+	// cluster endpoints. Empty disables both, as in kube-proxy.
+	PodCIDRs []netip.Prefix
+	// ServiceCIDRs of this family: traffic to an address in them that is
+	// no Service's ClusterIP is dropped. Empty leaves such traffic alone.
+	ServiceCIDRs []netip.Prefix
+	// NodePortAddresses (--nodeport-addresses of this family) limit
+	// NodePorts to local addresses in these CIDRs; empty means every
+	// local address but loopback.
+	NodePortAddresses []netip.Prefix
+	Log               *slog.Logger
+	// UnsupportedScheduler, if set, is called when a Service asks for a
+	// scheduler nftables cannot express (lc, wlc, sed, nq, or an unknown
+	// name); the Service then gets kube-proxy's random choice.
+	UnsupportedScheduler func(svc proxy.ServicePortName, scheduler string)
+}
+
+// Proxier programs one family's kube-proxy table.
+type Proxier struct {
+	cfg      Config
+	nft      NFT
+	log      *slog.Logger
+	ipX      string // "ip" or "ip6"
+	addrType string // "ipv4_addr" or "ipv6_addr"
+	family   knftables.Family
+
+	needFull    bool
+	recreated   bool
+	staleChains map[string]time.Time
+	now         func() time.Time
+
+	clusterIPs, serviceIPs, firewallIPs, noEndpointServices, noEndpointNodePorts, serviceNodePorts *elementStore
+}
+
+// NewProxier returns a Proxier writing through nft. Nothing runs until Sync.
+func NewProxier(cfg Config, nft NFT) *Proxier {
+	if cfg.MasqueradeMark == "" {
+		cfg.MasqueradeMark = fmt.Sprintf("%#08x", 1<<14)
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	p := &Proxier{
+		cfg: cfg, nft: nft, ipX: "ip", addrType: "ipv4_addr", family: knftables.IPv4Family,
+		needFull: true, staleChains: map[string]time.Time{}, now: time.Now,
+		clusterIPs:          newElementStore(true, clusterIPsSet),
+		serviceIPs:          newElementStore(false, serviceIPsMap),
+		firewallIPs:         newElementStore(false, firewallIPsMap),
+		noEndpointServices:  newElementStore(false, noEndpointServicesMap),
+		noEndpointNodePorts: newElementStore(false, noEndpointNodePortsMap),
+		serviceNodePorts:    newElementStore(false, serviceNodePortsMap),
+	}
+	if cfg.IPv6 {
+		p.ipX, p.addrType, p.family = "ip6", "ipv6_addr", knftables.IPv6Family
+	}
+	p.log = cfg.Log.With("mode", "nftables", "family", string(p.family))
+	return p
+}
+
+// hashAndTruncate prefixes name with the first 8 characters of the base32
+// of its SHA-256, as kube-proxy does, so names stay unique and visually
+// distinct, and truncates very long names.
+func hashAndTruncate(name string) string {
+	h := sha256.Sum256([]byte(name))
+	name = base32.StdEncoding.EncodeToString(h[:])[:8] + "-" + name
+	if len(name) > chainNameBaseLengthMax {
+		name = name[:chainNameBaseLengthMax-3] + "..."
+	}
+	return name
+}
+
+// servicePortChainBase is "HASH-namespace/name/protocol/port".
+func servicePortChainBase(n proxy.ServicePortName, protocol string) string {
+	return hashAndTruncate(fmt.Sprintf("%s/%s/%s/%s", n.Namespace, n.Name, protocol, n.Port))
+}
+
+// endpointChainBase is "HASH-namespace/name/protocol/port__ip/port", with
+// IPv6 colons turned into dots (colons are not allowed in names).
+func endpointChainBase(n proxy.ServicePortName, protocol string, ep *proxy.Endpoint) string {
+	ip := strings.ReplaceAll(ep.Addr.String(), ":", ".")
+	return hashAndTruncate(fmt.Sprintf("%s/%s/%s/%s__%s/%d", n.Namespace, n.Name, protocol, n.Port, ip, ep.Port))
+}
+
+func isServiceChainName(s string) bool { return strings.Contains(s, "/") }
+
+func cidrList(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.Masked().String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// podMatch returns the "ip saddr X" / "ip saddr != X" expression of the
+// local-traffic detector, or "" when no pod CIDR is known.
+func (p *Proxier) podMatch(negate bool) string {
+	if len(p.cfg.PodCIDRs) == 0 {
+		return ""
+	}
+	op := ""
+	if negate {
+		op = "!= "
+	}
+	if len(p.cfg.PodCIDRs) == 1 {
+		return p.ipX + " saddr " + op + p.cfg.PodCIDRs[0].Masked().String()
+	}
+	return p.ipX + " saddr " + op + "{ " + cidrList(p.cfg.PodCIDRs) + " }"
+}
+
+func (p *Proxier) setup(tx *knftables.Transaction, node proxy.NodeInfo) {
+	noLocalhost := "ip daddr != 127.0.0.0/8"
+	if p.cfg.IPv6 {
+		noLocalhost = "ip6 daddr != ::1"
+	}
+	tx.Add(&knftables.Table{Comment: ptrTo("rules for kube-proxy")})
+	if !p.recreated {
+		// Base chains are deleted once so that a table left by another
+		// version with other priorities is replaced rather than refused.
+		for _, bc := range baseChains {
+			tx.Add(&knftables.Chain{Name: bc.name})
+			tx.Delete(&knftables.Chain{Name: bc.name})
+		}
+	}
+	for _, bc := range baseChains {
+		c := &knftables.Chain{Name: bc.name, Type: ptrTo(bc.typ), Hook: ptrTo(bc.hook), Priority: ptrTo(bc.priority)}
+		tx.Add(c)
+		tx.Flush(c)
+	}
+	created := sets.New[string]()
+	for _, j := range jumpChains {
+		ensureChain(j.dst, tx, created, false)
+		tx.Add(&knftables.Rule{Chain: j.src, Rule: knftables.Concat(j.match, "jump", j.dst)})
+	}
+	for _, c := range []string{servicesChain, clusterIPsCheckChain, masqueradingChain, markMasqChain, firewallCheckChain} {
+		ensureChain(c, tx, created, false)
+	}
+	mark := p.cfg.MasqueradeMark
+	tx.Add(&knftables.Rule{Chain: markMasqChain, Rule: knftables.Concat("mark set mark or", mark)})
+	tx.Add(&knftables.Rule{Chain: masqueradingChain, Rule: knftables.Concat("mark and", mark, "== 0 return")})
+	tx.Add(&knftables.Rule{Chain: masqueradingChain, Rule: knftables.Concat("mark set mark xor", mark)})
+	tx.Add(&knftables.Rule{Chain: masqueradingChain, Rule: "masquerade fully-random"})
+
+	tx.Add(&knftables.Set{Name: clusterIPsSet, Type: p.addrType, Comment: ptrTo("Active ClusterIPs")})
+	tx.Add(&knftables.Rule{Chain: clusterIPsCheckChain, Rule: knftables.Concat(p.ipX, "daddr", "@", clusterIPsSet, "reject"),
+		Comment: ptrTo("Reject traffic to invalid ports of ClusterIPs")})
+	if len(p.cfg.ServiceCIDRs) > 0 {
+		tx.Add(&knftables.Rule{Chain: clusterIPsCheckChain, Rule: knftables.Concat(p.ipX, "daddr {", cidrList(p.cfg.ServiceCIDRs), "} drop"),
+			Comment: ptrTo("Drop traffic to unallocated ClusterIPs")})
+	}
+
+	matchAll := len(p.cfg.NodePortAddresses) == 0
+	tx.Add(&knftables.Set{Name: nodePortIPsSet, Type: p.addrType, Comment: ptrTo("IPs that accept NodePort traffic")})
+	if matchAll {
+		tx.Delete(&knftables.Set{Name: nodePortIPsSet})
+	} else {
+		tx.Flush(&knftables.Set{Name: nodePortIPsSet})
+		for _, ip := range node.IPs {
+			if ip.Is6() != p.cfg.IPv6 || ip.IsLoopback() {
+				continue
+			}
+			for _, pr := range p.cfg.NodePortAddresses {
+				if pr.Contains(ip) {
+					tx.Add(&knftables.Element{Set: nodePortIPsSet, Key: []string{ip.String()}})
+					break
+				}
+			}
+		}
+	}
+
+	tx.Add(&knftables.Map{Name: noEndpointServicesMap, Type: p.addrType + " . inet_proto . inet_service : verdict",
+		Comment: ptrTo("vmap to drop or reject packets to services with no endpoints")})
+	tx.Add(&knftables.Map{Name: noEndpointNodePortsMap, Type: "inet_proto . inet_service : verdict",
+		Comment: ptrTo("vmap to drop or reject packets to service nodeports with no endpoints")})
+	tx.Add(&knftables.Chain{Name: rejectChain, Comment: ptrTo("helper for @no-endpoint-services / @no-endpoint-nodeports")})
+	tx.Flush(&knftables.Chain{Name: rejectChain})
+	tx.Add(&knftables.Rule{Chain: rejectChain, Rule: "reject"})
+	tx.Add(&knftables.Rule{Chain: serviceEndpointsCheckChain,
+		Rule: knftables.Concat(p.ipX, "daddr . meta l4proto . th dport vmap", "@", noEndpointServicesMap)})
+	if matchAll {
+		tx.Add(&knftables.Rule{Chain: nodePortEndpointsCheckChain,
+			Rule: knftables.Concat(noLocalhost, "meta l4proto . th dport vmap", "@", noEndpointNodePortsMap)})
+	} else {
+		tx.Add(&knftables.Rule{Chain: nodePortEndpointsCheckChain,
+			Rule: knftables.Concat(p.ipX, "daddr", "@", nodePortIPsSet, "meta l4proto . th dport vmap", "@", noEndpointNodePortsMap)})
+	}
+
+	tx.Add(&knftables.Map{Name: firewallIPsMap, Type: p.addrType + " . inet_proto . inet_service : verdict",
+		Comment: ptrTo("destinations that are subject to LoadBalancerSourceRanges")})
+	tx.Add(&knftables.Rule{Chain: firewallCheckChain,
+		Rule: knftables.Concat(p.ipX, "daddr . meta l4proto . th dport vmap", "@", firewallIPsMap)})
+
+	tx.Add(&knftables.Map{Name: serviceIPsMap, Type: p.addrType + " . inet_proto . inet_service : verdict",
+		Comment: ptrTo("ClusterIP, ExternalIP and LoadBalancer IP traffic")})
+	tx.Add(&knftables.Map{Name: serviceNodePortsMap, Type: "inet_proto . inet_service : verdict", Comment: ptrTo("NodePort traffic")})
+	tx.Add(&knftables.Rule{Chain: servicesChain, Rule: knftables.Concat(p.ipX, "daddr . meta l4proto . th dport vmap", "@", serviceIPsMap)})
+	if matchAll {
+		tx.Add(&knftables.Rule{Chain: servicesChain,
+			Rule: knftables.Concat("fib daddr type local", noLocalhost, "meta l4proto . th dport vmap", "@", serviceNodePortsMap)})
+	} else {
+		tx.Add(&knftables.Rule{Chain: servicesChain,
+			Rule: knftables.Concat(p.ipX, "daddr", "@", nodePortIPsSet, "meta l4proto . th dport vmap", "@", serviceNodePortsMap)})
+	}
+	for _, s := range p.stores() {
+		s.reset(tx)
+	}
+}
+
+func (p *Proxier) stores() []*elementStore {
+	return []*elementStore{p.clusterIPs, p.serviceIPs, p.firewallIPs, p.noEndpointServices, p.noEndpointNodePorts, p.serviceNodePorts}
+}
+
+// ensureChain adds and flushes chain once per transaction; with skip it
+// only records the chain as in use (partial syncs leave unchanged Services'
+// chains alone).
+func ensureChain(chain string, tx *knftables.Transaction, created sets.Set[string], skip bool) {
+	if created.Has(chain) {
+		return
+	}
+	created.Insert(chain)
+	if skip {
+		return
+	}
+	tx.Add(&knftables.Chain{Name: chain})
+	tx.Flush(&knftables.Chain{Name: chain})
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// Sync makes the table match req for this family: one transaction, and on
+// a partial sync (req.Full false, and the previous sync succeeded) only the
+// chains of Services in req.ChangedServices() are rewritten, while the
+// dispatch maps are updated element by element.
+func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
+	start := p.now()
+	partial := !req.Full && !p.needFull
+	// Delete chains that became unreferenced over a second ago (kernels
+	// before 6.2 notice a map element's removal late).
+	if len(p.staleChains) > 0 {
+		tx := p.nft.NewTransaction()
+		n := 0
+		for c, t := range p.staleChains {
+			if t.Before(start.Add(-time.Second)) {
+				tx.Delete(&knftables.Chain{Name: c})
+				delete(p.staleChains, c)
+				n++
+			}
+		}
+		if n > 0 {
+			if err := p.nft.Run(ctx, tx); err != nil {
+				p.log.Warn("deleting stale chains failed; will retry", "err", err)
+			}
+		}
+	}
+	tx := p.nft.NewTransaction()
+	if !partial {
+		p.setup(tx, req.Node)
+	}
+	changed := req.ChangedServices()
+	active := sets.New[string]()
+	activeAffinity := sets.New[string]()
+	noLocalInternal, noLocalExternal := 0, 0
+
+	for _, name := range proxy.SortedServicePorts(req.Services) {
+		sp, ok := req.Services[name].ForFamily(p.cfg.IPv6)
+		if !ok {
+			continue
+		}
+		protocol := strings.ToLower(string(sp.Protocol))
+		var eps []*proxy.Endpoint
+		for _, ep := range req.Endpoints[name] {
+			if ep.Addr.Is6() == p.cfg.IPv6 {
+				eps = append(eps, ep)
+			}
+		}
+		clusterEps, localEps, reachable, hasEndpoints := proxy.CategorizeEndpoints(eps, sp)
+		skip := partial && !changed.Has(name.NamespacedName)
+		base := servicePortChainBase(name, protocol)
+		epChain := func(ep *proxy.Endpoint) string { return endpointChainPrefix + endpointChainBase(name, protocol, ep) }
+		affSet := func(ep *proxy.Endpoint) string { return affinitySetPrefix + endpointChainBase(name, protocol, ep) }
+		affinity := sp.SessionAffinity == v1.ServiceAffinityClientIP
+		for _, ep := range reachable {
+			ensureChain(epChain(ep), tx, active, skip)
+			if affinity {
+				activeAffinity.Insert(affSet(ep))
+			}
+		}
+		clusterChain := clusterChainPrefix + base
+		usesCluster := len(clusterEps) > 0 && sp.UsesClusterEndpoints()
+		if usesCluster {
+			ensureChain(clusterChain, tx, active, skip)
+		}
+		localChain := localChainPrefix + base
+		usesLocal := len(localEps) > 0 && sp.UsesLocalEndpoints()
+		if usesLocal {
+			ensureChain(localChain, tx, active, skip)
+		}
+		internalChain, hasInternal := clusterChain, hasEndpoints
+		if sp.InternalPolicyLocal {
+			internalChain = localChain
+			hasInternal = hasInternal && len(localEps) > 0
+		}
+		externalPolicyChain, hasExternal := clusterChain, hasEndpoints
+		if sp.ExternalPolicyLocal {
+			externalPolicyChain = localChain
+			hasExternal = hasExternal && len(localEps) > 0
+		}
+		externalChain := externalChainPrefix + base
+		usesExternal := hasEndpoints && sp.ExternallyAccessible()
+		if usesExternal {
+			ensureChain(externalChain, tx, active, skip)
+		}
+		var internalVerdict, externalVerdict string
+		if !hasEndpoints {
+			internalVerdict, externalVerdict = "goto "+rejectChain, "goto "+rejectChain
+		} else {
+			if !hasInternal {
+				internalVerdict = "drop"
+				noLocalInternal++
+			}
+			if !hasExternal {
+				externalVerdict = "drop"
+				noLocalExternal++
+			}
+		}
+		port := strconv.Itoa(sp.Port)
+		comment := name.String()
+		for _, cip := range sp.ClusterIPs {
+			p.clusterIPs.ensure(tx, &knftables.Element{Set: clusterIPsSet, Key: []string{cip.String()}})
+			if hasInternal {
+				p.serviceIPs.ensure(tx, &knftables.Element{Map: serviceIPsMap, Key: []string{cip.String(), protocol, port},
+					Value: []string{"goto " + internalChain}})
+			} else {
+				p.noEndpointServices.ensure(tx, &knftables.Element{Map: noEndpointServicesMap, Key: []string{cip.String(), protocol, port},
+					Value: []string{internalVerdict}, Comment: &comment})
+			}
+		}
+		for _, ip := range sp.ExternalIPs {
+			if hasEndpoints {
+				p.serviceIPs.ensure(tx, &knftables.Element{Map: serviceIPsMap, Key: []string{ip.String(), protocol, port},
+					Value: []string{"goto " + externalChain}})
+			}
+			if !hasExternal {
+				p.noEndpointServices.ensure(tx, &knftables.Element{Map: noEndpointServicesMap, Key: []string{ip.String(), protocol, port},
+					Value: []string{externalVerdict}, Comment: &comment})
+			}
+		}
+		usesFW := len(sp.LoadBalancerVIPs) > 0 && len(sp.LoadBalancerSourceRanges) > 0
+		fwChain := firewallChainPrefix + base
+		if usesFW {
+			ensureChain(fwChain, tx, active, skip)
+		}
+		for _, ip := range sp.LoadBalancerVIPs {
+			if hasEndpoints {
+				p.serviceIPs.ensure(tx, &knftables.Element{Map: serviceIPsMap, Key: []string{ip.String(), protocol, port},
+					Value: []string{"goto " + externalChain}})
+			}
+			if usesFW {
+				p.firewallIPs.ensure(tx, &knftables.Element{Map: firewallIPsMap, Key: []string{ip.String(), protocol, port},
+					Value: []string{"goto " + fwChain}})
+			}
+			if !hasExternal {
+				p.noEndpointServices.ensure(tx, &knftables.Element{Map: noEndpointServicesMap, Key: []string{ip.String(), protocol, port},
+					Value: []string{externalVerdict}, Comment: &comment})
+			}
+		}
+		if sp.NodePort != 0 {
+			np := strconv.Itoa(sp.NodePort)
+			if hasEndpoints {
+				p.serviceNodePorts.ensure(tx, &knftables.Element{Map: serviceNodePortsMap, Key: []string{protocol, np},
+					Value: []string{"goto " + externalChain}})
+			}
+			if !hasExternal {
+				p.noEndpointNodePorts.ensure(tx, &knftables.Element{Map: noEndpointNodePortsMap, Key: []string{protocol, np},
+					Value: []string{externalVerdict}, Comment: &comment})
+			}
+		}
+		if skip {
+			continue
+		}
+
+		if hasInternal {
+			for _, cip := range sp.ClusterIPs {
+				if p.cfg.MasqueradeAll {
+					tx.Add(&knftables.Rule{Chain: internalChain, Rule: knftables.Concat(p.ipX, "daddr", cip, "jump", markMasqChain)})
+				} else if m := p.podMatch(true); m != "" {
+					tx.Add(&knftables.Rule{Chain: internalChain, Rule: knftables.Concat(p.ipX, "daddr", cip, m, "jump", markMasqChain)})
+				}
+			}
+		}
+		if usesExternal {
+			if !sp.ExternalPolicyLocal {
+				tx.Add(&knftables.Rule{Chain: externalChain, Rule: "jump " + markMasqChain})
+			} else {
+				if m := p.podMatch(false); m != "" {
+					tx.Add(&knftables.Rule{Chain: externalChain, Rule: knftables.Concat(m, "goto", clusterChain),
+						Comment: ptrTo("short-circuit pod traffic")})
+				}
+				tx.Add(&knftables.Rule{Chain: externalChain, Rule: "fib saddr type local jump " + markMasqChain,
+					Comment: ptrTo("masquerade local traffic")})
+				tx.Add(&knftables.Rule{Chain: externalChain, Rule: "fib saddr type local goto " + clusterChain,
+					Comment: ptrTo("short-circuit local traffic")})
+			}
+			if hasExternal {
+				tx.Add(&knftables.Rule{Chain: externalChain, Rule: "goto " + externalPolicyChain})
+			}
+		}
+		if usesFW {
+			var src []string
+			fromNode := false
+			for _, r := range sp.LoadBalancerSourceRanges {
+				src = append(src, r.String())
+				for _, ip := range req.Node.IPs {
+					if r.Contains(ip) {
+						fromNode = true
+					}
+				}
+			}
+			if fromNode {
+				for _, ip := range sp.LoadBalancerVIPs {
+					src = append(src, ip.String())
+				}
+			}
+			tx.Add(&knftables.Rule{Chain: fwChain, Rule: knftables.Concat(p.ipX, "saddr != {", strings.Join(src, ", "), "} drop")})
+		}
+		if affinity {
+			for _, ep := range reachable {
+				tx.Add(&knftables.Set{Name: affSet(ep), Type: p.addrType,
+					Flags:   []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag},
+					Timeout: ptrTo(time.Duration(sp.StickyMaxAgeSeconds) * time.Second)})
+			}
+		}
+		if usesCluster {
+			p.writeEndpointChoice(tx, sp, clusterChain, clusterEps, epChain, affSet)
+		}
+		if usesLocal {
+			p.writeEndpointChoice(tx, sp, localChain, localEps, epChain, affSet)
+		}
+		for _, ep := range reachable {
+			c := epChain(ep)
+			tx.Add(&knftables.Rule{Chain: c, Rule: knftables.Concat(p.ipX, "saddr", ep.Addr, "jump", markMasqChain)})
+			if affinity {
+				tx.Add(&knftables.Rule{Chain: c, Rule: knftables.Concat("update", "@", affSet(ep), "{", p.ipX, "saddr }")})
+			}
+			tx.Add(&knftables.Rule{Chain: c, Rule: knftables.Concat("meta l4proto", protocol, "dnat to", ep.String())})
+		}
+	}
+
+	// Chains no longer used are flushed now and deleted a little later;
+	// unused affinity sets go at once.
+	if chains, err := p.nft.List(ctx, "chains"); err == nil {
+		for _, c := range chains {
+			if !isServiceChainName(c) {
+				continue
+			}
+			if !active.Has(c) {
+				tx.Flush(&knftables.Chain{Name: c})
+				p.staleChains[c] = start
+			} else {
+				delete(p.staleChains, c)
+			}
+		}
+	} else if !knftables.IsNotFound(err) {
+		p.log.Warn("listing chains failed; stale chains stay", "err", err)
+	}
+	if setsNow, err := p.nft.List(ctx, "sets"); err == nil {
+		for _, s := range setsNow {
+			if strings.HasPrefix(s, affinitySetPrefix) && !activeAffinity.Has(s) {
+				tx.Delete(&knftables.Set{Name: s})
+			}
+		}
+	}
+	for _, s := range p.stores() {
+		s.cleanup(tx)
+	}
+	if err := p.nft.Run(ctx, tx); err != nil {
+		p.needFull = true
+		clear(p.staleChains)
+		for _, s := range p.stores() {
+			s.invalidate()
+		}
+		return fmt.Errorf("sync nftables %s: %w", p.family, err)
+	}
+	p.needFull = false
+	p.recreated = true
+	req.Stats.Partial = req.Stats.Partial || partial
+	req.Stats.NoLocalEndpointsInternal += noLocalInternal
+	req.Stats.NoLocalEndpointsExternal += noLocalExternal
+	return nil
+}
+
+// writeEndpointChoice writes the affinity checks and the rule that picks an
+// endpoint for a new connection. The default (no scheduler annotation) is
+// kube-proxy's `numgen random mod N vmap`. Per-Service schedulers that
+// nftables can express: rr (`numgen inc`), wrr (weighted `numgen random`
+// intervals), sh / dh (weighted `jhash` of the source / destination
+// address) and mh (a Maglev table of 251 slots indexed by `jhash ip
+// saddr`). Others fall back to random and are reported.
+func (p *Proxier) writeEndpointChoice(tx *knftables.Transaction, sp *proxy.ServicePort, chain string, eps []*proxy.Endpoint,
+	epChain, affSet func(*proxy.Endpoint) string) {
+	if sp.SessionAffinity == v1.ServiceAffinityClientIP {
+		for _, ep := range eps {
+			tx.Add(&knftables.Rule{Chain: chain, Rule: knftables.Concat(p.ipX, "saddr", "@", affSet(ep), "goto", epChain(ep))})
+		}
+	}
+	sched := strings.ToLower(strings.TrimSpace(sp.Scheduler))
+	if sched == "maglev" {
+		sched = lb.Maglev
+	}
+	var weighted []*proxy.Endpoint
+	for _, ep := range eps {
+		if ep.Weight > 0 {
+			weighted = append(weighted, ep)
+		}
+	}
+	if len(weighted) == 0 {
+		weighted = eps
+	}
+	weight := func(ep *proxy.Endpoint) int {
+		if ep.Weight <= 0 {
+			return 1
+		}
+		return ep.Weight
+	}
+	switch sched {
+	case "", lb.Random:
+		tx.Add(&knftables.Rule{Chain: chain, Rule: knftables.Concat("numgen random mod", len(eps), "vmap {", evenVmap(eps, epChain), "}")})
+	case lb.RoundRobin:
+		tx.Add(&knftables.Rule{Chain: chain, Rule: knftables.Concat("numgen inc mod", len(weighted), "vmap {", evenVmap(weighted, epChain), "}")})
+	case lb.WeightedRoundRobin, lb.SourceHashing, lb.DestinationHashing:
+		total := 0
+		var parts []string
+		for _, ep := range weighted {
+			w := weight(ep)
+			parts = append(parts, rangeKey(total, total+w-1)+" : goto "+epChain(ep))
+			total += w
+		}
+		gen := "numgen random mod " + strconv.Itoa(total)
+		switch sched {
+		case lb.SourceHashing:
+			gen = fmt.Sprintf("jhash %s saddr mod %d seed %s", p.ipX, total, hashSeed)
+		case lb.DestinationHashing:
+			gen = fmt.Sprintf("jhash %s daddr mod %d seed %s", p.ipX, total, hashSeed)
+		}
+		tx.Add(&knftables.Rule{Chain: chain, Rule: knftables.Concat(gen, "vmap {", strings.Join(parts, " , "), "}")})
+	case lb.Maglev:
+		var bs []*lb.Backend
+		byID := map[string]*proxy.Endpoint{}
+		for _, ep := range weighted {
+			b := lb.NewBackend(ep.AddrPort(), weight(ep))
+			bs = append(bs, b)
+			byID[b.ID] = ep
+		}
+		table, err := lb.MaglevTable(bs, maglevTableSize)
+		if err != nil {
+			p.log.Warn("maglev table failed; using random", "service", sp.Name.String(), "err", err)
+			tx.Add(&knftables.Rule{Chain: chain, Rule: knftables.Concat("numgen random mod", len(eps), "vmap {", evenVmap(eps, epChain), "}")})
+			return
+		}
+		var parts []string
+		for i := 0; i < len(table); {
+			j := i
+			for j+1 < len(table) && table[j+1] == table[i] {
+				j++
+			}
+			parts = append(parts, rangeKey(i, j)+" : goto "+epChain(byID[table[i].ID]))
+			i = j + 1
+		}
+		tx.Add(&knftables.Rule{Chain: chain, Rule: knftables.Concat(
+			fmt.Sprintf("jhash %s saddr mod %d seed %s", p.ipX, len(table), hashSeed), "vmap {", strings.Join(parts, " , "), "}")})
+	default:
+		if p.cfg.UnsupportedScheduler != nil {
+			p.cfg.UnsupportedScheduler(sp.Name, sp.Scheduler)
+		}
+		tx.Add(&knftables.Rule{Chain: chain, Rule: knftables.Concat("numgen random mod", len(eps), "vmap {", evenVmap(eps, epChain), "}")})
+	}
+}
+
+func evenVmap(eps []*proxy.Endpoint, epChain func(*proxy.Endpoint) string) string {
+	parts := make([]string, len(eps))
+	for i, ep := range eps {
+		parts[i] = strconv.Itoa(i) + " : goto " + epChain(ep)
+	}
+	return strings.Join(parts, " , ")
+}
+
+func rangeKey(a, b int) string {
+	if a == b {
+		return strconv.Itoa(a)
+	}
+	return strconv.Itoa(a) + "-" + strconv.Itoa(b)
+}
+
+// Cleanup deletes this family's table; a missing table is not an error.
+func (p *Proxier) Cleanup(ctx context.Context) error {
+	tx := p.nft.NewTransaction()
+	tx.Add(&knftables.Table{})
+	tx.Delete(&knftables.Table{})
+	if err := p.nft.Run(ctx, tx); err != nil && !knftables.IsNotFound(err) {
+		return fmt.Errorf("delete table %s %s: %w", p.family, TableName, err)
+	}
+	p.needFull, p.recreated = true, false
+	clear(p.staleChains)
+	for _, s := range p.stores() {
+		s.invalidate()
+	}
+	return nil
+}
+
+// elementStore remembers what a map or set holds, so that a partial sync
+// adds, replaces and deletes single elements instead of rewriting the map.
+type elementStore struct {
+	isSet    bool
+	name     string
+	elements map[string]string
+	leftover sets.Set[string]
+}
+
+func newElementStore(isSet bool, name string) *elementStore {
+	return &elementStore{isSet: isSet, name: name, elements: map[string]string{}, leftover: sets.New[string]()}
+}
+
+func (s *elementStore) reset(tx *knftables.Transaction) {
+	clear(s.elements)
+	if s.isSet {
+		tx.Flush(&knftables.Set{Name: s.name})
+	} else {
+		tx.Flush(&knftables.Map{Name: s.name})
+	}
+	s.leftover = sets.New[string]()
+}
+
+func (s *elementStore) invalidate() {
+	clear(s.elements)
+	s.leftover = sets.New[string]()
+}
+
+func (s *elementStore) ensure(tx *knftables.Transaction, e *knftables.Element) {
+	k, v := strings.Join(e.Key, " . "), strings.Join(e.Value, " . ")
+	if old, ok := s.elements[k]; ok {
+		if old != v {
+			tx.Delete(e)
+			tx.Add(e)
+			s.elements[k] = v
+		}
+		s.leftover.Delete(k)
+		return
+	}
+	tx.Add(e)
+	s.elements[k] = v
+	s.leftover.Delete(k)
+}
+
+func (s *elementStore) cleanup(tx *knftables.Transaction) {
+	for k := range s.leftover {
+		e := &knftables.Element{Key: strings.Split(k, " . ")}
+		if s.isSet {
+			e.Set = s.name
+		} else {
+			e.Map = s.name
+		}
+		tx.Delete(e)
+		delete(s.elements, k)
+	}
+	s.leftover = sets.New[string]()
+	for k := range s.elements {
+		s.leftover.Insert(k)
+	}
+}

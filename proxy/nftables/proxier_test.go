@@ -1,0 +1,273 @@
+package nftables
+
+import (
+	"context"
+	"flag"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/knftables"
+
+	"github.com/svcnet/svcnet/proxy"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		os.MkdirAll("testdata", 0o755)
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update)", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s:\n%s", path, got)
+	}
+}
+
+// The conventions of kube-proxy's own tests: pods 10.0.0.0/8, ClusterIPs
+// 172.30.0.0/16, node 192.168.0.2, externalIPs 192.168.99.0/24.
+type svcOpt func(*v1.Service)
+
+func service(ns, name, clusterIP string, opts ...svcOpt) *v1.Service {
+	s := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, ClusterIP: clusterIP, ClusterIPs: []string{clusterIP},
+			Ports: []v1.ServicePort{{Name: "p80", Port: 80, Protocol: v1.ProtocolTCP}}},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+func ep(ip string, port int, local bool) *proxy.Endpoint {
+	return &proxy.Endpoint{Addr: netip.MustParseAddr(ip), Port: port, Ready: true, Serving: true, IsLocal: local, Weight: 1}
+}
+
+type world struct {
+	svcs proxy.ServicePortMap
+	eps  proxy.EndpointsMap
+}
+
+func newWorld() *world { return &world{svcs: proxy.ServicePortMap{}, eps: proxy.EndpointsMap{}} }
+
+func (w *world) add(s *v1.Service, eps ...*proxy.Endpoint) {
+	for _, sp := range proxy.NewServicePorts(s) {
+		w.svcs[sp.Name] = sp
+		if len(eps) > 0 {
+			w.eps[sp.Name] = eps
+		} else {
+			delete(w.eps, sp.Name)
+		}
+	}
+}
+
+func (w *world) request(full bool, changed ...string) *proxy.SyncRequest {
+	r := &proxy.SyncRequest{Full: full, Services: w.svcs, Endpoints: w.eps,
+		Node: proxy.NodeInfo{Name: "test-node", IPs: []netip.Addr{netip.MustParseAddr("192.168.0.2")}}}
+	r.ServiceResult.UpdatedServices = sets.New[types.NamespacedName]()
+	for _, c := range changed {
+		ns, name, _ := strings.Cut(c, "/")
+		r.ServiceResult.UpdatedServices.Insert(types.NamespacedName{Namespace: ns, Name: name})
+	}
+	return r
+}
+
+func testConfig() Config {
+	return Config{
+		MasqueradeMark: "0x4000",
+		PodCIDRs:       []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+		ServiceCIDRs:   []netip.Prefix{netip.MustParsePrefix("172.30.0.0/16")},
+	}
+}
+
+// overallWorld mirrors kube-proxy's TestOverallNFTablesRules, plus the
+// seed's three-endpoint ClusterIP Service.
+func overallWorld() *world {
+	w := newWorld()
+	local := v1.ServiceExternalTrafficPolicyLocal
+	w.add(service("ns1", "svc1", "172.30.0.41"), ep("10.180.0.1", 80, false))
+	w.add(service("ns2", "svc2", "172.30.0.42", func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeLoadBalancer
+		s.Spec.ExternalTrafficPolicy = local
+		s.Spec.Ports[0].NodePort = 3001
+		s.Spec.ExternalIPs = []string{"192.168.99.22"}
+		s.Spec.HealthCheckNodePort = 30000
+		s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "1.2.3.4"}}
+	}), ep("10.180.0.2", 80, false))
+	w.add(service("ns3", "svc3", "172.30.0.43", func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeNodePort
+		s.Spec.Ports[0].NodePort = 3003
+	}), ep("10.180.0.3", 80, false))
+	w.add(service("ns4", "svc4", "172.30.0.44", func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeNodePort
+		s.Spec.ExternalIPs = []string{"192.168.99.33"}
+	}), ep("10.180.0.4", 80, false), ep("10.180.0.5", 80, true))
+	w.add(service("ns5", "svc5", "172.30.0.45", func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeLoadBalancer
+		s.Spec.Ports[0].NodePort = 3002
+		s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "5.6.7.8"}}
+		s.Spec.LoadBalancerSourceRanges = []string{" 203.0.113.0/25"}
+		s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+		t := int32(10800)
+		s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: &t}}
+	}), ep("10.180.0.3", 80, false))
+	w.add(service("ns6", "svc6", "172.30.0.46"))
+	w.add(service("default", "myapp", "172.30.3.215", func(s *v1.Service) {
+		s.Spec.Ports = []v1.ServicePort{{Port: 38080, Protocol: v1.ProtocolTCP}}
+	}), ep("10.244.1.3", 80, false), ep("10.244.1.4", 80, false), ep("10.244.2.5", 80, true))
+	return w
+}
+
+func TestOverallRules(t *testing.T) {
+	nft := knftables.NewFake(knftables.IPv4Family, TableName)
+	p := NewProxier(testConfig(), nft)
+	if err := p.Sync(context.Background(), overallWorld().request(true)); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "overall", nft.Dump())
+}
+
+func TestIPv6AndNodePortAddresses(t *testing.T) {
+	nft := knftables.NewFake(knftables.IPv6Family, TableName)
+	cfg := Config{IPv6: true, PodCIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:10::/64")},
+		NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("2001:db8::/64")}}
+	p := NewProxier(cfg, nft)
+	w := newWorld()
+	w.add(&v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "dual"},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeNodePort, ClusterIP: "172.30.0.41", ClusterIPs: []string{"172.30.0.41", "fd00:10:96::41"},
+			Ports: []v1.ServicePort{{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP, NodePort: 30053}}},
+	}, ep("10.180.0.1", 53, false), ep("fd00:10::1", 53, true))
+	r := w.request(true)
+	r.Node.IPs = append(r.Node.IPs, netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db9::1"))
+	if err := p.Sync(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "ipv6", nft.Dump())
+}
+
+func TestPartialSyncTouchesOnlyChangedServices(t *testing.T) {
+	ctx := context.Background()
+	nft := knftables.NewFake(knftables.IPv4Family, TableName)
+	p := NewProxier(testConfig(), nft)
+	w := overallWorld()
+	if err := p.Sync(ctx, w.request(true)); err != nil {
+		t.Fatal(err)
+	}
+	// svc1 gains an endpoint; svc6 is deleted.
+	w.add(service("ns1", "svc1", "172.30.0.41"), ep("10.180.0.1", 80, false), ep("10.180.0.9", 80, false))
+	for n := range w.svcs {
+		if n.Name == "svc6" {
+			delete(w.svcs, n)
+		}
+	}
+	if err := p.Sync(ctx, w.request(false, "ns1/svc1", "ns6/svc6")); err != nil {
+		t.Fatal(err)
+	}
+	tx := nft.LastTransaction.String()
+	if strings.Contains(tx, "svc2") || strings.Contains(tx, "svc5") || strings.Contains(tx, "add table") {
+		t.Errorf("partial sync rewrote unchanged services or the base table:\n%s", tx)
+	}
+	for _, want := range []string{
+		"flush chain ip kube-proxy service-ULMVA6XW-ns1/svc1/tcp/p80",
+		"numgen random mod 2 vmap { 0 : goto endpoint-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80 , 1 : goto endpoint-",
+		"delete element ip kube-proxy cluster-ips { 172.30.0.46 }",
+		"delete element ip kube-proxy no-endpoint-services { 172.30.0.46 . tcp . 80 }",
+	} {
+		if !strings.Contains(tx, want) {
+			t.Errorf("partial sync lacks %q:\n%s", want, tx)
+		}
+	}
+	// A full sync from scratch gives the same ruleset as the partial one.
+	fresh := knftables.NewFake(knftables.IPv4Family, TableName)
+	if err := NewProxier(testConfig(), fresh).Sync(ctx, w.request(true)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := nft.Dump(), fresh.Dump(); got != want {
+		t.Errorf("partial result differs from a full sync:\n--- partial\n%s\n--- full\n%s", got, want)
+	}
+	// Removing an endpoint leaves its chain flushed and stale; a later sync
+	// deletes it.
+	w.add(service("ns1", "svc1", "172.30.0.41"), ep("10.180.0.1", 80, false))
+	if err := p.Sync(ctx, w.request(false, "ns1/svc1")); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.staleChains) != 1 {
+		t.Fatalf("stale chains %v", p.staleChains)
+	}
+	p.now = func() time.Time { return time.Now().Add(2 * time.Second) }
+	if err := p.Sync(ctx, w.request(false)); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(nft.Dump(), "10.180.0.9") {
+		t.Errorf("stale endpoint chain not deleted:\n%s", nft.Dump())
+	}
+}
+
+func TestSchedulers(t *testing.T) {
+	nft := knftables.NewFake(knftables.IPv4Family, TableName)
+	var unsupported []string
+	cfg := testConfig()
+	cfg.UnsupportedScheduler = func(n proxy.ServicePortName, s string) { unsupported = append(unsupported, n.String()+"="+s) }
+	p := NewProxier(cfg, nft)
+	w := newWorld()
+	for i, s := range []string{"rr", "wrr", "sh", "dh", "mh", "lc"} {
+		sched := s
+		ip := netip.AddrFrom4([4]byte{172, 30, 1, byte(i + 1)}).String()
+		e1, e2 := ep("10.180.1.1", 80, false), ep("10.180.2.1", 80, false)
+		e1.Weight = 3
+		w.add(service("sched", sched, ip, func(s *v1.Service) {
+			s.Annotations = map[string]string{"service.kubernetes.io/ipvs-scheduler": sched}
+		}), e1, e2)
+	}
+	if err := p.Sync(context.Background(), w.request(true)); err != nil {
+		t.Fatal(err)
+	}
+	if len(unsupported) != 1 || unsupported[0] != "sched/lc:p80=lc" {
+		t.Errorf("unsupported reports %v", unsupported)
+	}
+	var rules []string
+	for _, l := range strings.Split(nft.Dump(), "\n") {
+		if strings.Contains(l, "vmap {") && strings.Contains(l, "sched/") {
+			rules = append(rules, l)
+		}
+	}
+	golden(t, "schedulers", strings.Join(rules, "\n")+"\n")
+}
+
+func TestCleanupDeletesOnlyOurTable(t *testing.T) {
+	ctx := context.Background()
+	nft := knftables.NewFake(knftables.IPv4Family, TableName)
+	m, err := NewModeWithServiceCIDRs(proxy.ModeConfig{IPv4: true}, nil, []NFT{nft})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Sync(ctx, overallWorld().request(true)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := nft.Dump(); d != "" {
+		t.Errorf("table left after cleanup:\n%s", d)
+	}
+	if err := m.Cleanup(ctx); err != nil {
+		t.Errorf("second cleanup: %v", err)
+	}
+}
