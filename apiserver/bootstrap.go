@@ -3,11 +3,13 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -47,49 +49,42 @@ func (s *Server) bootstrap(ctx context.Context, port int) error {
 		},
 	}
 	svcs := s.byGR[ServicesResource]
-	if _, err := svcs.Create(ctx, "default", svc, opts); apierrors.IsAlreadyExists(err) {
-		_, _, err = svcs.Update(ctx, "default", "kubernetes", func(_ context.Context, cur runtime.Object) (runtime.Object, error) {
-			if cur == nil {
-				return nil, apierrors.NewNotFound(ServicesResource, "kubernetes")
-			}
-			c := cur.(*corev1.Service)
-			c.Spec.Ports = ports
-			return c, nil
-		}, false, opts)
-		if err != nil {
-			return fmt.Errorf("update kubernetes service: %w", err)
-		}
-	} else if err != nil {
-		return fmt.Errorf("create kubernetes service: %w", err)
+	err := s.ensure(ctx, svcs, svc, func(cur runtime.Object) runtime.Object {
+		c := cur.(*corev1.Service)
+		c.Spec.Ports = ports
+		return c
+	})
+	if err != nil {
+		return fmt.Errorf("kubernetes service: %w", err)
 	}
 	addr := s.cfg.AdvertiseAddress
+	if ip := net.ParseIP(addr); ip == nil || ip.IsLoopback() {
+		// Endpoints may not point at loopback addresses (validation rejects
+		// them, as in Kubernetes); with a loopback advertise address the
+		// kubernetes Service has no endpoints.
+		s.log.Warn("advertise address is loopback: not writing the kubernetes Endpoints/EndpointSlice", "address", addr)
+		return nil
+	}
 	epPorts := []corev1.EndpointPort{{Name: "https", Port: int32(port), Protocol: corev1.ProtocolTCP}}
 	eps := s.byGR[EndpointsResource]
 	ep := &corev1.Endpoints{
 		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default", Labels: map[string]string{"endpointslice.kubernetes.io/skip-mirror": "true"}},
 		Subsets:    []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: addr}}, Ports: epPorts}},
 	}
-	if _, err := eps.Create(ctx, "default", ep, opts); apierrors.IsAlreadyExists(err) {
-		_, _, err = eps.Update(ctx, "default", "kubernetes", func(_ context.Context, cur runtime.Object) (runtime.Object, error) {
-			if cur == nil {
-				return nil, apierrors.NewNotFound(EndpointsResource, "kubernetes")
-			}
-			c := cur.(*corev1.Endpoints)
-			var addrs []corev1.EndpointAddress
-			if len(c.Subsets) > 0 && slices.Equal(c.Subsets[0].Ports, epPorts) {
-				addrs = c.Subsets[0].Addresses
-			}
-			if !slices.ContainsFunc(addrs, func(a corev1.EndpointAddress) bool { return a.IP == addr }) {
-				addrs = append(addrs, corev1.EndpointAddress{IP: addr})
-			}
-			c.Subsets = []corev1.EndpointSubset{{Addresses: addrs, Ports: epPorts}}
-			return c, nil
-		}, false, opts)
-		if err != nil {
-			return fmt.Errorf("update kubernetes endpoints: %w", err)
+	err = s.ensure(ctx, eps, ep, func(cur runtime.Object) runtime.Object {
+		c := cur.(*corev1.Endpoints)
+		var addrs []corev1.EndpointAddress
+		if len(c.Subsets) > 0 && slices.Equal(c.Subsets[0].Ports, epPorts) {
+			addrs = c.Subsets[0].Addresses
 		}
-	} else if err != nil {
-		return fmt.Errorf("create kubernetes endpoints: %w", err)
+		if !slices.ContainsFunc(addrs, func(a corev1.EndpointAddress) bool { return a.IP == addr }) {
+			addrs = append(addrs, corev1.EndpointAddress{IP: addr})
+		}
+		c.Subsets = []corev1.EndpointSubset{{Addresses: addrs, Ports: epPorts}}
+		return c
+	})
+	if err != nil {
+		return fmt.Errorf("kubernetes endpoints: %w", err)
 	}
 	ready := true
 	proto := corev1.ProtocolTCP
@@ -105,26 +100,50 @@ func (s *Server) bootstrap(ctx context.Context, port int) error {
 		Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &p32, Protocol: &proto}},
 	}
 	slices_ := s.byGR[EndpointSlicesResource]
-	if _, err := slices_.Create(ctx, "default", slice, opts); apierrors.IsAlreadyExists(err) {
-		_, _, err = slices_.Update(ctx, "default", "kubernetes", func(_ context.Context, cur runtime.Object) (runtime.Object, error) {
-			if cur == nil {
-				return nil, apierrors.NewNotFound(EndpointSlicesResource, "kubernetes")
-			}
-			c := cur.(*discoveryv1.EndpointSlice)
-			if len(c.Ports) != 1 || c.Ports[0].Port == nil || *c.Ports[0].Port != p32 {
-				c.Endpoints = nil
-			}
-			c.Ports = slice.Ports
-			if !slices.ContainsFunc(c.Endpoints, func(e discoveryv1.Endpoint) bool { return slices.Contains(e.Addresses, addr) }) {
-				c.Endpoints = append(c.Endpoints, slice.Endpoints[0])
-			}
-			return c, nil
-		}, false, opts)
-		if err != nil {
-			return fmt.Errorf("update kubernetes endpointslice: %w", err)
+	err = s.ensure(ctx, slices_, slice, func(cur runtime.Object) runtime.Object {
+		c := cur.(*discoveryv1.EndpointSlice)
+		if len(c.Ports) != 1 || c.Ports[0].Port == nil || *c.Ports[0].Port != p32 {
+			c.Endpoints = nil
 		}
-	} else if err != nil {
-		return fmt.Errorf("create kubernetes endpointslice: %w", err)
+		c.Ports = slice.Ports
+		if !slices.ContainsFunc(c.Endpoints, func(e discoveryv1.Endpoint) bool { return slices.Contains(e.Addresses, addr) }) {
+			c.Endpoints = append(c.Endpoints, slice.Endpoints[0])
+		}
+		return c
+	})
+	if err != nil {
+		return fmt.Errorf("kubernetes endpointslice: %w", err)
 	}
 	return nil
+}
+
+// ensure creates obj, or, if it exists, updates it with fix. The existing
+// object is looked up first so that a restart does not run the create-time
+// allocation of an object that is already there; a create that loses a race
+// with another apiserver is retried as an update.
+func (s *Server) ensure(ctx context.Context, st *served, obj runtime.Object, fix func(cur runtime.Object) runtime.Object) error {
+	acc, _ := meta.Accessor(obj)
+	ns, name := acc.GetNamespace(), acc.GetName()
+	opts := registry.WriteOptions{FieldManager: bootstrapManager}
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if _, err = st.Get(ctx, ns, name); apierrors.IsNotFound(err) {
+			if _, err = st.Create(ctx, ns, obj.DeepCopyObject(), opts); err == nil {
+				return nil
+			}
+			continue
+		} else if err != nil {
+			return err
+		}
+		_, _, err = st.Update(ctx, ns, name, func(_ context.Context, cur runtime.Object) (runtime.Object, error) {
+			if cur == nil {
+				return nil, apierrors.NewNotFound(st.Info.GroupResource(), name)
+			}
+			return fix(cur), nil
+		}, false, opts)
+		if err == nil {
+			return nil
+		}
+	}
+	return err
 }

@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
+
+	"github.com/svcnet/svcnet/apiserver/openapi"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,6 +125,19 @@ func storageVersionHash(gv schema.GroupVersion, kind string) string {
 	return strconv.FormatUint(h, 36)
 }
 
+// serveOpenAPI serves /openapi/v3 from apiserver/openapi. /openapi/v2 is
+// 404: kubectl asks for it as protobuf and falls back to v3.
 func (s *Server) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
+	s.openapiOnce.Do(func() {
+		s.openapiHandler, s.openapiErr = openapi.DefaultHandler()
+	})
+	if s.openapiErr != nil {
+		writeError(w, apierrors.NewInternalError(s.openapiErr))
+		return
+	}
+	if r.URL.Path == "/openapi/v3" || strings.HasPrefix(r.URL.Path, "/openapi/v3/") {
+		s.openapiHandler.ServeHTTP(w, r)
+		return
+	}
 	writeError(w, apierrors.NewNotFound(schema.GroupResource{}, ""))
 }

@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/applyconfigurations"
@@ -33,7 +34,11 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/svcnet/svcnet/allocator"
 	"github.com/svcnet/svcnet/registry"
+	"github.com/svcnet/svcnet/registry/endpoints"
+	"github.com/svcnet/svcnet/registry/endpointslice"
+	"github.com/svcnet/svcnet/registry/service"
 	"github.com/svcnet/svcnet/storage"
 )
 
@@ -82,6 +87,11 @@ type Server struct {
 	embedded  *storage.Embedded
 	runCtx    context.Context
 	nsCleanup sync.Map
+
+	openapiOnce    sync.Once
+	openapiHandler http.Handler
+	openapiErr     error
+	serviceCfg     *service.Config
 }
 
 type served struct {
@@ -153,9 +163,25 @@ func (s *Server) buildStores() error {
 	s.stores = map[schema.GroupVersionResource]*served{}
 	s.byGR = map[schema.GroupResource]*served{}
 	tc := applyconfigurations.NewTypeConverter(Scheme)
+	defaults := map[schema.GroupResource]registry.Strategy{
+		EndpointsResource:      endpoints.NewStrategy(),
+		EndpointSlicesResource: endpointslice.NewStrategy(),
+	}
+	if _, overridden := s.cfg.Strategies[ServicesResource]; !overridden {
+		scfg, err := service.NewEtcdConfig(s.etcd, s.cfg.ServiceClusterIPRange.String(), s.cfg.ServiceNodePortRange)
+		if err != nil {
+			return err
+		}
+		scfg.Logger = s.log
+		s.serviceCfg = &scfg
+		defaults[ServicesResource] = service.NewStrategy(scfg)
+	}
 	for _, def := range builtinResources() {
 		info := def.info
 		strategy := def.strategy()
+		if st, ok := defaults[info.GroupResource()]; ok {
+			strategy = st
+		}
 		if st, ok := s.cfg.Strategies[info.GroupResource()]; ok && st != nil {
 			strategy = st
 		}
@@ -280,6 +306,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.log.Info("apiserver serving", "url", s.url, "kubeconfig", s.KubeconfigPath(), "etcd", endpoints)
 	close(s.ready)
 	go s.resumeNamespaceCleanup(ctx)
+	go s.repairLoop(ctx)
 	select {
 	case <-ctx.Done():
 		shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -294,3 +321,31 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Etcd is the server's etcd client (for tests and tools); nil before Run.
 func (s *Server) Etcd() *clientv3.Client { return s.etcd }
+
+// repairLoop runs the ClusterIP/NodePort allocator repair once at start and
+// then every three minutes, as kube-apiserver's repair controllers do.
+func (s *Server) repairLoop(ctx context.Context) {
+	if s.serviceCfg == nil {
+		return
+	}
+	rep := s.serviceCfg.Repairer(func(c allocator.Conflict) {
+		s.log.Warn("service allocation repair", "conflict", fmt.Sprintf("%+v", c))
+	})
+	list := func(ctx context.Context) ([]corev1.Service, error) {
+		l, err := s.byGR[ServicesResource].List(ctx, "", registry.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return l.(*corev1.ServiceList).Items, nil
+	}
+	for {
+		if err := rep.RunOnce(ctx, list); err != nil && ctx.Err() == nil {
+			s.log.Warn("service allocation repair", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(3 * time.Minute):
+		}
+	}
+}

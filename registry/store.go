@@ -185,11 +185,15 @@ func (s *Store) validateMeta(obj runtime.Object, old runtime.Object) field.Error
 	return errs
 }
 
+// dedupe drops repeated errors: the generic ObjectMeta checks and a strategy
+// that validates ObjectMeta itself (with its own name rule) may both report
+// the same field; the first report of a field and error type wins, so
+// callers list strategy errors first.
 func dedupe(errs field.ErrorList) field.ErrorList {
 	seen := map[string]bool{}
 	var out field.ErrorList
 	for _, e := range errs {
-		k := e.Error()
+		k := e.Field + "\x00" + string(e.Type)
 		if seen[k] {
 			continue
 		}
@@ -265,8 +269,7 @@ func (s *Store) Create(ctx context.Context, ns string, obj runtime.Object, opts 
 		acc.SetManagedFields(nil)
 		obj = fm.UpdateNoErrors(s.Info.New(), obj, opts.FieldManager)
 	}
-	errs := s.validateMeta(obj, nil)
-	errs = append(errs, st.Validate(ctx, obj)...)
+	errs := append(st.Validate(ctx, obj), s.validateMeta(obj, nil)...)
 	if len(errs) > 0 {
 		return nil, s.invalid(obj, errs)
 	}
@@ -358,7 +361,7 @@ func (s *Store) Update(ctx context.Context, ns, name string, compute UpdateFunc,
 			acc.SetGeneration(1)
 			acc.SetDeletionTimestamp(nil)
 			acc.SetDeletionGracePeriodSeconds(nil)
-			errs := append(s.validateMeta(obj, nil), st.Validate(ctx, obj)...)
+			errs := append(st.Validate(ctx, obj), s.validateMeta(obj, nil)...)
 			if len(errs) > 0 {
 				return nil, s.invalid(obj, errs)
 			}
@@ -397,7 +400,7 @@ func (s *Store) Update(ctx context.Context, ns, name string, compute UpdateFunc,
 		if fm := s.FieldManagers[opts.Subresource]; fm != nil && !opts.SkipManagedFields {
 			obj = fm.UpdateNoErrors(cur, obj, opts.FieldManager)
 		}
-		errs := append(s.validateMeta(obj, cur), st.ValidateUpdate(ctx, obj, cur)...)
+		errs := append(st.ValidateUpdate(ctx, obj, cur), s.validateMeta(obj, cur)...)
 		if len(errs) > 0 {
 			return nil, s.invalid(obj, errs)
 		}
