@@ -215,6 +215,9 @@ func (t *EndpointsChangeTracker) endpointsLocked(name types.NamespacedName) Endp
 					for _, z := range e.Hints.ForZones {
 						ep.ZoneHints = append(ep.ZoneHints, z.Name)
 					}
+					for _, n := range e.Hints.ForNodes {
+						ep.NodeHints = append(ep.NodeHints, n.Name)
+					}
 				}
 				if seen[pn][ep.AddrPort()] {
 					continue
@@ -242,7 +245,7 @@ func endpointsMapsEqual(a, b EndpointsMap) bool {
 		for i := range ea {
 			x, y := ea[i], eb[i]
 			if x.AddrPort() != y.AddrPort() || x.Ready != y.Ready || x.Serving != y.Serving || x.Terminating != y.Terminating ||
-				x.NodeName != y.NodeName || x.Zone != y.Zone || x.IsLocal != y.IsLocal || !slices.Equal(x.ZoneHints, y.ZoneHints) {
+				x.NodeName != y.NodeName || x.Zone != y.Zone || x.IsLocal != y.IsLocal || !slices.Equal(x.ZoneHints, y.ZoneHints) || !slices.Equal(x.NodeHints, y.NodeHints) {
 				return false
 			}
 		}

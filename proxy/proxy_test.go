@@ -302,3 +302,32 @@ func TestProxierWithInformers(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestTopologyHints(t *testing.T) {
+	a := mkEP("10.0.0.1", false, true, true, false)
+	a.ZoneHints = []string{"zone-a"}
+	b := mkEP("10.0.0.2", false, true, true, false)
+	b.ZoneHints = []string{"zone-b"}
+	svc := &ServicePort{}
+	cl, _, _, _ := CategorizeEndpointsForNode([]*Endpoint{a, b}, svc, "n1", map[string]string{v1.LabelTopologyZone: "zone-a"})
+	if len(cl) != 1 || cl[0] != a {
+		t.Errorf("zone hints: got %v", cl)
+	}
+	// A zone no endpoint is hinted for: hints are ignored.
+	cl, _, _, _ = CategorizeEndpointsForNode([]*Endpoint{a, b}, svc, "n1", map[string]string{v1.LabelTopologyZone: "zone-c"})
+	if len(cl) != 2 {
+		t.Errorf("unmatched zone: got %d endpoints", len(cl))
+	}
+	// Not every endpoint has hints: hints are ignored.
+	c := mkEP("10.0.0.3", false, true, true, false)
+	cl, _, _, _ = CategorizeEndpointsForNode([]*Endpoint{a, b, c}, svc, "n1", map[string]string{v1.LabelTopologyZone: "zone-a"})
+	if len(cl) != 3 {
+		t.Errorf("partial hints: got %d endpoints", len(cl))
+	}
+	// Node hints win over zone hints.
+	a.NodeHints, b.NodeHints = []string{"n2"}, []string{"n1"}
+	cl, _, _, _ = CategorizeEndpointsForNode([]*Endpoint{a, b}, svc, "n1", map[string]string{v1.LabelTopologyZone: "zone-a"})
+	if len(cl) != 1 || cl[0] != b {
+		t.Errorf("node hints: got %v", cl)
+	}
+}

@@ -167,8 +167,10 @@ type Endpoint struct {
 	Zone        string
 	// IsLocal is true when NodeName is this proxy's node.
 	IsLocal bool
-	// ZoneHints are the topology hints of the endpoint (informational).
+	// ZoneHints and NodeHints are the endpoint's topology hints (zones and
+	// nodes that should prefer it).
 	ZoneHints []string
+	NodeHints []string
 	// Weight is the pod's load-balancing weight (1 unless set).
 	Weight int
 }

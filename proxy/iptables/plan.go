@@ -26,6 +26,10 @@ type PlanInput struct {
 	IPv6      bool
 	Services  proxy.ServicePortMap
 	Endpoints proxy.EndpointsMap
+	// NodeName and NodeLabels select topology hints (see
+	// proxy.CategorizeEndpointsForNode).
+	NodeName   string
+	NodeLabels map[string]string
 	// NodeIP is the node's primary address of this family (used for
 	// loadBalancerSourceRanges that contain the node).
 	NodeIP netip.Addr
@@ -165,7 +169,7 @@ func BuildPlan(in PlanInput) *Plan {
 		port := strconv.Itoa(svc.Port)
 		clusterIP := svc.ClusterIP().String()
 
-		clusterEPs, localEPs, reachable, hasEndpoints := proxy.CategorizeEndpoints(e.eps, svc)
+		clusterEPs, localEPs, reachable, hasEndpoints := proxy.CategorizeEndpointsForNode(e.eps, svc, in.NodeName, in.NodeLabels)
 		clusterChain := ClusterPolicyChain(svc)
 		usesClusterChain := len(clusterEPs) > 0 && svc.UsesClusterEndpoints()
 		localChain := LocalPolicyChain(svc)

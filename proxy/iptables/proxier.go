@@ -229,6 +229,11 @@ func (p *Proxier) planInput(ctx context.Context, req *proxy.SyncRequest, v6 bool
 		MasqueradeAll:      p.cfg.MasqueradeAll,
 		MasqueradeMark:     p.mark(),
 		LocalhostNodePorts: p.LocalhostNodePorts,
+		NodeName:           req.Node.Name,
+		NodeLabels:         req.Node.Labels,
+	}
+	if in.NodeName == "" {
+		in.NodeName = p.cfg.NodeName
 	}
 	for _, ip := range append(append([]netip.Addr{}, req.Node.IPs...), p.cfg.NodeIPs...) {
 		if ip.Is6() == v6 {
