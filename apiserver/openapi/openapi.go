@@ -40,6 +40,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	apimversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/kube-openapi/pkg/handler3"
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
@@ -95,7 +96,8 @@ func DocPath(gv schema.GroupVersion) string {
 }
 
 // Build returns one OpenAPI v3 document per group version of resources,
-// keyed by DocPath.
+// keyed by DocPath, plus the discovery documents kube-apiserver also
+// publishes: "api", "apis", "apis/<group>" and "version".
 func Build(resources []Resource) (map[string]*spec3.OpenAPI, error) {
 	byGV := map[schema.GroupVersion][]Resource{}
 	for _, r := range resources {
@@ -105,10 +107,47 @@ func Build(resources []Resource) (map[string]*spec3.OpenAPI, error) {
 		byGV[r.GVK.GroupVersion()] = append(byGV[r.GVK.GroupVersion()], r)
 	}
 	docs := map[string]*spec3.OpenAPI{}
+	groups := map[string]bool{}
 	for gv, rs := range byGV {
 		docs[DocPath(gv)] = buildDoc(gv, rs)
+		if gv.Group != "" {
+			groups[gv.Group] = true
+		}
 	}
+	// The discovery documents kube-apiserver also lists in its index.
+	docs["api"] = discoveryDoc("/api/", "core", "getCoreAPIVersions", "get available API versions", metav1.APIVersions{}, objectContent)
+	docs["apis"] = discoveryDoc("/apis/", "apis", "getAPIVersions", "get available API versions", metav1.APIGroupList{}, objectContent)
+	for g := range groups {
+		infix, _ := opNames(schema.GroupVersion{Group: g, Version: "v1"})
+		name := strings.TrimSuffix(infix, "V1")
+		docs["apis/"+g] = discoveryDoc("/apis/"+g+"/", strings.ToLower(name[:1])+name[1:], "get"+name+"APIGroup", "get information of a group", metav1.APIGroup{}, objectContent)
+	}
+	docs["version"] = discoveryDoc("/version/", "version", "getCodeVersion", "get the version information for this server", apimversion.Info{}, []string{"application/json"})
 	return docs, nil
+}
+
+// discoveryDoc is a one-operation document for a discovery endpoint.
+func discoveryDoc(path, tag, id, description string, model any, types []string) *spec3.OpenAPI {
+	b := newBuilder()
+	name := b.define(reflect.TypeOf(model))
+	op := &spec3.Operation{OperationProps: spec3.OperationProps{Tags: []string{tag}, Description: description, OperationId: id,
+		Responses: responses(types, name, 200)}}
+	return newDoc(map[string]*spec3.Path{path: {PathProps: spec3.PathProps{Get: op}}}, b.schemas)
+}
+
+func newDoc(paths map[string]*spec3.Path, schemas map[string]*spec.Schema) *spec3.OpenAPI {
+	return &spec3.OpenAPI{
+		Version: "3.0.0",
+		Info:    &spec.Info{InfoProps: spec.InfoProps{Title: "Kubernetes", Version: version.KubernetesGitVersion}},
+		Paths:   &spec3.Paths{Paths: paths},
+		Components: &spec3.Components{
+			Schemas: schemas,
+			SecuritySchemes: spec3.SecuritySchemes{"BearerToken": &spec3.SecurityScheme{SecuritySchemeProps: spec3.SecuritySchemeProps{
+				Type: "apiKey", Description: "Bearer Token authentication", Name: "authorization", In: "header",
+			}}},
+		},
+		SecurityRequirement: []map[string][]string{{"BearerToken": {}}},
+	}
 }
 
 // metaKinds are the meta.k8s.io kinds every group version document carries,
@@ -150,18 +189,7 @@ func buildDoc(gv schema.GroupVersion, rs []Resource) *spec3.OpenAPI {
 	res.Responses = responses([]string{"application/json", "application/yaml", "application/vnd.kubernetes.protobuf", "application/cbor"}, "io.k8s.apimachinery.pkg.apis.meta.v1.APIResourceList", 200)
 	paths[prefix] = &spec3.Path{PathProps: spec3.PathProps{Get: res}}
 
-	return &spec3.OpenAPI{
-		Version: "3.0.0",
-		Info:    &spec.Info{InfoProps: spec.InfoProps{Title: "Kubernetes", Version: version.KubernetesGitVersion}},
-		Paths:   &spec3.Paths{Paths: paths},
-		Components: &spec3.Components{
-			Schemas: b.schemas,
-			SecuritySchemes: spec3.SecuritySchemes{"BearerToken": &spec3.SecurityScheme{SecuritySchemeProps: spec3.SecuritySchemeProps{
-				Type: "apiKey", Description: "Bearer Token authentication", Name: "authorization", In: "header",
-			}}},
-		},
-		SecurityRequirement: []map[string][]string{{"BearerToken": {}}},
-	}
+	return newDoc(paths, b.schemas)
 }
 
 func structType(obj runtime.Object) reflect.Type {
@@ -179,7 +207,8 @@ var (
 )
 
 // Documents returns the JSON documents (DocPath → JSON) of the given group
-// versions of DefaultResources, or of all of them when gvs is empty. Group
+// versions of DefaultResources, or of all of them (and the discovery
+// documents "api", "apis", "apis/<group>", "version") when gvs is empty. Group
 // versions svcnet does not serve are left out. The documents are built once
 // and shared: callers must not modify the returned byte slices.
 func Documents(gvs ...schema.GroupVersion) map[string][]byte {

@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -62,7 +63,8 @@ func TestDocumentSet(t *testing.T) {
 		}
 	}
 	sort.Strings(paths)
-	want := []string{"api/v1", "apis/apps/v1", "apis/coordination.k8s.io/v1", "apis/discovery.k8s.io/v1"}
+	want := []string{"api", "api/v1", "apis", "apis/apps", "apis/apps/v1", "apis/coordination.k8s.io", "apis/coordination.k8s.io/v1",
+		"apis/discovery.k8s.io", "apis/discovery.k8s.io/v1", "version"}
 	if !reflect.DeepEqual(paths, want) {
 		t.Errorf("documents %v, want %v", paths, want)
 	}
@@ -186,7 +188,7 @@ func TestRefsResolve(t *testing.T) {
 			}
 		}
 		walk(d)
-		if n < 10 {
+		if min := map[bool]int{true: 10, false: 1}[strings.HasSuffix(path, "/v1")]; n < min {
 			t.Errorf("%s: only %d refs", path, n)
 		}
 	}
@@ -287,7 +289,7 @@ func TestIndexAndHandler(t *testing.T) {
 		return resp, b
 	}
 	resp, b := get("/openapi/v3", "")
-	if err := json.Unmarshal(b, &idx); err != nil || resp.StatusCode != 200 || len(idx.Paths) != 4 {
+	if err := json.Unmarshal(b, &idx); err != nil || resp.StatusCode != 200 || len(idx.Paths) != 10 {
 		t.Fatalf("index: %d %s %v", resp.StatusCode, b, err)
 	}
 	url := idx.Paths["api/v1"].ServerRelativeURL
@@ -304,6 +306,27 @@ func TestIndexAndHandler(t *testing.T) {
 	}
 	if resp, _ = get("/openapi/v3/apis/batch/v1", ""); resp.StatusCode != 404 {
 		t.Errorf("unknown group version: %d", resp.StatusCode)
+	}
+}
+
+func TestDiscoveryDocuments(t *testing.T) {
+	for path, want := range map[string]string{
+		"api":                      `"/api/".get.operationId=getCoreAPIVersions`,
+		"apis":                     `"/apis/".get.operationId=getAPIVersions`,
+		"apis/apps":                `"/apis/apps/".get.operationId=getAppsAPIGroup`,
+		"apis/discovery.k8s.io":    `"/apis/discovery.k8s.io/".get.operationId=getDiscoveryAPIGroup`,
+		"apis/coordination.k8s.io": `"/apis/coordination.k8s.io/".get.operationId=getCoordinationAPIGroup`,
+		"version":                  `"/version/".get.operationId=getCodeVersion`,
+	} {
+		d := doc(t, path)
+		for p, item := range dig(t, d, "paths").(map[string]any) {
+			if got := fmt.Sprintf("%q.get.operationId=%v", p, dig(t, item, "get", "operationId")); got != want {
+				t.Errorf("%s: %s, want %s", path, got, want)
+			}
+		}
+	}
+	if got := dig(t, doc(t, "version"), "components", "schemas").(map[string]any); got["io.k8s.apimachinery.pkg.version.Info"] == nil {
+		t.Errorf("version schemas = %v", got)
 	}
 }
 
