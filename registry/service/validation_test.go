@@ -194,6 +194,58 @@ func TestValidateService(t *testing.T) {
 			s.Spec.InternalTrafficPolicy = ptr(corev1.ServiceInternalTrafficPolicy("Node"))
 		},
 			`spec.internalTrafficPolicy: Unsupported value: "Node": supported values: "Cluster", "Local"`},
+		{"sessionAffinity required", func(s *corev1.Service) { s.Spec.SessionAffinity = "" }, `spec.sessionAffinity: Required value`},
+		{"ClientIP without config", func(s *corev1.Service) { s.Spec.SessionAffinity = "ClientIP" },
+			`spec.sessionAffinityConfig: Required value: when session affinity type is ClientIP`},
+		{"three clusterIPs", func(s *corev1.Service) {
+			s.Spec.ClusterIPs = []string{"10.96.12.34", "fd00::1", "10.96.0.2"}
+			s.Spec.IPFamilies = nil
+		}, `spec.clusterIPs: Invalid value: ["10.96.12.34","fd00::1","10.96.0.2"]: may only hold up to 2 values`},
+		{"None not alone", func(s *corev1.Service) {
+			s.Spec.ClusterIP, s.Spec.ClusterIPs = "None", []string{"None", "10.96.0.2"}
+		}, `spec.clusterIPs: Invalid value: ["None","10.96.0.2"]: 'None' must be the first and only value`},
+		{"clusterIPs without clusterIP", func(s *corev1.Service) { s.Spec.ClusterIP = "" },
+			"spec.clusterIPs: Invalid value: [\"10.96.12.34\"]: must be empty when `clusterIP` is not specified"},
+		{"dual-stack clusterIPs accepted", func(s *corev1.Service) {
+			s.Spec.ClusterIPs = []string{"10.96.12.34", "fd00:10:96::5"}
+			s.Spec.IPFamilies = []corev1.IPFamily{"IPv4", "IPv6"}
+			s.Spec.IPFamilyPolicy = ptr(corev1.IPFamilyPolicyRequireDualStack)
+		}, ""},
+		{"duplicate ipFamilies", func(s *corev1.Service) { s.Spec.IPFamilies = []corev1.IPFamily{"IPv4", "IPv4"} },
+			`spec.ipFamilies[1]: Duplicate value: "IPv4"`},
+		{"ExternalName with ipFamilyPolicy", func(s *corev1.Service) {
+			toExternalName(s, "db.example.com")
+			s.Spec.IPFamilyPolicy = ptr(corev1.IPFamilyPolicySingleStack)
+		}, `spec.ipFamilyPolicy: Forbidden: may not be set for ExternalName services`},
+		{"ExternalName without ports accepted", func(s *corev1.Service) { toExternalName(s, "db.example.com"); s.Spec.Ports = nil }, ""},
+		{"allocateLoadBalancerNodePorts required on LoadBalancer", func(s *corev1.Service) {
+			toNodePort(s)
+			s.Spec.Type = corev1.ServiceTypeLoadBalancer
+		}, `allocateLoadBalancerNodePorts: Required value`},
+		{"internalTrafficPolicy required", func(s *corev1.Service) { s.Spec.InternalTrafficPolicy = nil },
+			`spec.internalTrafficPolicy: Required value`},
+		{"appProtocol invalid", func(s *corev1.Service) { s.Spec.Ports[0].AppProtocol = ptr("-http") },
+			`spec.ports[0].appProtocol: Invalid value: "-http": name part must consist of alphanumeric characters`},
+		{"appProtocol accepted", func(s *corev1.Service) { s.Spec.Ports[0].AppProtocol = ptr("kubernetes.io/h2c") }, ""},
+		{"externalIP link-local", func(s *corev1.Service) {
+			s.Spec.ExternalIPs = []string{"169.254.1.1"}
+			s.Spec.ExternalTrafficPolicy = "Cluster"
+		}, `spec.externalIPs[0]: Invalid value: "169.254.1.1": may not be in the link-local range (169.254.0.0/16, fe80::/10)`},
+		{"source-ranges annotation on ClusterIP", func(s *corev1.Service) {
+			s.Annotations = map[string]string{"service.beta.kubernetes.io/load-balancer-source-ranges": "10.0.0.0/8"}
+		}, "metadata.annotations[service.beta.kubernetes.io/load-balancer-source-ranges]: Forbidden: may only be used when `type` is 'LoadBalancer'"},
+		{"topology annotations disagree", func(s *corev1.Service) {
+			s.Annotations = map[string]string{"service.kubernetes.io/topology-mode": "Auto", "service.kubernetes.io/topology-aware-hints": "Disabled"}
+		}, `metadata.annotations[service.kubernetes.io/topology-mode]: Invalid value: "Auto": must match annotations[service.kubernetes.io/topology-aware-hints] when both are specified`},
+		{"trafficDistribution PreferClose accepted", func(s *corev1.Service) { s.Spec.TrafficDistribution = ptr("PreferClose") }, ""},
+		{"trafficDistribution unsupported", func(s *corev1.Service) { s.Spec.TrafficDistribution = ptr("Nearest") },
+			`spec.trafficDistribution: Unsupported value: "Nearest": supported values: "PreferClose", "PreferSameNode", "PreferSameZone"`},
+		{"loadBalancerClass invalid", func(s *corev1.Service) {
+			toNodePort(s)
+			s.Spec.Type = corev1.ServiceTypeLoadBalancer
+			s.Spec.AllocateLoadBalancerNodePorts = ptr(true)
+			s.Spec.LoadBalancerClass = ptr("a b")
+		}, `spec.loadBalancerClass: Invalid value: "a b"`},
 		{"loadBalancerClass on ClusterIP", func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr("example.com/lb") },
 			"spec.loadBalancerClass: Forbidden: may only be used when `type` is 'LoadBalancer'"},
 	}
