@@ -47,6 +47,11 @@ type Options struct {
 	// and remainingItemCount (a list request). When nil and exactly one object
 	// is converted (a get), the table takes that object's resourceVersion.
 	ListMeta *metav1.ListMeta
+	// ObjectKind, when set, is written into rows' objects under
+	// IncludeObject whose apiVersion/kind are empty (a copy is made; the
+	// caller's objects are not modified). kubectl decodes those rows and
+	// needs the kind.
+	ObjectKind schema.GroupVersionKind
 	// Now is the clock AGE and similar columns are measured against. Nil
 	// means time.Now.
 	Now func() time.Time
@@ -128,7 +133,12 @@ func Convert(gr schema.GroupResource, objs []runtime.Object, opts Options) (*met
 		}
 		switch opts.IncludeObject {
 		case metav1.IncludeObject:
-			row.Object = runtime.RawExtension{Object: obj}
+			o := obj
+			if !opts.ObjectKind.Empty() && o.GetObjectKind().GroupVersionKind().Empty() {
+				o = o.DeepCopyObject()
+				o.GetObjectKind().SetGroupVersionKind(opts.ObjectKind)
+			}
+			row.Object = runtime.RawExtension{Object: o}
 		case metav1.IncludeNone:
 		default:
 			m, err := meta.Accessor(obj)

@@ -576,6 +576,18 @@ func TestOptions(t *testing.T) {
 		t.Errorf("IncludeObject: apiVersion %q object %T", tbl.APIVersion, tbl.Rows[0].Object.Object)
 	}
 
+	// ObjectKind fills an empty kind on a copy.
+	bare := s.DeepCopy()
+	bare.TypeMeta = metav1.TypeMeta{}
+	tbl, err = Convert(grServices, []runtime.Object{bare}, Options{Now: nowFn, IncludeObject: metav1.IncludeObject,
+		ObjectKind: corev1.SchemeGroupVersion.WithKind("Service")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tbl.Rows[0].Object.Object.(*corev1.Service); got.Kind != "Service" || got.APIVersion != "v1" || bare.Kind != "" {
+		t.Errorf("ObjectKind: row %v/%v, original kind %q", got.APIVersion, got.Kind, bare.Kind)
+	}
+
 	// None + NoHeaders + list meta.
 	rc := int64(7)
 	tbl, err = Convert(grServices, []runtime.Object{s, s}, Options{Now: nowFn, IncludeObject: metav1.IncludeNone, NoHeaders: true,

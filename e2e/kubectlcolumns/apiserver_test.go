@@ -66,5 +66,12 @@ $`).MatchString(out) {
 			t.Errorf("get ns lacks %s:\n%s", ns, out)
 		}
 	}
+	// --sort-by asks for includeObject=Object, --show-labels reads the
+	// PartialObjectMetadata rows.
+	out = run("get", "svc", "--sort-by=.spec.ports[0].nodePort", "--show-labels")
+	if !regexp.MustCompile(`(?m)^NAME +TYPE +CLUSTER-IP +EXTERNAL-IP +PORT\(S\) +AGE +LABELS\n`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^myapp +ClusterIP .* app=myapp$`).MatchString(out) {
+		t.Errorf("get svc --sort-by --show-labels:\n%s", out)
+	}
 	mustContain(t, run("explain", "service.spec.ports"), "FIELD: ports <[]ServicePort>", "port\t<integer> -required-")
 }
