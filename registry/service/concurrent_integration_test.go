@@ -81,4 +81,3 @@ func TestConcurrentCreatesTwoAPIServers(t *testing.T) {
 		t.Fatalf("stored allocations: %d IPs, %d ports; want %d, %d", usedIPs, usedPorts, n+1, n)
 	}
 }
-
