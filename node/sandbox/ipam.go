@@ -23,7 +23,7 @@ type IPAM struct {
 	mu      sync.Mutex
 	prefix  netip.Prefix
 	gateway netip.Addr
-	path    string            // empty: in memory only
+	path    string // empty: in memory only
 	byOwner map[string]netip.Addr
 	next    netip.Addr
 }

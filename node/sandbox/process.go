@@ -38,6 +38,13 @@ func (sb *Sandbox) Start(argv, env []string, wd, logPath string) (*Process, erro
 	if len(argv) == 0 {
 		return nil, errors.New("start container: empty command")
 	}
+	return StartProcess(sb.Command(argv, env, wd), logPath)
+}
+
+// StartProcess starts cmd (which must not have its output set) with its
+// output logged to logPath in the CRI log format. cmd should run in its own
+// process group (SysProcAttr.Setpgid) for Stop to reach its children.
+func StartProcess(cmd *exec.Cmd, logPath string) (*Process, error) {
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return nil, fmt.Errorf("start container: %w", err)
 	}
@@ -45,7 +52,7 @@ func (sb *Sandbox) Start(argv, env []string, wd, logPath string) (*Process, erro
 	if err != nil {
 		return nil, fmt.Errorf("start container: %w", err)
 	}
-	p := &Process{cmd: sb.Command(argv, env, wd), done: make(chan struct{}), logFile: f}
+	p := &Process{cmd: cmd, done: make(chan struct{}), logFile: f}
 	var mu sync.Mutex
 	outR, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -59,7 +66,7 @@ func (sb *Sandbox) Start(argv, env []string, wd, logPath string) (*Process, erro
 	}
 	if err := p.cmd.Start(); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("start container %q: %w", argv[0], err)
+		return nil, fmt.Errorf("start container %q: %w", cmd.Path, err)
 	}
 	p.started = time.Now()
 	for stream, r := range map[string]io.Reader{"stdout": outR, "stderr": errR} {
@@ -125,8 +132,11 @@ func (p *Process) Exit() (code, signal int, finished time.Time) {
 	return p.exitCode, p.signal, p.finished
 }
 
-// Stop sends SIGTERM to the container's process group, waits up to grace
-// for it to exit, then sends SIGKILL. It returns once the process is gone.
+// Stop sends SIGTERM to the container's main process (as a container
+// runtime signals PID 1), waits up to grace for it to exit, then sends
+// SIGKILL to its whole process group. Whatever is left in the group when
+// the main process has gone is killed too, as a PID namespace would. It
+// returns once the process is gone.
 func (p *Process) Stop(grace time.Duration) {
 	select {
 	case <-p.done:
@@ -134,7 +144,7 @@ func (p *Process) Stop(grace time.Duration) {
 	default:
 	}
 	pgid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	_ = syscall.Kill(pgid, syscall.SIGTERM)
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {

@@ -1,0 +1,535 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/svcnet/svcnet/node/dnsconfig"
+	"github.com/svcnet/svcnet/node/hostport"
+	"github.com/svcnet/svcnet/node/images"
+	"github.com/svcnet/svcnet/node/podstatus"
+	"github.com/svcnet/svcnet/node/probe"
+	"github.com/svcnet/svcnet/node/sandbox"
+)
+
+// RuntimeScheme prefixes container IDs in container statuses.
+const RuntimeScheme = "svcnet://"
+
+type podWorker struct {
+	a   *Agent
+	key string
+
+	mu           sync.Mutex
+	pod          *v1.Pod
+	sb           PodSandbox
+	containers   map[string]*podstatus.Container
+	sandboxReady bool
+	failReason   string
+	failMessage  string
+	startTime    time.Time
+	lastWritten  *v1.PodStatus
+
+	dirty     chan struct{}
+	term      chan struct{} // closed on deletion request
+	termOnce  sync.Once
+	grace     time.Duration
+	stopped   chan struct{} // closed when containers must stop now
+	stopOnce  sync.Once
+	deleteAPI bool // delete the pod object when done
+}
+
+func newPodWorker(a *Agent, pod *v1.Pod) *podWorker {
+	w := &podWorker{
+		a: a, key: pod.Namespace + "/" + pod.Name, pod: pod.DeepCopy(),
+		containers: map[string]*podstatus.Container{},
+		dirty:      make(chan struct{}, 1), term: make(chan struct{}), stopped: make(chan struct{}),
+	}
+	w.update(pod)
+	return w
+}
+
+// update takes a newer version of the pod; a deletionTimestamp starts
+// graceful termination.
+func (w *podWorker) update(pod *v1.Pod) {
+	w.mu.Lock()
+	w.pod = pod.DeepCopy()
+	w.mu.Unlock()
+	if pod.DeletionTimestamp != nil {
+		grace := 30 * time.Second
+		if pod.Spec.TerminationGracePeriodSeconds != nil {
+			grace = time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
+		}
+		if pod.DeletionGracePeriodSeconds != nil {
+			grace = time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
+		}
+		w.terminate(grace, true)
+	}
+}
+
+func (w *podWorker) terminate(grace time.Duration, deleteAPI bool) {
+	w.termOnce.Do(func() {
+		w.mu.Lock()
+		w.grace, w.deleteAPI = grace, deleteAPI
+		w.mu.Unlock()
+		close(w.term)
+	})
+}
+
+// forceKill is used when the pod object is gone: stop at once.
+func (w *podWorker) forceKill() { w.terminate(0, false) }
+
+// shutdown stops the pod because the agent is stopping.
+func (w *podWorker) shutdown() { w.terminate(2*time.Second, false) }
+
+func (w *podWorker) markDirty() {
+	select {
+	case w.dirty <- struct{}{}:
+	default:
+	}
+}
+
+func (w *podWorker) log() func(msg string, args ...any) {
+	return func(msg string, args ...any) { w.a.log.Info(msg, append([]any{"pod", w.key}, args...)...) }
+}
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (w *podWorker) run(ctx context.Context) {
+	w.mu.Lock()
+	w.startTime = time.Now()
+	pod := w.pod.DeepCopy()
+	w.mu.Unlock()
+
+	statusDone := make(chan struct{})
+	statusCtx, stopStatus := context.WithCancel(context.Background())
+	go func() { defer close(statusDone); w.statusLoop(statusCtx) }()
+	w.markDirty()
+
+	var wg sync.WaitGroup
+	if err := w.setup(ctx, pod); err != nil {
+		w.log()("pod setup failed", "err", err)
+	} else {
+		for _, c := range pod.Spec.Containers {
+			wg.Add(1)
+			go func() { defer wg.Done(); w.containerLoop(ctx, c) }()
+		}
+	}
+
+	select {
+	case <-w.term:
+	case <-ctx.Done():
+		w.shutdown()
+	}
+	w.stopOnce.Do(func() { close(w.stopped) })
+	wg.Wait()
+	w.mu.Lock()
+	sb := w.sb
+	deleteAPI := w.deleteAPI
+	w.mu.Unlock()
+	if w.a.hostPort != nil {
+		_ = w.a.hostPort.Remove(context.Background(), w.key)
+	}
+	if sb != nil {
+		if err := sb.Destroy(context.Background()); err != nil {
+			w.a.log.Warn("destroy sandbox", "pod", w.key, "err", err)
+		}
+	}
+	if deleteAPI {
+		// Report the final container states, then finish the deletion.
+		w.markDirty()
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopStatus()
+	<-statusDone
+	if deleteAPI {
+		w.mu.Lock()
+		p := w.pod.DeepCopy()
+		w.mu.Unlock()
+		w.a.deletePod(context.Background(), p)
+		w.log()("pod deleted")
+	}
+}
+
+// setup creates the sandbox and admits hostPorts. A failure is recorded
+// in the status (Failed for admission errors, ContainerCreating with an
+// error otherwise).
+func (w *podWorker) setup(ctx context.Context, pod *v1.Pod) error {
+	host, domain := dnsconfig.Hostname(pod, w.a.cfg.ClusterDomain)
+	resolv := dnsconfig.ForPod(pod, w.a.dns).ResolvConf()
+	nginx := false
+	for _, c := range pod.Spec.Containers {
+		if b := images.Lookup(c.Image); b != nil && b.Name == "nginx" {
+			nginx = true
+		}
+	}
+	var sb PodSandbox
+	var err error
+	for attempt := 0; ; attempt++ {
+		sb, err = w.a.runtime.RunPodSandbox(ctx, string(pod.UID), pod.Namespace, pod.Name, func(ip netip.Addr) sandbox.Spec {
+			s := sandbox.Spec{Hostname: host, ResolvConf: resolv, Hosts: dnsconfig.Hosts([]string{ip.String()}, host, domain, pod.Spec.HostAliases)}
+			if nginx {
+				s.NginxFiles = images.NginxDefaultFiles()
+			}
+			return s
+		})
+		if err == nil {
+			break
+		}
+		w.mu.Lock()
+		for _, c := range pod.Spec.Containers {
+			w.containers[c.Name] = &podstatus.Container{Name: c.Name, WaitingReason: "ContainerCreating", WaitingMessage: "failed to create pod sandbox: " + err.Error()}
+		}
+		w.mu.Unlock()
+		w.markDirty()
+		select {
+		case <-w.term:
+			return err
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(min(attempt+1, 10)) * time.Second):
+		}
+	}
+	w.mu.Lock()
+	w.sb = sb
+	w.sandboxReady = true
+	w.mu.Unlock()
+	maps := hostport.FromPod(pod, sb.IP())
+	if len(maps) > 0 {
+		var err error
+		if w.a.hostPort == nil {
+			err = errors.New("hostPort mapping is not available on this node")
+		} else {
+			err = w.a.hostPort.Add(ctx, w.key, maps)
+		}
+		if err != nil {
+			w.mu.Lock()
+			w.failReason = "NodePorts"
+			w.failMessage = "Pod was rejected: node(s) didn't have free ports for the requested pod ports: " + err.Error()
+			w.mu.Unlock()
+			w.markDirty()
+			return err
+		}
+	}
+	w.markDirty()
+	return nil
+}
+
+func (w *podWorker) setContainer(name string, f func(c *podstatus.Container)) {
+	w.mu.Lock()
+	c := w.containers[name]
+	if c == nil {
+		c = &podstatus.Container{Name: name}
+		w.containers[name] = c
+	}
+	f(c)
+	w.mu.Unlock()
+	w.markDirty()
+}
+
+// wait returns false when the pod is stopping.
+func (w *podWorker) wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-w.stopped:
+	case <-w.term:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+func (w *podWorker) stopGrace() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.grace
+}
+
+func (w *podWorker) containerLoop(ctx context.Context, spec v1.Container) {
+	name := spec.Name
+	w.mu.Lock()
+	pod := w.pod.DeepCopy()
+	sb := w.sb
+	w.mu.Unlock()
+	policy := pod.Spec.RestartPolicy
+	if policy == "" {
+		policy = v1.RestartPolicyAlways
+	}
+	restarts := 0
+	var delay time.Duration
+	for {
+		plan, err := images.Resolve(&spec)
+		if err != nil {
+			w.setContainer(name, func(c *podstatus.Container) { c.WaitingReason, c.WaitingMessage = images.Reason, err.Error() })
+			w.wait(ctx, 1<<62)
+			return
+		}
+		host, _ := dnsconfig.Hostname(pod, w.a.cfg.ClusterDomain)
+		env, lookup, err := containerEnv(ctx, envInput{pod: pod, c: &spec, services: w.a.servicesNow(), hostname: host,
+			podIP: sb.IP().String(), hostIP: w.a.cfg.NodeIP.String(), client: w.a.client})
+		if err != nil {
+			w.setContainer(name, func(c *podstatus.Container) {
+				c.WaitingReason, c.WaitingMessage = "CreateContainerConfigError", err.Error()
+			})
+			if !w.wait(ctx, 5*time.Second) {
+				return
+			}
+			continue
+		}
+		var argv []string
+		if plan.Builtin != nil {
+			argv = append(append([]string(nil), w.a.cfg.Builtin...), plan.Builtin.Args...)
+		} else {
+			for _, s := range plan.Argv {
+				argv = append(argv, Expand(s, lookup))
+			}
+		}
+		_ = os.MkdirAll(filepath.Join(sb.Dir(), "env"), 0o755)
+		_ = os.WriteFile(filepath.Join(sb.Dir(), "env", name), []byte(strings.Join(env, "\x00")), 0o600)
+		proc, err := sb.StartContainer(argv, env, spec.WorkingDir, sandbox.LogPath(sb.Dir(), name, restarts))
+		if err != nil {
+			w.setContainer(name, func(c *podstatus.Container) { c.WaitingReason, c.WaitingMessage = "RunContainerError", err.Error() })
+			if !w.wait(ctx, max(delay, time.Second)) {
+				return
+			}
+			delay = w.nextDelay(delay)
+			continue
+		}
+		id := newID()
+		w.setContainer(name, func(c *podstatus.Container) {
+			c.ID, c.Running, c.StartedAt, c.Terminated = id, true, proc.StartedAt(), nil
+			c.WaitingReason, c.WaitingMessage = "", ""
+			c.RestartCount = int32(restarts)
+			c.Ready = spec.ReadinessProbe == nil && spec.StartupProbe == nil
+			c.Started = spec.StartupProbe == nil
+		})
+		pctx, cancelProbes := context.WithCancel(ctx)
+		go w.probeLoop(pctx, spec, sb, proc, env, id)
+		stopping := false
+		select {
+		case <-proc.Done():
+		case <-w.stopped:
+			stopping = true
+		case <-w.term:
+			stopping = true
+		}
+		cancelProbes()
+		if stopping {
+			proc.Stop(w.stopGrace())
+		}
+		code, sig, fin := proc.Exit()
+		term := &podstatus.Termination{ExitCode: int32(code), Signal: int32(sig), StartedAt: proc.StartedAt(), FinishedAt: fin}
+		restart := !stopping && (policy == v1.RestartPolicyAlways || (policy == v1.RestartPolicyOnFailure && code != 0))
+		if !restart {
+			w.setContainer(name, func(c *podstatus.Container) {
+				c.Running, c.Ready, c.Started, c.Terminated = false, false, false, term
+			})
+			if !stopping {
+				w.wait(ctx, 1<<62)
+			}
+			return
+		}
+		if fin.Sub(proc.StartedAt()) >= 10*time.Minute {
+			delay = 0
+		}
+		w.setContainer(name, func(c *podstatus.Container) {
+			c.Running, c.Ready, c.Started = false, false, false
+			c.LastTermination = term
+			if delay > 0 {
+				c.WaitingReason = "CrashLoopBackOff"
+				c.WaitingMessage = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", delay, name, pod.Name, pod.Namespace, pod.UID)
+			} else {
+				c.WaitingReason, c.WaitingMessage = "ContainerCreating", ""
+			}
+		})
+		if delay > 0 && !w.wait(ctx, delay) {
+			w.setContainer(name, func(c *podstatus.Container) { c.Terminated = term })
+			return
+		}
+		restarts++
+		delay = w.nextDelay(delay)
+	}
+}
+
+func (w *podWorker) nextDelay(d time.Duration) time.Duration {
+	if d == 0 {
+		return w.a.cfg.BackoffBase
+	}
+	return min(2*d, w.a.cfg.BackoffMax)
+}
+
+// probeLoop runs the container instance's probes. A startup probe gates
+// the others; a liveness or startup failure kills the instance.
+func (w *podWorker) probeLoop(ctx context.Context, spec v1.Container, sb PodSandbox, proc Container, env []string, id string) {
+	w.mu.Lock()
+	grace := graceOf(w.pod)
+	w.mu.Unlock()
+	started := make(chan struct{})
+	if spec.StartupProbe == nil {
+		close(started)
+	}
+	target := probe.Target{PodIP: sb.IP().String(), Ports: spec.Ports,
+		Exec: func(ctx context.Context, cmd []string) (int, error) { return sb.Exec(ctx, cmd, env) }}
+	setIfCurrent := func(f func(c *podstatus.Container)) {
+		w.setContainer(spec.Name, func(c *podstatus.Container) {
+			if c.ID == id && c.Running {
+				f(c)
+			}
+		})
+	}
+	run := func(kind probe.Kind, p *v1.Probe, onResult func(probe.Result)) {
+		s := probe.SpecOf(kind, p)
+		wk := probe.NewWorker(kind, s, proc.StartedAt())
+		if kind != probe.Startup {
+			select {
+			case <-started:
+			case <-ctx.Done():
+				return
+			}
+		}
+		for {
+			if wk.ShouldProbe(time.Now()) {
+				r, msg := probe.Run(ctx, p, s.Timeout, target)
+				if ctx.Err() != nil {
+					return
+				}
+				if r == probe.Failure && msg != "" {
+					w.a.log.Debug("probe failed", "pod", w.key, "container", spec.Name, "probe", kind.String(), "msg", msg)
+				}
+				if res, changed := wk.Observe(r); changed {
+					onResult(res)
+				}
+			}
+			wait := s.Period
+			if d := time.Until(proc.StartedAt().Add(s.InitialDelay)); d > 0 && d < wait {
+				wait = d
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+	}
+	if p := spec.StartupProbe; p != nil {
+		go run(probe.Startup, p, func(r probe.Result) {
+			switch r {
+			case probe.Success:
+				setIfCurrent(func(c *podstatus.Container) {
+					c.Started = true
+					if spec.ReadinessProbe == nil {
+						c.Ready = true
+					}
+				})
+				close(started)
+			case probe.Failure:
+				go proc.Stop(grace)
+			}
+		})
+	}
+	if p := spec.LivenessProbe; p != nil {
+		go run(probe.Liveness, p, func(r probe.Result) {
+			if r == probe.Failure {
+				w.a.log.Info("liveness probe failed, restarting container", "pod", w.key, "container", spec.Name)
+				go proc.Stop(grace)
+			}
+		})
+	}
+	if p := spec.ReadinessProbe; p != nil {
+		go run(probe.Readiness, p, func(r probe.Result) {
+			setIfCurrent(func(c *podstatus.Container) { c.Ready = r == probe.Success })
+		})
+	}
+	<-ctx.Done()
+}
+
+func graceOf(pod *v1.Pod) time.Duration {
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		return time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
+	}
+	return 30 * time.Second
+}
+
+// statusLoop writes the pod's status whenever it changes, until ctx ends
+// (a final pending change is written first).
+func (w *podWorker) statusLoop(ctx context.Context) {
+	for {
+		select {
+		case <-w.dirty:
+		case <-ctx.Done():
+			select {
+			case <-w.dirty:
+				w.writeStatus()
+			default:
+			}
+			return
+		}
+		w.writeStatus()
+		time.Sleep(20 * time.Millisecond) // coalesce bursts
+	}
+}
+
+func (w *podWorker) writeStatus() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pods := w.a.client.CoreV1().Pods(w.pod.Namespace)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := pods.Get(ctx, w.pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		w.mu.Lock()
+		if cur.UID != w.pod.UID {
+			w.mu.Unlock()
+			return apierrors.NewNotFound(v1.Resource("pods"), w.pod.Name)
+		}
+		in := podstatus.Input{Pod: cur, SandboxReady: w.sandboxReady, HostIP: w.a.cfg.NodeIP.String(),
+			StartTime: w.startTime, Now: time.Now(), RuntimeScheme: RuntimeScheme,
+			FailedReason: w.failReason, FailedMessage: w.failMessage}
+		if !w.a.cfg.NodeIP.IsValid() {
+			in.HostIP = ""
+		}
+		if w.sb != nil {
+			in.PodIPs = []string{w.sb.IP().String()}
+		}
+		for _, c := range w.containers {
+			in.Containers = append(in.Containers, *c)
+		}
+		w.mu.Unlock()
+		st := podstatus.Compute(in)
+		if equality.Semantic.DeepEqual(cur.Status, st) {
+			return nil
+		}
+		cur.Status = st
+		_, err = pods.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		if err == nil {
+			w.mu.Lock()
+			w.lastWritten = st.DeepCopy()
+			w.mu.Unlock()
+		}
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		w.a.log.Warn("pod status", "pod", w.key, "err", err)
+	}
+}
