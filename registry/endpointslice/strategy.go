@@ -244,11 +244,6 @@ func validatePorts(ports []discoveryv1.EndpointPort, fp *field.Path) field.Error
 		} else if !service.SupportedPortProtocols.Has(*p.Protocol) {
 			allErrs = append(allErrs, field.NotSupported(idx.Child("protocol"), *p.Protocol, sets.List(service.SupportedPortProtocols)))
 		}
-		if p.Port != nil {
-			for _, msg := range validation.IsValidPortNum(int(*p.Port)) {
-				allErrs = append(allErrs, field.Invalid(idx.Child("port"), *p.Port, msg))
-			}
-		}
 		if p.AppProtocol != nil {
 			allErrs = append(allErrs, service.ValidateQualifiedName(*p.AppProtocol, idx.Child("appProtocol"))...)
 		}
