@@ -404,3 +404,13 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("NodeCondition.type default = %s", got)
 	}
 }
+
+func TestSpecialDescriptions(t *testing.T) {
+	core := dig(t, doc(t, "api/v1"), "components", "schemas").(map[string]any)
+	if d := dig(t, core["io.k8s.apimachinery.pkg.api.resource.Quantity"], "description").(string); !strings.HasSuffix(d, "that will cause implementors to also use a fixed point implementation.") {
+		t.Errorf("Quantity description ends %q", d[len(d)-80:])
+	}
+	if d := dig(t, core["io.k8s.apimachinery.pkg.util.intstr.IntOrString"], "description"); d != "IntOrString is a type that can hold an int32 or a string.  When used in JSON or YAML marshalling and unmarshalling, it produces or consumes the inner type.  This allows you to have, for example, a JSON field that can accept a name or number." {
+		t.Errorf("IntOrString description = %q", d)
+	}
+}

@@ -65,45 +65,37 @@ func modelName(t reflect.Type) string {
 	return name + "." + t.Name()
 }
 
-// special are types whose JSON form is not their Go structure. The
-// descriptions are those kube-apiserver publishes.
+// special are types whose JSON form is not their Go structure. Their
+// descriptions come from specialDocs (generated from their Go comments).
 var special = map[string]spec.Schema{
 	"io.k8s.apimachinery.pkg.apis.meta.v1.Time": {SchemaProps: spec.SchemaProps{
 		Type: spec.StringOrArray{"string"}, Format: "date-time",
-		Description: "Time is a wrapper around time.Time which supports correct marshaling to YAML and JSON.  Wrappers are provided for many of the factory methods that the time package offers.",
 	}},
 	"io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime": {SchemaProps: spec.SchemaProps{
 		Type: spec.StringOrArray{"string"}, Format: "date-time",
-		Description: "MicroTime is version of Time with microsecond level precision.",
 	}},
 	"io.k8s.apimachinery.pkg.apis.meta.v1.Duration": {SchemaProps: spec.SchemaProps{
-		Type:        spec.StringOrArray{"string"},
-		Description: "Duration is a wrapper around time.Duration which supports correct marshaling to YAML and JSON. In particular, it marshals into strings, which can be used as map keys in json.",
+		Type: spec.StringOrArray{"string"},
 	}},
 	"io.k8s.apimachinery.pkg.util.intstr.IntOrString": {
 		SchemaProps: spec.SchemaProps{
 			Format: "int-or-string",
 			// OpenAPI v3 form: either an integer or a string.
-			OneOf:       []spec.Schema{{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"integer"}}}, {SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"string"}}}},
-			Description: "IntOrString is a type that can hold an int32 or a string.  When used in JSON or YAML marshalling and unmarshalling, it produces or consumes the inner type.  This allows you to have, for example, a JSON field that can accept a name or number.",
+			OneOf: []spec.Schema{{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"integer"}}}, {SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"string"}}}},
 		},
 		VendorExtensible: spec.VendorExtensible{Extensions: spec.Extensions{extIntOrString: true}},
 	},
 	"io.k8s.apimachinery.pkg.api.resource.Quantity": {SchemaProps: spec.SchemaProps{
-		OneOf:       []spec.Schema{{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"string"}}}, {SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"number"}}}},
-		Description: "Quantity is a fixed-point representation of a number. It provides convenient marshaling/unmarshaling in JSON and YAML, in addition to String() and AsInt64() accessors.\n\nThe serialization format is:\n\n``` <quantity>        ::= <signedNumber><suffix>\n\n\t(Note that <suffix> may be empty, from the \"\" case in <decimalSI>.)\n\n<digit>           ::= 0 | 1 | ... | 9 <digits>          ::= <digit> | <digit><digits> <number>          ::= <digits> | <digits>.<digits> | <digits>. | .<digits> <sign>            ::= \"+\" | \"-\" <signedNumber>    ::= <number> | <sign><number> <suffix>          ::= <binarySI> | <decimalExponent> | <decimalSI> <binarySI>        ::= Ki | Mi | Gi | Ti | Pi | Ei\n\n\t(International System of units; See: http://physics.nist.gov/cuu/Units/binary.html)\n\n<decimalSI>       ::= m | \"\" | k | M | G | T | P | E\n\n\t(Note that 1024 = 1Ki but 1000 = 1k; I didn't choose the capitalization.)\n\n<decimalExponent> ::= \"e\" <signedNumber> | \"E\" <signedNumber> ```",
+		OneOf: []spec.Schema{{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"string"}}}, {SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"number"}}}},
 	}},
 	"io.k8s.apimachinery.pkg.runtime.RawExtension": {SchemaProps: spec.SchemaProps{
-		Type:        spec.StringOrArray{"object"},
-		Description: "RawExtension is used to hold extensions in external versions.",
+		Type: spec.StringOrArray{"object"},
 	}},
 	"io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1": {SchemaProps: spec.SchemaProps{
-		Type:        spec.StringOrArray{"object"},
-		Description: "FieldsV1 stores a set of fields in a data structure like a Trie, in JSON format.\n\nEach key is either a '.' representing the field itself, and will always map to an empty set, or a string representing a sub-field or item. The string will follow one of these four formats: 'f:<name>', where <name> is the name of a field in a struct, or key in a map 'v:<value>', where <value> is the exact json formatted value of a list item 'i:<index>', where <index> is position of a item in a list 'k:<keys>', where <keys> is a map of  a list item's key fields to their unique values If a key maps to an empty Fields value, the field that key represents is part of the set.\n\nThe exact format is defined in sigs.k8s.io/structured-merge-diff",
+		Type: spec.StringOrArray{"object"},
 	}},
 	"io.k8s.apimachinery.pkg.apis.meta.v1.Patch": {SchemaProps: spec.SchemaProps{
-		Type:        spec.StringOrArray{"object"},
-		Description: "Patch is provided to give a concrete name and type to the Kubernetes PATCH request body.",
+		Type: spec.StringOrArray{"object"},
 	}},
 }
 
@@ -116,6 +108,7 @@ func (b *builder) define(t reflect.Type) string {
 	}
 	if s, ok := special[name]; ok {
 		s := s
+		s.Description = specialDocs[name]
 		b.schemas[name] = &s
 		return name
 	}

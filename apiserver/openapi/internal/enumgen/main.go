@@ -42,6 +42,89 @@ type marker struct {
 
 type value struct{ name, value, comment string }
 
+// specialDocs are the types whose schemas package openapi writes by hand;
+// their descriptions come from their Go doc comments, processed as
+// openapi-gen does.
+var specialDocs = []struct{ module, dir, typ, model string }{
+	{"k8s.io/apimachinery", "pkg/apis/meta/v1", "Time", "io.k8s.apimachinery.pkg.apis.meta.v1.Time"},
+	{"k8s.io/apimachinery", "pkg/apis/meta/v1", "MicroTime", "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime"},
+	{"k8s.io/apimachinery", "pkg/apis/meta/v1", "Duration", "io.k8s.apimachinery.pkg.apis.meta.v1.Duration"},
+	{"k8s.io/apimachinery", "pkg/apis/meta/v1", "FieldsV1", "io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1"},
+	{"k8s.io/apimachinery", "pkg/apis/meta/v1", "Patch", "io.k8s.apimachinery.pkg.apis.meta.v1.Patch"},
+	{"k8s.io/apimachinery", "pkg/util/intstr", "IntOrString", "io.k8s.apimachinery.pkg.util.intstr.IntOrString"},
+	{"k8s.io/apimachinery", "pkg/api/resource", "Quantity", "io.k8s.apimachinery.pkg.api.resource.Quantity"},
+	{"k8s.io/apimachinery", "pkg/runtime", "RawExtension", "io.k8s.apimachinery.pkg.runtime.RawExtension"},
+}
+
+// openAPIDescription applies openapi-gen's comment rules: stop at "---",
+// drop TODO and +marker lines, join lines with spaces, keep paragraphs,
+// and put indented lines on lines of their own.
+func openAPIDescription(text string) string {
+	var buf strings.Builder
+	delPrev := func() {
+		s := buf.String()
+		if len(s) > 0 {
+			buf.Reset()
+			buf.WriteString(s[:len(s)-1])
+		}
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if line == "---" {
+			break
+		}
+		line = strings.TrimRight(line, " ")
+		leading := strings.TrimLeft(line, " ")
+		switch {
+		case len(line) == 0:
+			delPrev()
+			buf.WriteString("\n\n")
+		case strings.HasPrefix(leading, "TODO"), strings.HasPrefix(leading, "+"):
+		default:
+			if strings.HasPrefix(line, " ") || strings.HasPrefix(line, "\t") {
+				delPrev()
+				line = "\n" + line + "\n"
+			} else {
+				line += " "
+			}
+			buf.WriteString(line)
+		}
+	}
+	return strings.TrimSpace(buf.String())
+}
+
+func typeDoc(dir, typ string) (string, error) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
+	if err != nil {
+		return "", err
+	}
+	for _, pkg := range pkgs {
+		for _, f := range pkg.Files {
+			for _, d := range f.Decls {
+				g, ok := d.(*ast.GenDecl)
+				if !ok || g.Tok != token.TYPE {
+					continue
+				}
+				for _, sp := range g.Specs {
+					ts := sp.(*ast.TypeSpec)
+					if ts.Name.Name != typ {
+						continue
+					}
+					doc := ts.Doc
+					if doc == nil {
+						doc = g.Doc
+					}
+					if doc == nil {
+						return "", nil
+					}
+					return openAPIDescription(doc.Text()), nil
+				}
+			}
+		}
+	}
+	return "", fmt.Errorf("type %s not found in %s", typ, dir)
+}
+
 func main() {
 	out := "zz_generated_enums.go"
 	if len(os.Args) > 1 {
@@ -58,6 +141,18 @@ func main() {
 		if err := scan(filepath.Join(strings.TrimSpace(string(dir)), p.dir), p.prefix, enums, fields, types); err != nil {
 			fail(err)
 		}
+	}
+	docs := map[string]string{}
+	for _, sd := range specialDocs {
+		dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", sd.module).Output()
+		if err != nil {
+			fail(fmt.Errorf("locate %s: %w", sd.module, err))
+		}
+		d, err := typeDoc(filepath.Join(strings.TrimSpace(string(dir)), sd.dir), sd.typ)
+		if err != nil {
+			fail(err)
+		}
+		docs[sd.model] = d
 	}
 	var names []string
 	for n := range enums {
@@ -98,6 +193,11 @@ func main() {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	b.WriteString("// specialDocs are the descriptions of the hand-written schemas, from\n// their types' Go doc comments.\nvar specialDocs = map[string]string{\n")
+	for _, sd := range specialDocs {
+		fmt.Fprintf(&b, "\t%q: %q,\n", sd.model, docs[sd.model])
+	}
+	b.WriteString("}\n\n")
 	b.WriteString("// typeMapTypes are the +structType/+mapType markers of types, by model name.\nvar typeMapTypes = map[string]string{\n")
 	for _, k := range keys {
 		fmt.Fprintf(&b, "\t%q: %q,\n", k, types[k])
