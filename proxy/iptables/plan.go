@@ -153,6 +153,11 @@ func BuildPlan(in PlanInput) *Plan {
 	}
 	plan.NumServices = len(entries)
 	plan.LargeClusterMode = plan.NumEndpoints > largeClusterEndpointsThreshold
+	// Size the buffers once: roughly 160 bytes per nat line, about 4 lines
+	// per endpoint and 3 per service.
+	natRules.b.Grow(160 * (4*plan.NumEndpoints + 3*plan.NumServices))
+	natChains.b.Grow(40 * (plan.NumEndpoints + 2*plan.NumServices))
+	filterRules.b.Grow(200 * plan.NumServices / 4)
 
 	var localCIDR string
 	for _, c := range in.LocalCIDRs {
@@ -170,6 +175,10 @@ func BuildPlan(in PlanInput) *Plan {
 		clusterIP := svc.ClusterIP().String()
 
 		clusterEPs, localEPs, reachable, hasEndpoints := proxy.CategorizeEndpointsForNode(e.eps, svc, in.NodeName, in.NodeLabels)
+		epChains := make(map[*proxy.Endpoint]string, len(reachable))
+		for _, ep := range reachable {
+			epChains[ep] = EndpointChain(svc, ep)
+		}
 		clusterChain := ClusterPolicyChain(svc)
 		usesClusterChain := len(clusterEPs) > 0 && svc.UsesClusterEndpoints()
 		localChain := LocalPolicyChain(svc)
@@ -324,15 +333,15 @@ func BuildPlan(in PlanInput) *Plan {
 		if usesClusterChain {
 			nc.chain(clusterChain)
 			plan.ActiveNATChains.Insert(clusterChain)
-			writeServiceToEndpointRules(nr, svc, clusterChain, clusterEPs, plan.LargeClusterMode)
+			writeServiceToEndpointRules(nr, svc, clusterChain, clusterEPs, epChains, plan.LargeClusterMode)
 		}
 		if usesLocalChain {
 			nc.chain(localChain)
 			plan.ActiveNATChains.Insert(localChain)
-			writeServiceToEndpointRules(nr, svc, localChain, localEPs, plan.LargeClusterMode)
+			writeServiceToEndpointRules(nr, svc, localChain, localEPs, epChains, plan.LargeClusterMode)
 		}
 		for _, ep := range reachable {
-			epChain := EndpointChain(svc, ep)
+			epChain := epChains[ep]
 			nc.chain(epChain)
 			plan.ActiveNATChains.Insert(epChain)
 			args := []string{"-A", epChain}
@@ -389,6 +398,7 @@ func BuildPlan(in PlanInput) *Plan {
 		"-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
 
 	var out bytes.Buffer
+	out.Grow(filterChains.b.Len() + filterRules.b.Len() + natChains.b.Len() + natRules.b.Len() + 64)
 	out.WriteString("*filter\n")
 	out.Write(filterChains.b.Bytes())
 	out.Write(filterRules.b.Bytes())
@@ -405,11 +415,11 @@ func BuildPlan(in PlanInput) *Plan {
 // writeServiceToEndpointRules fills a KUBE-SVC-/KUBE-SVL- chain: affinity
 // checks first (recent --rcheck), then one statistic rule per endpoint with
 // probability 1/(n-i), the last unconditional.
-func writeServiceToEndpointRules(nr *lineBuffer, svc *proxy.ServicePort, chain string, eps []*proxy.Endpoint, large bool) {
+func writeServiceToEndpointRules(nr *lineBuffer, svc *proxy.ServicePort, chain string, eps []*proxy.Endpoint, epChains map[*proxy.Endpoint]string, large bool) {
 	name := svc.Name.String()
 	if svc.SessionAffinity == v1.ServiceAffinityClientIP {
 		for _, ep := range eps {
-			epChain := EndpointChain(svc, ep)
+			epChain := epChains[ep]
 			args := []string{"-A", chain}
 			if !large {
 				args = append(args, "-m", "comment", "--comment", fmt.Sprintf(`"%s -> %s"`, name, ep.String()))
@@ -427,6 +437,6 @@ func writeServiceToEndpointRules(nr *lineBuffer, svc *proxy.ServicePort, chain s
 		if i < n-1 {
 			args = append(args, "-m", "statistic", "--mode", "random", "--probability", proxy.FormatProbability(n-i))
 		}
-		nr.write(append(args, "-j", EndpointChain(svc, ep))...)
+		nr.write(append(args, "-j", epChains[ep])...)
 	}
 }
