@@ -36,6 +36,9 @@ type Reconciler struct {
 	MaxEndpointsPerSlice int
 	// ManagedBy is the endpointslice.kubernetes.io/managed-by value.
 	ManagedBy string
+	// NoPlaceholder turns off the empty placeholder slice (the mirroring
+	// controller writes none).
+	NoPlaceholder bool
 }
 
 // Desired is one group of endpoints that share a port list and address
@@ -185,7 +188,7 @@ func (r *Reconciler) Reconcile(existing []*discoveryv1.EndpointSlice, desired []
 			del = append(del, existingByPorts[k]...)
 		}
 		// Keep (or create) one placeholder when nothing else would exist.
-		if len(byType[at]) == len(del) && len(create) == 0 && at == addressTypes[0] {
+		if !r.NoPlaceholder && len(byType[at]) == len(del) && len(create) == 0 && at == addressTypes[0] {
 			ph := newSlice(at, []discoveryv1.EndpointPort{})
 			kept := false
 			for i, s := range del {
