@@ -119,7 +119,7 @@ func (b *builder) define(t reflect.Type) string {
 	if d, ok := reflect.Zero(t).Interface().(swaggerDocer); ok {
 		docs = d.SwaggerDoc()
 	}
-	s.Description = docs[""]
+	s.Description = strings.TrimSpace(docs[""]) // openapi-gen trims; swagger docs may keep a trailing space
 	s.Properties = map[string]spec.Schema{}
 	b.fields(t, name, docs, s)
 	if mt, ok := typeMapTypes[name]; ok {
@@ -220,7 +220,7 @@ func (b *builder) property(t reflect.Type, description string) (spec.Schema, boo
 		ref := s
 		s = spec.Schema{SchemaProps: spec.SchemaProps{AllOf: []spec.Schema{ref}}}
 	}
-	s.Description = description
+	s.Description = strings.TrimSpace(description)
 	return s, true
 }
 
