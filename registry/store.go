@@ -63,6 +63,10 @@ type ResourceInfo struct {
 	Singular   string
 	ShortNames []string
 	Categories []string
+	// Generation says whether metadata.generation is maintained (1 on
+	// create, +1 on each spec change), as Kubernetes does for workloads and
+	// pods but not, for example, for Services or ConfigMaps.
+	Generation bool
 	// Status and Scale report the subresources.
 	Status bool
 	Scale  bool
@@ -264,7 +268,10 @@ func (s *Store) Create(ctx context.Context, ns string, obj runtime.Object, opts 
 	acc.SetResourceVersion("")
 	acc.SetDeletionTimestamp(nil)
 	acc.SetDeletionGracePeriodSeconds(nil)
-	acc.SetGeneration(1)
+	acc.SetGeneration(0)
+	if s.Info.Generation {
+		acc.SetGeneration(1)
+	}
 	if fm := s.FieldManagers[""]; fm != nil && !opts.SkipManagedFields {
 		acc.SetManagedFields(nil)
 		obj = fm.UpdateNoErrors(s.Info.New(), obj, opts.FieldManager)
@@ -358,7 +365,10 @@ func (s *Store) Update(ctx context.Context, ns, name string, compute UpdateFunc,
 			st.PrepareForCreate(ctx, obj)
 			acc.SetUID(uuid.NewUUID())
 			acc.SetCreationTimestamp(s.now())
-			acc.SetGeneration(1)
+			acc.SetGeneration(0)
+			if s.Info.Generation {
+				acc.SetGeneration(1)
+			}
 			acc.SetDeletionTimestamp(nil)
 			acc.SetDeletionGracePeriodSeconds(nil)
 			errs := append(st.Validate(ctx, obj), s.validateMeta(obj, nil)...)
@@ -394,7 +404,7 @@ func (s *Store) Update(ctx context.Context, ns, name string, compute UpdateFunc,
 			tx = t
 		}
 		st.PrepareForUpdate(ctx, obj, cur)
-		if opts.Subresource == "" && specChanged(obj, cur) {
+		if s.Info.Generation && opts.Subresource == "" && specChanged(obj, cur) {
 			acc.SetGeneration(cacc.GetGeneration() + 1)
 		}
 		if fm := s.FieldManagers[opts.Subresource]; fm != nil && !opts.SkipManagedFields {
