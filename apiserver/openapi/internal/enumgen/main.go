@@ -130,27 +130,38 @@ func main() {
 	if len(os.Args) > 1 {
 		out = os.Args[1]
 	}
+	src, err := generate()
+	if err != nil {
+		fail(err)
+	}
+	if err := os.WriteFile(out, src, 0o644); err != nil {
+		fail(err)
+	}
+}
+
+// generate returns the formatted source of zz_generated_enums.go.
+func generate() ([]byte, error) {
 	enums := map[string][]value{}
 	fields := map[string]marker{}
 	types := map[string]string{}
 	for _, p := range packages {
 		dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", p.module).Output()
 		if err != nil {
-			fail(fmt.Errorf("locate %s: %w", p.module, err))
+			return nil, fmt.Errorf("locate %s: %w", p.module, err)
 		}
 		if err := scan(filepath.Join(strings.TrimSpace(string(dir)), p.dir), p.prefix, enums, fields, types); err != nil {
-			fail(err)
+			return nil, err
 		}
 	}
 	docs := map[string]string{}
 	for _, sd := range specialDocs {
 		dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", sd.module).Output()
 		if err != nil {
-			fail(fmt.Errorf("locate %s: %w", sd.module, err))
+			return nil, fmt.Errorf("locate %s: %w", sd.module, err)
 		}
 		d, err := typeDoc(filepath.Join(strings.TrimSpace(string(dir)), sd.dir), sd.typ)
 		if err != nil {
-			fail(err)
+			return nil, err
 		}
 		docs[sd.model] = d
 	}
@@ -203,13 +214,7 @@ func main() {
 		fmt.Fprintf(&b, "\t%q: %q,\n", k, types[k])
 	}
 	b.WriteString("}\n")
-	src, err := format.Source(b.Bytes())
-	if err != nil {
-		fail(err)
-	}
-	if err := os.WriteFile(out, src, 0o644); err != nil {
-		fail(err)
-	}
+	return format.Source(b.Bytes())
 }
 
 // description is openapi-gen's enum line: the constant's comment without
