@@ -534,24 +534,34 @@ func ValidateServiceUpdate(svc, old *corev1.Service) field.ErrorList {
 	return append(allErrs, validateService(svc, old)...)
 }
 
-// ValidateServiceStatusUpdate validates a write to the status subresource.
+// ValidateServiceStatusUpdate validates a write to the status subresource:
+// load-balancer ingress only on LoadBalancer Services, valid IPs with an
+// ipMode (VIP or Proxy), hostnames that are DNS names and not IPs.
 func ValidateServiceStatusUpdate(svc, old *corev1.Service) field.ErrorList {
 	allErrs := apivalidation.ValidateObjectMetaUpdate(&svc.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
 	ingPath := field.NewPath("status", "loadBalancer", "ingress")
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer && len(svc.Status.LoadBalancer.Ingress) != 0 {
+		return append(allErrs, field.Forbidden(ingPath, "may only be used when `spec.type` is 'LoadBalancer'"))
+	}
+	var oldIPs []string
+	for _, ing := range old.Status.LoadBalancer.Ingress {
+		oldIPs = append(oldIPs, ing.IP)
+	}
 	for i, ing := range svc.Status.LoadBalancer.Ingress {
 		idx := ingPath.Index(i)
 		if ing.IP != "" {
-			allErrs = append(allErrs, validation.IsValidIPForLegacyField(idx.Child("ip"), ing.IP, true, nil)...)
+			allErrs = append(allErrs, validation.IsValidIPForLegacyField(idx.Child("ip"), ing.IP, true, oldIPs)...)
 		}
-		if ing.IPMode != nil {
-			if ing.IP == "" {
-				allErrs = append(allErrs, field.Forbidden(idx.Child("ipMode"), "may not be set when `ip` is empty"))
-			} else if m := *ing.IPMode; m != corev1.LoadBalancerIPModeVIP && m != corev1.LoadBalancerIPModeProxy {
-				allErrs = append(allErrs, field.NotSupported(idx.Child("ipMode"), m,
-					[]string{string(corev1.LoadBalancerIPModeProxy), string(corev1.LoadBalancerIPModeVIP)}))
+		switch {
+		case ing.IPMode == nil:
+			if ing.IP != "" {
+				allErrs = append(allErrs, field.Required(idx.Child("ipMode"), "must be specified when `ip` is set"))
 			}
-		} else if ing.IP != "" {
-			allErrs = append(allErrs, field.Required(idx.Child("ipMode"), "must be specified when `ip` is set"))
+		case ing.IP == "":
+			allErrs = append(allErrs, field.Forbidden(idx.Child("ipMode"), "may not be specified when `ip` is not set"))
+		case *ing.IPMode != corev1.LoadBalancerIPModeVIP && *ing.IPMode != corev1.LoadBalancerIPModeProxy:
+			allErrs = append(allErrs, field.NotSupported(idx.Child("ipMode"), *ing.IPMode,
+				[]string{string(corev1.LoadBalancerIPModeProxy), string(corev1.LoadBalancerIPModeVIP)}))
 		}
 		if ing.Hostname != "" {
 			allErrs = append(allErrs, validateDNS1123Subdomain(ing.Hostname, idx.Child("hostname"))...)

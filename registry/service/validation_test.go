@@ -373,3 +373,42 @@ func TestSetDefaults(t *testing.T) {
 		t.Fatalf("named targetPort replaced: %v", named.Spec.Ports[0].TargetPort)
 	}
 }
+
+func TestValidateServiceStatusUpdate(t *testing.T) {
+	lb := base()
+	toNodePort(lb)
+	lb.Spec.Type = corev1.ServiceTypeLoadBalancer
+	lb.Spec.AllocateLoadBalancerNodePorts = ptr(true)
+	lb.ResourceVersion = "3"
+	vip := corev1.LoadBalancerIPModeVIP
+	cases := []struct {
+		name string
+		svc  *corev1.Service
+		ing  []corev1.LoadBalancerIngress
+		want string
+	}{
+		{"ip with mode", lb, []corev1.LoadBalancerIngress{{IP: "192.0.2.50", IPMode: &vip}}, ""},
+		{"hostname", lb, []corev1.LoadBalancerIngress{{Hostname: "lb.example.com"}}, ""},
+		{"ip without mode", lb, []corev1.LoadBalancerIngress{{IP: "192.0.2.50"}}, "status.loadBalancer.ingress[0].ipMode: Required value: must be specified when `ip` is set"},
+		{"hostname is an IP", lb, []corev1.LoadBalancerIngress{{Hostname: "192.0.2.1"}}, `status.loadBalancer.ingress[0].hostname: Invalid value: "192.0.2.1": must be a DNS name, not an IP address`},
+		{"not a LoadBalancer", base(), []corev1.LoadBalancerIngress{{IP: "192.0.2.50", IPMode: &vip}}, "status.loadBalancer.ingress: Forbidden: may only be used when `spec.type` is 'LoadBalancer'"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			old := tc.svc.DeepCopy()
+			old.ResourceVersion = "3"
+			svc := old.DeepCopy()
+			svc.Status.LoadBalancer.Ingress = tc.ing
+			errs := ValidateServiceStatusUpdate(svc, old)
+			if tc.want == "" {
+				if len(errs) != 0 {
+					t.Fatalf("want accepted, got %v", errs.ToAggregate())
+				}
+				return
+			}
+			if got := errs.ToAggregate(); got == nil || !strings.Contains(got.Error(), tc.want) {
+				t.Fatalf("got %v, want %s", got, tc.want)
+			}
+		})
+	}
+}
