@@ -1,0 +1,62 @@
+// Package fakeapi makes client-go's fake clientset behave a little more
+// like a real API server for controller tests: generateName produces a name
+// with a 5-character random suffix, and new objects get a UID, a creation
+// timestamp and generation 1.
+package fakeapi
+
+import (
+	"sync/atomic"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+var uidCounter atomic.Int64
+
+// NewClientset returns a fake clientset holding objs, with the behaviour
+// described in the package doc.
+func NewClientset(objs ...runtime.Object) *fake.Clientset {
+	c := fake.NewClientset(objs...)
+	c.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		ca, ok := a.(k8stesting.CreateAction)
+		if !ok || a.GetSubresource() != "" {
+			return false, nil, nil
+		}
+		m, err := metaOf(ca.GetObject())
+		if err != nil {
+			return false, nil, nil
+		}
+		if m.GetName() == "" && m.GetGenerateName() != "" {
+			m.SetName(m.GetGenerateName() + utilrand.String(5))
+		}
+		if m.GetUID() == "" {
+			m.SetUID(types.UID("uid-" + m.GetName() + "-" + string(rune('a'+uidCounter.Add(1)%26))))
+		}
+		if ts := m.GetCreationTimestamp(); ts.IsZero() {
+			m.SetCreationTimestamp(metav1.Now())
+		}
+		if m.GetGeneration() == 0 {
+			m.SetGeneration(1)
+		}
+		return false, nil, nil
+	})
+	return c
+}
+
+func metaOf(obj runtime.Object) (metav1.Object, error) {
+	type accessor interface{ GetObjectMeta() metav1.Object }
+	if a, ok := obj.(accessor); ok {
+		return a.GetObjectMeta(), nil
+	}
+	return nil, errNoMeta
+}
+
+type metaErr string
+
+func (e metaErr) Error() string { return string(e) }
+
+const errNoMeta = metaErr("object has no metadata")
