@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/svcnet/svcnet/node/agent"
+	"github.com/svcnet/svcnet/node/hostport"
+	"github.com/svcnet/svcnet/node/sandbox"
+)
+
+func init() {
+	register(command{
+		name:  "node",
+		short: "run the node agent: register the Node and run its pods in namespaces",
+		run:   runNode,
+	})
+	register(command{
+		name:  "sandbox-init",
+		short: "internal: a pod's infra process (started by the node agent)",
+		run: func(_ context.Context, args []string) error {
+			return sandbox.InitMain(args)
+		},
+	})
+}
+
+// nodeFlags is the parsed configuration of `svcnet node`.
+type nodeFlags struct {
+	kubeconfig, nodeName, nodeIP, podCIDR, clusterDNS, clusterDomain string
+	dataDir, bridge, resolvConf, nsPrefix, labels, listen            string
+}
+
+func runNode(ctx context.Context, args []string) error {
+	var f nodeFlags
+	host, _ := os.Hostname()
+	fs := newFlagSet("node")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
+	fs.StringVar(&f.nodeName, "node-name", host, "name of the Node object")
+	fs.StringVar(&f.nodeIP, "node-ip", "", "the node's InternalIP (hostPorts are mapped on it)")
+	fs.StringVar(&f.podCIDR, "pod-cidr", "", "the node's pod range, e.g. 10.244.1.0/24 (the bridge takes its first address)")
+	fs.StringVar(&f.clusterDNS, "cluster-dns", "10.96.0.10", "comma-separated cluster DNS addresses for ClusterFirst pods")
+	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "cluster domain")
+	fs.StringVar(&f.dataDir, "data-dir", "/var/lib/svcnet/node", "directory for pod state, files and logs")
+	fs.StringVar(&f.bridge, "bridge", "cni0", "bridge the pods attach to (created if missing)")
+	fs.StringVar(&f.resolvConf, "resolv-conf", "/etc/resolv.conf", "the node's resolver configuration, for dnsPolicy Default")
+	fs.StringVar(&f.nsPrefix, "netns-prefix", "", "prefix of pod network namespace names (default svcnet-<node-name>-)")
+	fs.StringVar(&f.labels, "node-labels", "", "extra Node labels, k=v,k2=v2")
+	fs.StringVar(&f.listen, "listen", ":10250", "address of the node's HTTP endpoints (container logs, exec)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if f.podCIDR == "" {
+		return fmt.Errorf("--pod-cidr is required")
+	}
+	podCIDR, err := netip.ParsePrefix(f.podCIDR)
+	if err != nil {
+		return fmt.Errorf("--pod-cidr: %w", err)
+	}
+	var nodeIP netip.Addr
+	if f.nodeIP != "" {
+		if nodeIP, err = netip.ParseAddr(f.nodeIP); err != nil {
+			return fmt.Errorf("--node-ip: %w", err)
+		}
+	}
+	labels := map[string]string{}
+	for _, kv := range strings.Split(f.labels, ",") {
+		if kv == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		labels[k] = v
+	}
+	if f.nsPrefix == "" {
+		f.nsPrefix = "svcnet-" + f.nodeName + "-"
+	}
+	restCfg, err := clientcmd.BuildConfigFromFlags("", f.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	log := slog.Default()
+	ipam, err := sandbox.NewIPAM(podCIDR, filepath.Join(f.dataDir, "ipam.json"))
+	if err != nil {
+		return err
+	}
+	if err := sandbox.EnsureBridge(ctx, f.bridge, netip.PrefixFrom(ipam.Gateway(), podCIDR.Bits())); err != nil {
+		return err
+	}
+	var hp *hostport.Manager
+	if nodeIP.IsValid() {
+		hp = hostport.NewManager(nodeIP, podCIDR, hostport.IPTablesRestore)
+		if err := hp.Init(ctx); err != nil {
+			log.Warn("hostPort mapping unavailable", "err", err)
+			hp = nil
+		}
+	}
+	var dns []string
+	for _, s := range strings.Split(f.clusterDNS, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			dns = append(dns, s)
+		}
+	}
+	rt := &agent.NamespaceRuntime{Config: sandbox.Config{DataDir: f.dataDir, Bridge: f.bridge, NSPrefix: f.nsPrefix, Exe: exe, InitArgs: []string{"sandbox-init"}, IPAM: ipam}}
+	a, err := agent.New(agent.Config{
+		NodeName: f.nodeName, NodeIP: nodeIP, PodCIDR: podCIDR, ClusterDNS: dns, ClusterDomain: f.clusterDomain,
+		HostResolvConf: f.resolvConf, DataDir: f.dataDir, Labels: labels, Builtin: []string{exe, "builtin"}, Logger: log,
+	}, client, rt, hp)
+	if err != nil {
+		return err
+	}
+	if f.listen != "" {
+		srv := &http.Server{Addr: f.listen, Handler: agent.NewServer(f.dataDir, log), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+				log.Error("node HTTP endpoints", "err", err)
+			}
+		}()
+		defer srv.Close()
+	}
+	return a.Run(ctx)
+}
