@@ -125,14 +125,18 @@ func storageVersionHash(gv schema.GroupVersion, kind string) string {
 	return strconv.FormatUint(h, 36)
 }
 
-// serveOpenAPI serves /openapi/v3 from apiserver/openapi. /openapi/v2 is
-// 404: kubectl asks for it as protobuf and falls back to v3.
+// serveOpenAPI serves /openapi/v3 from apiserver/openapi and a schema-less
+// /openapi/v2 (see serveOpenAPIV2).
 func (s *Server) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 	s.openapiOnce.Do(func() {
 		s.openapiHandler, s.openapiErr = openapi.DefaultHandler()
 	})
 	if s.openapiErr != nil {
 		writeError(w, apierrors.NewInternalError(s.openapiErr))
+		return
+	}
+	if r.URL.Path == "/openapi/v2" {
+		serveOpenAPIV2(w, r)
 		return
 	}
 	if r.URL.Path == "/openapi/v3" || strings.HasPrefix(r.URL.Path, "/openapi/v3/") {

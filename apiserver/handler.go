@@ -87,6 +87,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("/apis", api)
 	mux.Handle("/apis/", api)
 	mux.HandleFunc("/openapi/", s.serveOpenAPI)
+	mux.HandleFunc("/openapi/v2", s.serveOpenAPI)
+	mux.HandleFunc("/openapi/v3", s.serveOpenAPI)
 	return s.authenticate(mux)
 }
 
