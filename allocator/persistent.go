@@ -63,50 +63,59 @@ func (p *persistent) load(ctx context.Context) error {
 }
 
 // update applies fn to the current bitmap and stores the result with CAS,
-// retrying with fresh state on conflict. fn must be deterministic in its
-// validity checks and may be called several times. With dryRun, fn runs on
-// the current state and nothing is written. If fn returns an error nothing
-// is written and the error is returned.
+// retrying with fresh state on conflict. fn may be called several times.
+// With dryRun, fn runs on the current state and nothing is written. If fn
+// returns an error nothing is written and the error is returned; fn's
+// verdict is always taken on state read from the store (or written by this
+// process) at that revision, never on a guess.
 func (p *persistent) update(ctx context.Context, dryRun bool, fn func(*Bitmap) error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	fresh := false // p.cached was just read from the store
 	for attempt := 0; attempt < maxCASRetries; attempt++ {
-		if p.cached == nil || attempt > 0 {
+		if p.cached == nil || dryRun {
 			if err := p.load(ctx); err != nil {
 				return err
 			}
+			fresh = true
 		}
 		b := p.cached.Clone()
 		if err := fn(b); err != nil {
-			if attempt == 0 && !dryRun {
-				// The cache may be stale (another apiserver released the
-				// value); decide on fresh state before failing.
-				if err := p.load(ctx); err != nil {
-					return err
-				}
-				b = p.cached.Clone()
-				if err2 := fn(b); err2 != nil {
-					return err2
-				}
-			} else {
+			if fresh {
 				return err
 			}
+			// The cached copy may be stale (another apiserver released the
+			// value): decide again on what the store holds now.
+			p.cached = nil
+			continue
 		}
 		if dryRun {
 			return nil
 		}
 		data := p.encode(b)
-		ok, err := p.store.CAS(ctx, p.rev, data)
+		var (
+			newRev int64
+			ok     bool
+			err    error
+		)
+		if rs, isRS := p.store.(RevisionStore); isRS {
+			newRev, ok, err = rs.CASRev(ctx, p.rev, data)
+		} else {
+			ok, err = p.store.CAS(ctx, p.rev, data)
+		}
 		if err != nil {
 			p.cached = nil
 			return err
 		}
 		if ok {
-			// Learn the new revision cheaply on the next call: a MemoryStore
-			// or etcd revision is not predictable, so drop the cache rev.
-			p.cached = nil
+			if newRev > 0 {
+				p.cached, p.rev = b, newRev
+			} else {
+				p.cached = nil
+			}
 			return nil
 		}
+		p.cached, fresh = nil, false
 	}
 	return fmt.Errorf("range allocation %s: too many concurrent updates", p.rangeSpec)
 }

@@ -19,6 +19,15 @@ type Store interface {
 	CAS(ctx context.Context, rev int64, snapshot []byte) (ok bool, err error)
 }
 
+// RevisionStore is an optional extension of Store: CASRev is CAS that also
+// returns the revision of the value it wrote, so the writer can keep its
+// copy and skip the read before its next change (one round trip instead of
+// two while no one else writes).
+type RevisionStore interface {
+	Store
+	CASRev(ctx context.Context, rev int64, snapshot []byte) (newRev int64, ok bool, err error)
+}
+
 // Default etcd keys of the two range allocations.
 const (
 	KeyServiceIPs       = "/registry/ranges/serviceips"
@@ -32,7 +41,7 @@ type EtcdStore struct {
 	Key    string
 }
 
-var _ Store = (*EtcdStore)(nil)
+var _ RevisionStore = (*EtcdStore)(nil)
 
 // NewEtcdStore returns a Store on key (for example KeyServiceIPs, or
 // KeyServiceIPs+"-ipv6" for a second family).
@@ -55,6 +64,12 @@ func (s *EtcdStore) Get(ctx context.Context) ([]byte, int64, error) {
 // CAS writes the key in a transaction guarded by its ModRevision (or by its
 // absence when rev is 0).
 func (s *EtcdStore) CAS(ctx context.Context, rev int64, snapshot []byte) (bool, error) {
+	_, ok, err := s.CASRev(ctx, rev, snapshot)
+	return ok, err
+}
+
+// CASRev is CAS returning the new ModRevision of the key.
+func (s *EtcdStore) CASRev(ctx context.Context, rev int64, snapshot []byte) (int64, bool, error) {
 	var cmp clientv3.Cmp
 	if rev == 0 {
 		cmp = clientv3.Compare(clientv3.CreateRevision(s.Key), "=", 0)
@@ -63,9 +78,9 @@ func (s *EtcdStore) CAS(ctx context.Context, rev int64, snapshot []byte) (bool, 
 	}
 	resp, err := s.Client.Txn(ctx).If(cmp).Then(clientv3.OpPut(s.Key, string(snapshot))).Commit()
 	if err != nil {
-		return false, fmt.Errorf("write range allocation %s: %w", s.Key, err)
+		return 0, false, fmt.Errorf("write range allocation %s: %w", s.Key, err)
 	}
-	return resp.Succeeded, nil
+	return resp.Header.Revision, resp.Succeeded, nil
 }
 
 // MemoryStore is an in-process Store for tests; safe for concurrent use.
@@ -75,7 +90,7 @@ type MemoryStore struct {
 	rev  int64
 }
 
-var _ Store = (*MemoryStore)(nil)
+var _ RevisionStore = (*MemoryStore)(nil)
 
 // NewMemoryStore returns an empty in-memory store.
 func NewMemoryStore() *MemoryStore { return &MemoryStore{} }
@@ -88,13 +103,19 @@ func (m *MemoryStore) Get(context.Context) ([]byte, int64, error) {
 }
 
 // CAS stores snapshot if rev is current.
-func (m *MemoryStore) CAS(_ context.Context, rev int64, snapshot []byte) (bool, error) {
+func (m *MemoryStore) CAS(ctx context.Context, rev int64, snapshot []byte) (bool, error) {
+	_, ok, err := m.CASRev(ctx, rev, snapshot)
+	return ok, err
+}
+
+// CASRev is CAS returning the new revision.
+func (m *MemoryStore) CASRev(_ context.Context, rev int64, snapshot []byte) (int64, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if rev != m.rev {
-		return false, nil
+		return 0, false, nil
 	}
 	m.data = append([]byte(nil), snapshot...)
 	m.rev++
-	return true, nil
+	return m.rev, true, nil
 }
