@@ -229,3 +229,17 @@ nginx-deployment-9957b6647-j5c45   1/1     Running   0          32m
 		}
 	}
 }
+
+// TestExplainEveryKind: every served kind resolves in its group version's
+// document.
+func TestExplainEveryKind(t *testing.T) {
+	_, url := defaultServer(t)
+	for _, r := range openapi.DefaultResources() {
+		out, err := kubectl(t, url, "explain", r.Resource+"."+r.GVK.Group)
+		if err != nil {
+			t.Errorf("explain %s: %v", r.Resource, err)
+			continue
+		}
+		mustContain(t, out, "KIND:       "+r.GVK.Kind+"\nVERSION:    v1\n", "FIELDS:\n", "\n  apiVersion\t<string>\n", "\n  metadata\t<ObjectMeta>")
+	}
+}
