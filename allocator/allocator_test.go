@@ -301,3 +301,43 @@ func TestRepair(t *testing.T) {
 		t.Errorf("conflicts %v", reasons)
 	}
 }
+
+// racyStore lets a test write to the store between Repair's read and its CAS.
+type racyStore struct {
+	*MemoryStore
+	onCAS func()
+}
+
+func (r *racyStore) CAS(ctx context.Context, rev int64, snapshot []byte) (bool, error) {
+	if f := r.onCAS; f != nil {
+		r.onCAS = nil
+		f()
+	}
+	return r.MemoryStore.CAS(ctx, rev, snapshot)
+}
+
+func TestRepairDualStackAndConcurrentAllocation(t *testing.T) {
+	ctx := context.Background()
+	st := &racyStore{MemoryStore: NewMemoryStore()}
+	v4, _ := NewIPAllocator(netip.MustParsePrefix("10.96.0.0/16"), st)
+	v6, _ := NewIPAllocator(netip.MustParsePrefix("fd00:10:96::/112"), NewMemoryStore())
+	other, _ := NewIPAllocator(netip.MustParsePrefix("10.96.0.0/16"), st) // a second apiserver
+	s := svc("dual", "10.96.0.30")
+	s.Spec.ClusterIPs = []string{"10.96.0.30", "fd00:10:96::30"}
+	var inflight netip.Addr
+	st.onCAS = func() { // another apiserver allocates while repair runs
+		inflight, _ = other.AllocateNext(ctx, false)
+	}
+	r := &Repairer{IPs: []*IPAllocator{v4, v6}}
+	if err := r.RunOnce(ctx, func(context.Context) ([]corev1.Service, error) { return []corev1.Service{s}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct {
+		a  *IPAllocator
+		ip string
+	}{{v4, "10.96.0.30"}, {v6, "fd00:10:96::30"}, {v4, inflight.String()}} {
+		if has, _ := want.a.Has(ctx, netip.MustParseAddr(want.ip)); !has {
+			t.Errorf("%s not allocated after repair", want.ip)
+		}
+	}
+}
