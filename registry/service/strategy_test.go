@@ -361,3 +361,57 @@ func TestDualStack(t *testing.T) {
 }
 
 var _ registry.Transaction = (*txn)(nil)
+
+func TestHealthCheckNodePortLifecycle(t *testing.T) {
+	f := newFlow(t, "10.96.0.0/16")
+	lb := manifest("lb", corev1.ServiceTypeLoadBalancer)
+	lb.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	lb.Spec.HealthCheckNodePort = 32000
+	cur := f.mustCreate(lb)
+	if cur.Spec.HealthCheckNodePort != 32000 || !f.portUsed(32000) {
+		t.Fatalf("requested healthCheckNodePort not allocated: %+v", cur.Spec)
+	}
+	taken := manifest("lb2", corev1.ServiceTypeLoadBalancer)
+	taken.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	taken.Spec.HealthCheckNodePort = 32000
+	_, err := f.create(taken, false)
+	wantErr(t, err, "spec.healthCheckNodePort: Invalid value: 32000: failed to allocate requested HealthCheck NodePort 32000: provided port is already allocated")
+
+	// Re-apply without healthCheckNodePort keeps it.
+	again := manifest("lb", corev1.ServiceTypeLoadBalancer)
+	again.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	next, err := f.update(again, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Spec.HealthCheckNodePort != 32000 {
+		t.Fatalf("re-apply lost healthCheckNodePort: %d", next.Spec.HealthCheckNodePort)
+	}
+	cur = next
+
+	// Local → Cluster frees it; the node port stays.
+	toCluster := cur.DeepCopy()
+	toCluster.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
+	next, err = f.update(toCluster, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Spec.HealthCheckNodePort != 0 || f.portUsed(32000) || !f.portUsed(cur.Spec.Ports[0].NodePort) {
+		t.Fatalf("Local→Cluster: hc %d, 32000 used %v", next.Spec.HealthCheckNodePort, f.portUsed(32000))
+	}
+}
+
+func TestNodePortRangeFull(t *testing.T) {
+	cfg, err := NewMemoryConfig("10.96.0.0/16", "30000-30001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &flow{t: t, s: NewStrategy(cfg)}
+	f.mustCreate(manifest("a", corev1.ServiceTypeNodePort))
+	f.mustCreate(manifest("b", corev1.ServiceTypeNodePort))
+	_, err = f.create(manifest("c", corev1.ServiceTypeNodePort), false)
+	wantErr(t, err, "Internal error occurred: failed to allocate a nodePort: range is full")
+	if ips, ports := f.usedCounts(); ips != 2 || ports != 2 {
+		t.Fatalf("failed create leaked: %d IPs %d ports", ips, ports)
+	}
+}
