@@ -16,6 +16,8 @@ type Interface interface {
 	Restore(ctx context.Context, ipv6 bool, data []byte) error
 	// SaveChains lists the chain names of a table.
 	SaveChains(ctx context.Context, ipv6 bool, table string) ([]string, error)
+	// SaveTable returns a table in iptables-save form.
+	SaveTable(ctx context.Context, ipv6 bool, table string) ([]byte, error)
 	// EnsureChain creates a chain if missing.
 	EnsureChain(ctx context.Context, ipv6 bool, table, chain string) error
 	// ChainExists reports whether a chain exists.
@@ -67,6 +69,15 @@ func (r *Runner) SaveChains(ctx context.Context, ipv6 bool, table string) ([]str
 		return nil, fmt.Errorf("save %s: %w", table, err)
 	}
 	return ChainsFromSave(out), nil
+}
+
+// SaveTable implements Interface.
+func (r *Runner) SaveTable(ctx context.Context, ipv6 bool, table string) ([]byte, error) {
+	out, err := r.Exec.Run(ctx, nil, r.cmd(ipv6, "iptables-save"), "-t", table)
+	if err != nil {
+		return nil, fmt.Errorf("save %s: %w", table, err)
+	}
+	return out, nil
 }
 
 // ChainsFromSave returns the chain names declared in iptables-save output.

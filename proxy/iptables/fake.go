@@ -331,6 +331,17 @@ func (f *Fake) Dump(ipv6 bool) string {
 	return b.String()
 }
 
+// SaveTable implements Interface.
+func (f *Fake) SaveTable(_ context.Context, ipv6 bool, table string) ([]byte, error) {
+	d := f.Dump(ipv6)
+	start := strings.Index(d, "*"+table+"\n")
+	if start < 0 {
+		return nil, nil
+	}
+	end := strings.Index(d[start:], "COMMIT\n")
+	return []byte(d[start : start+end+len("COMMIT\n")]), nil
+}
+
 // rulesOf returns a copy of a chain's rules (nil, false if missing).
 func (f *Fake) rulesOf(ipv6 bool, table, chain string) ([][]string, bool) {
 	f.mu.Lock()

@@ -119,6 +119,17 @@ func TestKernelRestore(t *testing.T) {
 	if err := p.Sync(ctx, &proxy.SyncRequest{Full: true, Services: svcs, Endpoints: epm}); err != nil {
 		t.Fatal(err)
 	}
+	// The jumps are found textually in iptables-save output, so a
+	// steady-state full sync runs no per-rule iptables commands.
+	for _, j := range append(append([]jumpRule{}, jumpRules...), kubeletJumpRules...) {
+		saved, err := run.SaveTable(ctx, false, j.table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(saved), "\n"+j.saveLine()+"\n") {
+			t.Errorf("jump %q not found as saved:\n%s", j.saveLine(), saved)
+		}
+	}
 	out := ns.MustRun("iptables-save", "-t", "nat")
 	for _, want := range []string{"--probability 0.50000000000", "--rcheck --seconds 30 --reap", "MASQUERADE --random-fully"} {
 		if !strings.Contains(out, want) {

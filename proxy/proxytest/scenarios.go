@@ -258,6 +258,20 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory) {
 		waitFor(t, 3*time.Second, "the one-way UDP sender to reach the new endpoint", func() bool { return b.Hits(client.IP) > before })
 	})
 
+	t.Run("HairpinToSelf", func(t *testing.T) {
+		self := n1.Pods[1]
+		svc := Service("hairpin", "10.96.0.19", 80, v1.ProtocolTCP)
+		c.Apply(svc, Slice(svc, PodTCPPort, self))
+		c.Sync(t)
+		pod, src, err := Ask(self.NS, ap("10.96.0.19", 80), dialTimeout)
+		if err != nil {
+			t.Fatalf("pod reaching itself through its Service: %v", err)
+		}
+		if pod != self.Name || src == self.IP.String() {
+			t.Errorf("hairpin reached %s with source %s; want itself, masqueraded", pod, src)
+		}
+	})
+
 	t.Run("ProxyRestartKeepsConnections", func(t *testing.T) {
 		svc := Service("restart", "10.96.0.18", 80, v1.ProtocolTCP)
 		c.Apply(svc, Slice(svc, PodTCPPort, servers...))
