@@ -35,7 +35,14 @@ func (s *Store) Watch(ctx context.Context, prefix string, fromRev int64, opts Wa
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	w := clientv3.NewWatcher(s.client)
-	wch := w.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(fromRev+1), clientv3.WithPrevKV(), clientv3.WithProgressNotify())
+	// RequestProgress must use the watch's own context: the client keys its
+	// gRPC streams by the context's metadata.
+	wctx := clientv3.WithRequireLeader(ctx)
+	// The watch starts at fromRev itself and events at fromRev are dropped
+	// below: etcd does not answer progress requests for a watch that starts
+	// at a future revision, so starting at fromRev+1 on an idle store would
+	// get no bookmarks until the next write.
+	wch := w.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(fromRev), clientv3.WithPrevKV(), clientv3.WithProgressNotify())
 	out := make(chan Event, 100)
 	go func() {
 		defer close(out)
@@ -68,7 +75,7 @@ func (s *Store) Watch(ctx context.Context, prefix string, fromRev int64, opts Wa
 			case <-ctx.Done():
 				return
 			case <-tick:
-				_ = w.RequestProgress(ctx)
+				_ = w.RequestProgress(wctx)
 			case resp, ok := <-wch:
 				if !ok {
 					return
@@ -91,6 +98,9 @@ func (s *Store) Watch(ctx context.Context, prefix string, fromRev int64, opts Wa
 					continue
 				}
 				for _, e := range resp.Events {
+					if e.Kv.ModRevision <= fromRev {
+						continue
+					}
 					ev, ok, err := s.translate(e, opts.Filter)
 					if err != nil {
 						fail(err)
