@@ -147,6 +147,26 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory) {
 		checkHealth(t, c.External, n2.IP, 32000, 503, 0)
 	})
 
+	t.Run("LoadBalancerSourceRanges", func(t *testing.T) {
+		svc := Service("fw", "10.96.0.20", 80, v1.ProtocolTCP)
+		svc.Spec.Type = v1.ServiceTypeLoadBalancer
+		svc.Spec.Ports[0].NodePort = 30083
+		svc.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "192.168.100.12"}}
+		svc.Spec.LoadBalancerSourceRanges = []string{"203.0.113.0/24"}
+		c.Apply(svc, Slice(svc, PodTCPPort, n2.Pods[0]))
+		c.Sync(t)
+		if pod, _, err := Ask(c.External, ap("192.168.100.12", 80), time.Second); err == nil {
+			t.Errorf("client outside loadBalancerSourceRanges reached %s", pod)
+		}
+		allowed := svc.DeepCopy()
+		allowed.Spec.LoadBalancerSourceRanges = []string{ExternalClientIP.String() + "/32"}
+		c.Apply(allowed, Slice(allowed, PodTCPPort, n2.Pods[0]))
+		c.Sync(t)
+		if _, _, err := Ask(c.External, ap("192.168.100.12", 80), dialTimeout); err != nil {
+			t.Errorf("client inside loadBalancerSourceRanges: %v", err)
+		}
+	})
+
 	t.Run("SessionAffinity", func(t *testing.T) {
 		svc := Service("sticky", "10.96.0.14", 80, v1.ProtocolTCP)
 		svc.Spec.SessionAffinity = v1.ServiceAffinityClientIP
