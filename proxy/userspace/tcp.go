@@ -67,9 +67,7 @@ func (s *service) dialTCP(client, dst netip.Addr) (*net.TCPConn, *lb.Backend, er
 		be.Acquire()
 		c, err := net.DialTimeout("tcp", be.Addr.String(), timeout)
 		if err == nil {
-			tc := c.(*net.TCPConn)
-			_ = tc.SetKeepAlive(true)
-			return tc, be, nil
+			return c.(*net.TCPConn), be, nil // Go's dialer enables keep-alive
 		}
 		be.Release()
 		tried[be] = true
