@@ -56,7 +56,7 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory) {
 		c.Apply(svc, Slice(svc, PodTCPPort, servers...))
 		c.Sync(t)
 		counts := map[string]int{}
-		const n = 200
+		const n = 160
 		for i := 0; i < n; i++ {
 			pod, src, err := Ask(client.NS, ap("10.96.0.10", 80), dialTimeout)
 			if err != nil {
