@@ -486,9 +486,17 @@ func TestBadInput(t *testing.T) {
 
 func TestWatchBasics(t *testing.T) {
 	srv := apiservertest.Start(t)
+	for name, c := range map[string]*kubernetes.Clientset{"json": jsonClient(t, srv.Config), "protobuf": protoClient(t, srv.Config)} {
+		t.Run(name, func(t *testing.T) { testWatch(t, c, "w-"+name) })
+	}
+}
+
+func testWatch(t *testing.T, c *kubernetes.Clientset, ns string) {
 	ctx := ctxT(t)
-	c := kubernetes.NewForConfigOrDie(srv.Config)
-	cms := c.CoreV1().ConfigMaps("default")
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cms := c.CoreV1().ConfigMaps(ns)
 	first, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "w0"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
