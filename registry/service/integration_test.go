@@ -83,6 +83,11 @@ func TestLifecycleThroughAPI(t *testing.T) {
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), fmt.Sprintf("spec.ports[0].nodePort: Invalid value: %d: provided port is already allocated", np)) {
 		t.Fatalf("duplicate nodePort: %v", err)
 	}
+	st := err.(apierrors.APIStatus).Status()
+	if st.Code != 422 || st.Details == nil || len(st.Details.Causes) != 1 ||
+		st.Details.Causes[0].Field != "spec.ports[0].nodePort" || st.Details.Causes[0].Type != metav1.CauseTypeFieldValueInvalid {
+		t.Fatalf("status of duplicate nodePort: %+v", st)
+	}
 
 	// Re-applying the original manifest keeps the allocations.
 	again := nodePortService("web")
