@@ -1,0 +1,440 @@
+package ipvs
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/proxy"
+)
+
+// IPSets is the kernel's ipsets. The real one runs `ipset` through an
+// Executor.
+type IPSets interface {
+	// List returns the entries of every existing set whose name starts
+	// with "KUBE-" (kernel names), in `ipset save` form.
+	List(ctx context.Context) (map[string][]string, error)
+	// Restore runs an `ipset restore -exist` payload.
+	Restore(ctx context.Context, payload []byte) error
+}
+
+// ExecIPSets runs the ipset program.
+type ExecIPSets struct{ Exec proxy.Executor }
+
+// List implements IPSets.
+func (e ExecIPSets) List(ctx context.Context) (map[string][]string, error) {
+	out, err := e.Exec.Run(ctx, nil, "ipset", "save")
+	if err != nil {
+		return nil, fmt.Errorf("list ipsets: %w", err)
+	}
+	return parseIPSetSave(out), nil
+}
+
+// Restore implements IPSets.
+func (e ExecIPSets) Restore(ctx context.Context, payload []byte) error {
+	if _, err := e.Exec.Run(ctx, payload, "ipset", "restore", "-exist"); err != nil {
+		return fmt.Errorf("restore ipsets: %w", err)
+	}
+	return nil
+}
+
+func parseIPSetSave(out []byte) map[string][]string {
+	sets := map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 || !strings.HasPrefix(f[1], "KUBE-") {
+			continue
+		}
+		switch {
+		case f[0] == "create":
+			if sets[f[1]] == nil {
+				sets[f[1]] = []string{}
+			}
+		case f[0] == "add" && len(f) >= 3:
+			sets[f[1]] = append(sets[f[1]], f[2])
+		}
+	}
+	return sets
+}
+
+// ipsetPayload returns the restore payload turning cur into want: sets are
+// created if missing, stale entries deleted, new ones added. Sets are never
+// flushed, so a packet never sees a half-filled set.
+func ipsetPayload(want, cur map[string][]string, ipv6 bool) []byte {
+	var b strings.Builder
+	family := "inet"
+	if ipv6 {
+		family = "inet6"
+	}
+	for _, s := range Sets {
+		n := SetName(s.Name, ipv6)
+		if _, ok := cur[n]; !ok {
+			if s.Type == "bitmap:port" {
+				fmt.Fprintf(&b, "create %s %s range 0-65535 comment\n", n, s.Type)
+			} else {
+				fmt.Fprintf(&b, "create %s %s family %s hashsize 1024 maxelem 65536 comment\n", n, s.Type, family)
+			}
+		}
+		have := map[string]bool{}
+		for _, e := range cur[n] {
+			have[e] = true
+		}
+		need := map[string]bool{}
+		for _, e := range want[n] {
+			need[e] = true
+			if !have[e] {
+				fmt.Fprintf(&b, "add %s %s\n", n, e)
+			}
+		}
+		for _, e := range cur[n] {
+			if !need[e] {
+				fmt.Fprintf(&b, "del %s %s\n", n, e)
+			}
+		}
+	}
+	return []byte(b.String())
+}
+
+// IPTables is the part of proxy/iptables' Interface IPVS mode uses.
+type IPTables interface {
+	Restore(ctx context.Context, ipv6 bool, data []byte) error
+	EnsureRule(ctx context.Context, ipv6 bool, table, chain string, args ...string) error
+	DeleteRule(ctx context.Context, ipv6 bool, table, chain string, args ...string) error
+	ChainExists(ctx context.Context, ipv6 bool, table, chain string) (bool, error)
+}
+
+// Interface is the kube-ipvs0 device holding the service addresses.
+type Interface interface {
+	// Ensure creates the device (dummy, else a port-less bridge) and sets
+	// it up.
+	Ensure(ctx context.Context) error
+	// Addrs lists the device's addresses of a family.
+	Addrs(ctx context.Context, ipv6 bool) ([]netip.Addr, error)
+	Add(ctx context.Context, a netip.Addr) error
+	Del(ctx context.Context, a netip.Addr) error
+	// Delete removes the device; a missing device is not an error.
+	Delete(ctx context.Context) error
+}
+
+// ExecInterface manages kube-ipvs0 with the ip program.
+type ExecInterface struct {
+	Exec proxy.Executor
+	Name string
+}
+
+// Ensure implements Interface. The kernel may lack the dummy driver: then a
+// bridge without ports is used, whose addresses are local all the same.
+func (e ExecInterface) Ensure(ctx context.Context) error {
+	if _, err := e.Exec.Run(ctx, nil, "ip", "link", "show", "dev", e.Name); err != nil {
+		if _, derr := e.Exec.Run(ctx, nil, "ip", "link", "add", e.Name, "type", "dummy"); derr != nil {
+			if _, berr := e.Exec.Run(ctx, nil, "ip", "link", "add", e.Name, "type", "bridge"); berr != nil {
+				return fmt.Errorf("create %s: %w", e.Name, errors.Join(derr, berr))
+			}
+		}
+	}
+	if _, err := e.Exec.Run(ctx, nil, "ip", "link", "set", "dev", e.Name, "up"); err != nil {
+		return fmt.Errorf("set %s up: %w", e.Name, err)
+	}
+	return nil
+}
+
+// Addrs implements Interface.
+func (e ExecInterface) Addrs(ctx context.Context, ipv6 bool) ([]netip.Addr, error) {
+	fam := "-4"
+	if ipv6 {
+		fam = "-6"
+	}
+	out, err := e.Exec.Run(ctx, nil, "ip", "-o", fam, "addr", "show", "dev", e.Name)
+	if err != nil {
+		return nil, fmt.Errorf("list addresses of %s: %w", e.Name, err)
+	}
+	var addrs []netip.Addr
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		for i := 0; i+1 < len(f); i++ {
+			if f[i] == "inet" || f[i] == "inet6" {
+				if p, err := netip.ParsePrefix(f[i+1]); err == nil && !p.Addr().IsLinkLocalUnicast() {
+					addrs = append(addrs, p.Addr())
+				}
+			}
+		}
+	}
+	return addrs, nil
+}
+
+func hostPrefix(a netip.Addr) string { return netip.PrefixFrom(a, a.BitLen()).String() }
+
+// Add implements Interface.
+func (e ExecInterface) Add(ctx context.Context, a netip.Addr) error {
+	_, err := e.Exec.Run(ctx, nil, "ip", "addr", "replace", hostPrefix(a), "dev", e.Name)
+	return err
+}
+
+// Del implements Interface.
+func (e ExecInterface) Del(ctx context.Context, a netip.Addr) error {
+	_, err := e.Exec.Run(ctx, nil, "ip", "addr", "del", hostPrefix(a), "dev", e.Name)
+	return err
+}
+
+// Delete implements Interface.
+func (e ExecInterface) Delete(ctx context.Context) error {
+	if _, err := e.Exec.Run(ctx, nil, "ip", "link", "show", "dev", e.Name); err != nil {
+		return nil
+	}
+	_, err := e.Exec.Run(ctx, nil, "ip", "link", "del", "dev", e.Name)
+	return err
+}
+
+// Applier writes plans to the kernel.
+type Applier struct {
+	IPVS  Handle
+	Sets  IPSets
+	IPT   IPTables
+	Iface Interface
+	Log   *slog.Logger
+}
+
+// ApplyIPVS makes the IPVS table of one family match plan. Stale real
+// servers are drained (weight 0) and deleted once they have no connections
+// (at once for UDP and SCTP). Virtual servers of the family that the plan
+// does not hold are deleted. It keeps going after an error and returns all
+// errors joined.
+func ApplyIPVS(h Handle, plan *Plan, ipv6 bool, log *slog.Logger) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	cur, err := h.GetServices()
+	if err != nil {
+		return fmt.Errorf("list virtual servers: %w", err)
+	}
+	curByKey := map[Key]VirtualServer{}
+	for _, vs := range cur {
+		curByKey[vs.Key()] = vs
+	}
+	var errs []error
+	want := map[Key]bool{}
+	for _, ps := range plan.Services {
+		vs := ps.VS
+		want[vs.Key()] = true
+		if old, ok := curByKey[vs.Key()]; !ok {
+			if err := h.AddService(vs); err != nil {
+				errs = append(errs, fmt.Errorf("add virtual server %s for %s: %w", vs, ps.Name, err))
+				continue
+			}
+		} else if !old.sameSettings(vs) {
+			if err := h.UpdateService(vs); err != nil {
+				errs = append(errs, fmt.Errorf("update virtual server %s for %s: %w", vs, ps.Name, err))
+			}
+		}
+		dests, err := h.GetDestinations(vs)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list real servers of %s: %w", vs, err))
+			continue
+		}
+		have := map[netip.AddrPort]RealServer{}
+		for _, d := range dests {
+			have[d.AddrPort()] = d
+		}
+		need := map[netip.AddrPort]bool{}
+		// Add before delete: the service never has fewer real servers
+		// than necessary.
+		for _, d := range ps.Dests {
+			need[d.AddrPort()] = true
+			old, ok := have[d.AddrPort()]
+			switch {
+			case !ok:
+				err = h.AddDestination(vs, d)
+			case old.Weight != d.Weight:
+				err = h.UpdateDestination(vs, d)
+			default:
+				continue
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("real server %s of %s: %w", d.AddrPort(), vs, err))
+			}
+		}
+		for _, d := range dests {
+			if need[d.AddrPort()] {
+				continue
+			}
+			if err := drain(h, vs, d, log); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, vs := range cur {
+		if vs.Addr.Is6() != ipv6 || want[vs.Key()] {
+			continue
+		}
+		if err := h.DelService(vs); err != nil && !errors.Is(err, ErrNotFound) {
+			errs = append(errs, fmt.Errorf("delete virtual server %s: %w", vs, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// drain performs one step of graceful termination of a real server.
+func drain(h Handle, vs VirtualServer, d RealServer, log *slog.Logger) error {
+	if vs.Protocol == v1.ProtocolUDP || vs.Protocol == v1.ProtocolSCTP || d.ActiveConn+d.InactiveConn == 0 {
+		if err := h.DelDestination(vs, d); err != nil && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("delete real server %s of %s: %w", d.AddrPort(), vs, err)
+		}
+		log.Debug("deleted real server", "vs", vs.String(), "rs", d.AddrPort().String())
+		return nil
+	}
+	if d.Weight != 0 {
+		d.Weight = 0
+		if err := h.UpdateDestination(vs, d); err != nil {
+			return fmt.Errorf("quiesce real server %s of %s: %w", d.AddrPort(), vs, err)
+		}
+		log.Debug("real server terminating", "vs", vs.String(), "rs", d.AddrPort().String(), "active", d.ActiveConn, "inactive", d.InactiveConn)
+	}
+	return nil
+}
+
+// Apply writes a whole plan of one family: ipsets first (the iptables
+// rules refer to them), then kube-ipvs0's addresses, the iptables chains
+// and jumps, and finally the IPVS table.
+func (a *Applier) Apply(ctx context.Context, plan *Plan, ipv6 bool) error {
+	var errs []error
+	if a.Sets != nil {
+		cur, err := a.Sets.List(ctx)
+		if err != nil {
+			return err
+		}
+		if payload := ipsetPayload(plan.IPSets, cur, ipv6); len(payload) > 0 {
+			if err := a.Sets.Restore(ctx, payload); err != nil {
+				return err
+			}
+		}
+	}
+	if a.Iface != nil {
+		if err := a.syncAddrs(ctx, plan.Bind, ipv6); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if a.IPT != nil {
+		if err := a.IPT.Restore(ctx, ipv6, plan.IPTables); err != nil {
+			errs = append(errs, fmt.Errorf("iptables: %w", err))
+		} else {
+			for _, j := range jumps {
+				if err := a.IPT.EnsureRule(ctx, ipv6, j.table, j.from, "-m", "comment", "--comment", j.comment, "-j", j.to); err != nil {
+					errs = append(errs, fmt.Errorf("iptables jump %s -> %s: %w", j.from, j.to, err))
+				}
+			}
+		}
+	}
+	if err := ApplyIPVS(a.IPVS, plan, ipv6, a.Log); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (a *Applier) syncAddrs(ctx context.Context, want []netip.Addr, ipv6 bool) error {
+	if err := a.Iface.Ensure(ctx); err != nil {
+		return err
+	}
+	cur, err := a.Iface.Addrs(ctx, ipv6)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, w := range want {
+		if !slices.Contains(cur, w) {
+			if err := a.Iface.Add(ctx, w); err != nil {
+				errs = append(errs, fmt.Errorf("bind %s: %w", w, err))
+			}
+		}
+	}
+	for _, c := range cur {
+		if !slices.Contains(want, c) {
+			if err := a.Iface.Del(ctx, c); err != nil {
+				errs = append(errs, fmt.Errorf("unbind %s: %w", c, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Cleanup removes everything the mode installs in one family: the virtual
+// servers of the family, the jumps and chains, the ipsets. The device is
+// removed by the caller once for both families.
+func (a *Applier) Cleanup(ctx context.Context, ipv6 bool) error {
+	var errs []error
+	if a.IPVS != nil {
+		svcs, err := a.IPVS.GetServices()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, vs := range svcs {
+			if vs.Addr.Is6() == ipv6 {
+				if err := a.IPVS.DelService(vs); err != nil && !errors.Is(err, ErrNotFound) {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	if a.IPT != nil {
+		for _, j := range jumps {
+			if err := a.IPT.DeleteRule(ctx, ipv6, j.table, j.from, "-m", "comment", "--comment", j.comment, "-j", j.to); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		var b strings.Builder
+		for _, t := range []struct {
+			name   string
+			chains []string
+		}{{"filter", filterChains}, {"nat", natChains}} {
+			var present []string
+			for _, c := range t.chains {
+				if ok, err := a.IPT.ChainExists(ctx, ipv6, t.name, c); err == nil && ok {
+					present = append(present, c)
+				}
+			}
+			if len(present) == 0 {
+				continue
+			}
+			fmt.Fprintf(&b, "*%s\n", t.name)
+			for _, c := range present {
+				fmt.Fprintf(&b, ":%s - [0:0]\n", c)
+			}
+			for _, c := range present {
+				fmt.Fprintf(&b, "-X %s\n", c)
+			}
+			b.WriteString("COMMIT\n")
+		}
+		if b.Len() > 0 {
+			if err := a.IPT.Restore(ctx, ipv6, []byte(b.String())); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if a.Sets != nil {
+		cur, err := a.Sets.List(ctx)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			var b strings.Builder
+			for _, s := range Sets {
+				if _, ok := cur[SetName(s.Name, ipv6)]; ok {
+					fmt.Fprintf(&b, "destroy %s\n", SetName(s.Name, ipv6))
+				}
+			}
+			if b.Len() > 0 {
+				if err := a.Sets.Restore(ctx, []byte(b.String())); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,183 @@
+package ipvs
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/svcnet/svcnet/proxy"
+)
+
+// memSets is an in-memory IPSets that interprets restore payloads.
+type memSets struct{ sets map[string][]string }
+
+func (m *memSets) List(context.Context) (map[string][]string, error) {
+	out := map[string][]string{}
+	for k, v := range m.sets {
+		out[k] = slices.Clone(v)
+	}
+	return out, nil
+}
+
+func (m *memSets) Restore(_ context.Context, payload []byte) error {
+	for _, line := range strings.Split(strings.TrimSpace(string(payload)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "create":
+			if _, ok := m.sets[f[1]]; !ok {
+				m.sets[f[1]] = []string{}
+			}
+		case "destroy":
+			delete(m.sets, f[1])
+		case "add":
+			if _, ok := m.sets[f[1]]; !ok {
+				return fmt.Errorf("add to missing set %s", f[1])
+			}
+			m.sets[f[1]] = append(m.sets[f[1]], f[2])
+		case "del":
+			m.sets[f[1]] = slices.DeleteFunc(m.sets[f[1]], func(e string) bool { return e == f[2] })
+		default:
+			return fmt.Errorf("bad ipset command %q", line)
+		}
+	}
+	return nil
+}
+
+type memIPT struct {
+	last  []byte
+	rules map[string]bool
+}
+
+func (m *memIPT) Restore(_ context.Context, _ bool, data []byte) error { m.last = data; return nil }
+func (m *memIPT) EnsureRule(_ context.Context, _ bool, table, chain string, args ...string) error {
+	m.rules[table+" "+chain+" "+strings.Join(args, " ")] = true
+	return nil
+}
+func (m *memIPT) DeleteRule(_ context.Context, _ bool, table, chain string, args ...string) error {
+	delete(m.rules, table+" "+chain+" "+strings.Join(args, " "))
+	return nil
+}
+func (m *memIPT) ChainExists(context.Context, bool, string, string) (bool, error) { return true, nil }
+
+type memIface struct{ addrs []netip.Addr }
+
+func (m *memIface) Ensure(context.Context) error { return nil }
+func (m *memIface) Addrs(_ context.Context, v6 bool) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, a := range m.addrs {
+		if a.Is6() == v6 {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+func (m *memIface) Add(_ context.Context, a netip.Addr) error {
+	m.addrs = append(m.addrs, a)
+	return nil
+}
+func (m *memIface) Del(_ context.Context, a netip.Addr) error {
+	m.addrs = slices.DeleteFunc(m.addrs, func(b netip.Addr) bool { return a == b })
+	return nil
+}
+func (m *memIface) Delete(context.Context) error { m.addrs = nil; return nil }
+
+type testKernel struct {
+	ipvs  *Fake
+	sets  *memSets
+	ipt   *memIPT
+	iface *memIface
+	mode  *Mode
+	fell  []string
+}
+
+var nodeIP = netip.MustParseAddr("192.168.0.11")
+
+func newTestKernel(t *testing.T, sched string) *testKernel {
+	t.Helper()
+	k := &testKernel{ipvs: NewFake(), sets: &memSets{sets: map[string][]string{}}, ipt: &memIPT{rules: map[string]bool{}}, iface: &memIface{}}
+	m, err := New(Config{
+		ModeConfig: proxy.ModeConfig{NodeName: "node-1", NodeIPs: []netip.Addr{nodeIP}, IPv4: true, Scheduler: sched,
+			ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}},
+		Handle: k.ipvs, Sets: k.sets, IPT: k.ipt, Iface: k.iface,
+		Report: func(svc proxy.ServicePortName, req, used string) {
+			k.fell = append(k.fell, svc.String()+" "+req+"->"+used)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.mode = m
+	return k
+}
+
+// state is a Service world handed to the mode.
+type state struct {
+	svcs proxy.ServicePortMap
+	eps  proxy.EndpointsMap
+}
+
+func newState() *state { return &state{svcs: proxy.ServicePortMap{}, eps: proxy.EndpointsMap{}} }
+
+func spn(ns, name, port string, p v1.Protocol) proxy.ServicePortName {
+	return proxy.ServicePortName{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}, Port: port, Protocol: p}
+}
+
+func (s *state) service(sp *proxy.ServicePort, eps ...*proxy.Endpoint) {
+	s.svcs[sp.Name] = sp
+	s.eps[sp.Name] = eps
+}
+
+func clusterIP(name, ip string, port int, p v1.Protocol) *proxy.ServicePort {
+	return &proxy.ServicePort{Name: spn("default", name, "", p), Type: v1.ServiceTypeClusterIP,
+		ClusterIPs: []netip.Addr{netip.MustParseAddr(ip)}, Port: port, Protocol: p}
+}
+
+func ep(ip string, port int, local bool) *proxy.Endpoint {
+	node := "node-2"
+	if local {
+		node = "node-1"
+	}
+	return &proxy.Endpoint{Addr: netip.MustParseAddr(ip), Port: port, Ready: true, Serving: true, NodeName: node, IsLocal: local, Weight: 1}
+}
+
+func (k *testKernel) sync(t *testing.T, s *state) {
+	t.Helper()
+	req := &proxy.SyncRequest{Full: true, Services: s.svcs, Endpoints: s.eps, Node: proxy.NodeInfo{Name: "node-1", IPs: []netip.Addr{nodeIP}}}
+	if err := k.mode.Sync(context.Background(), req); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+}
+
+func (k *testKernel) dump(t *testing.T) string {
+	t.Helper()
+	d, err := Dump(k.ipvs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Drop the three header lines.
+	lines := strings.SplitN(d, "\n", 4)
+	return lines[3]
+}
+
+// dumpLines normalizes a dump to single-spaced lines (as ipvsadm's
+// columns are width-padded) for readable expectations.
+func norm(s string) string {
+	var out []string
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		prefix := ""
+		if strings.HasPrefix(l, "  ->") {
+			prefix = "  "
+		}
+		out = append(out, prefix+strings.Join(strings.Fields(l), " "))
+	}
+	return strings.Join(out, "\n")
+}

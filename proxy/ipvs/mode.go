@@ -1,0 +1,190 @@
+package ipvs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+
+	"github.com/svcnet/svcnet/proxy"
+	"github.com/svcnet/svcnet/proxy/iptables"
+)
+
+// ModeName is the --proxy-mode value of this mode.
+const ModeName = "ipvs"
+
+func init() { proxy.RegisterMode(ModeName, NewMode) }
+
+// Config configures a Mode beyond proxy.ModeConfig.
+type Config struct {
+	proxy.ModeConfig
+	// Handle, Sets, IPT and Iface replace the kernel (tests); nil means the
+	// real one (netlink, ipset, iptables-restore and ip through Exec).
+	Handle Handle
+	Sets   IPSets
+	IPT    IPTables
+	Iface  Interface
+	// Report is called once per Service and annotation value whose
+	// scheduler is not an IPVS scheduler (the proxy makes an Event of it:
+	// reason "UnknownScheduler"). Optional.
+	Report func(svc proxy.ServicePortName, requested, used string)
+}
+
+// Mode is the IPVS data plane for the configured families.
+type Mode struct {
+	cfg      Config
+	families []bool
+	applier  *Applier
+	log      *slog.Logger
+
+	mu       sync.Mutex
+	reported map[proxy.ServicePortName]string
+}
+
+var (
+	_ proxy.Provider = (*Mode)(nil)
+	_ proxy.Dumper   = (*Mode)(nil)
+)
+
+// NewMode builds the mode with the real kernel interfaces. It fails when
+// the kernel has no IPVS (ErrNoIPVS, naming the ip_vs module).
+func NewMode(cfg proxy.ModeConfig) (proxy.Provider, error) {
+	return New(Config{ModeConfig: cfg})
+}
+
+// New builds the mode from cfg.
+func New(cfg Config) (*Mode, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Exec == nil {
+		cfg.Exec = proxy.OSExecutor{}
+	}
+	if cfg.MasqueradeBit <= 0 || cfg.MasqueradeBit > 31 {
+		cfg.MasqueradeBit = 14
+	}
+	if cfg.Handle == nil {
+		nsPath := ""
+		if e, ok := cfg.Exec.(proxy.OSExecutor); ok && e.NetNS != "" {
+			nsPath = "/var/run/netns/" + e.NetNS
+		}
+		h, err := NewNetlink(nsPath)
+		if err != nil {
+			return nil, fmt.Errorf("ipvs proxy mode: %w", err)
+		}
+		cfg.Handle = h
+	}
+	if cfg.Sets == nil {
+		cfg.Sets = ExecIPSets{Exec: cfg.Exec}
+	}
+	if cfg.IPT == nil {
+		cfg.IPT = &iptables.Runner{Exec: cfg.Exec}
+	}
+	if cfg.Iface == nil {
+		cfg.Iface = ExecInterface{Exec: cfg.Exec, Name: defaultInterface}
+	}
+	m := &Mode{cfg: cfg, log: cfg.Log, reported: map[proxy.ServicePortName]string{}}
+	if cfg.IPv4 || !cfg.IPv6 {
+		m.families = append(m.families, false)
+	}
+	if cfg.IPv6 {
+		m.families = append(m.families, true)
+	}
+	m.applier = &Applier{IPVS: cfg.Handle, Sets: cfg.Sets, IPT: cfg.IPT, Iface: cfg.Iface, Log: cfg.Log}
+	return m, nil
+}
+
+// PlanFor returns the plan of one family for req (what Sync would apply).
+func (m *Mode) PlanFor(req *proxy.SyncRequest, ipv6 bool) *Plan {
+	pc := PlanConfig{
+		IPv6: ipv6, Scheduler: m.cfg.Scheduler, MasqueradeAll: m.cfg.MasqueradeAll,
+		MasqueradeMark: fmt.Sprintf("%#08x", 1<<m.cfg.MasqueradeBit),
+		NodeName:       req.Node.Name, NodeLabels: req.Node.Labels,
+	}
+	if pc.NodeName == "" {
+		pc.NodeName = m.cfg.NodeName
+	}
+	for _, c := range m.cfg.ClusterCIDRs {
+		if c.Addr().Is6() == ipv6 {
+			pc.ClusterCIDR = c
+			break
+		}
+	}
+	seen := map[netip.Addr]bool{}
+	for _, a := range append(append([]netip.Addr{}, req.Node.IPs...), m.cfg.NodeIPs...) {
+		if a.Is6() != ipv6 || seen[a] {
+			continue
+		}
+		seen[a] = true
+		pc.NodeIPs = append(pc.NodeIPs, a)
+		if len(m.cfg.NodePortAddresses) == 0 {
+			pc.NodePortAddrs = append(pc.NodePortAddrs, a)
+			continue
+		}
+		for _, p := range m.cfg.NodePortAddresses {
+			if p.Contains(a) {
+				pc.NodePortAddrs = append(pc.NodePortAddrs, a)
+				break
+			}
+		}
+	}
+	return BuildPlan(pc, req.Services, req.Endpoints)
+}
+
+// Sync implements proxy.Provider. Every sync is a full reconcile of the
+// IPVS table (it is read back from the kernel each time, which is also what
+// advances graceful termination).
+func (m *Mode) Sync(ctx context.Context, req *proxy.SyncRequest) error {
+	var errs []error
+	for _, v6 := range m.families {
+		plan := m.PlanFor(req, v6)
+		m.report(plan.Fallbacks)
+		req.Stats.NoLocalEndpointsInternal += plan.NoLocalEndpointsInternal
+		req.Stats.NoLocalEndpointsExternal += plan.NoLocalEndpointsExternal
+		if err := m.applier.Apply(ctx, plan, v6); err != nil {
+			errs = append(errs, fmt.Errorf("sync ipvs (ipv6=%v): %w", v6, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Mode) report(fb []SchedulerFallback) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, f := range fb {
+		if m.reported[f.Service] == f.Requested {
+			continue
+		}
+		m.reported[f.Service] = f.Requested
+		m.log.Warn("unknown IPVS scheduler in annotation "+proxy.AnnotationIPVSScheduler+"; using the default",
+			"service", f.Service.String(), "scheduler", f.Requested, "default", f.Used)
+		if m.cfg.Report != nil {
+			m.cfg.Report(f.Service, f.Requested, f.Used)
+		}
+	}
+}
+
+// Cleanup implements proxy.Provider: it deletes the virtual servers, the
+// iptables chains and jumps, the ipsets and kube-ipvs0.
+func (m *Mode) Cleanup(ctx context.Context) error {
+	var errs []error
+	for _, v6 := range []bool{false, true} {
+		if err := m.applier.Cleanup(ctx, v6); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if m.cfg.Iface != nil {
+		if err := m.cfg.Iface.Delete(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("delete %s: %w", defaultInterface, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Dump implements proxy.Dumper in `ipvsadm -Ln` form.
+func (m *Mode) Dump(context.Context) (string, error) { return Dump(m.cfg.Handle) }
+
+// Handle returns the mode's IPVS handle.
+func (m *Mode) Handle() Handle { return m.cfg.Handle }

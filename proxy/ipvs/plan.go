@@ -1,0 +1,501 @@
+package ipvs
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/proxy"
+)
+
+// Set names and comments, as kube-proxy's IPVS mode names them. IPv6 sets
+// are named with "KUBE-6-" instead of "KUBE-" (SetName).
+const (
+	SetLoopBack             = "KUBE-LOOP-BACK"
+	SetClusterIP            = "KUBE-CLUSTER-IP"
+	SetExternalIP           = "KUBE-EXTERNAL-IP"
+	SetExternalIPLocal      = "KUBE-EXTERNAL-IP-LOCAL"
+	SetLoadBalancer         = "KUBE-LOAD-BALANCER"
+	SetLoadBalancerFW       = "KUBE-LOAD-BALANCER-FW"
+	SetLoadBalancerLocal    = "KUBE-LOAD-BALANCER-LOCAL"
+	SetLoadBalancerSourceIP = "KUBE-LOAD-BALANCER-SOURCE-IP"
+	SetLoadBalancerSrcCIDR  = "KUBE-LOAD-BALANCER-SOURCE-CIDR"
+	SetNodePortTCP          = "KUBE-NODE-PORT-TCP"
+	SetNodePortLocalTCP     = "KUBE-NODE-PORT-LOCAL-TCP"
+	SetNodePortUDP          = "KUBE-NODE-PORT-UDP"
+	SetNodePortLocalUDP     = "KUBE-NODE-PORT-LOCAL-UDP"
+	SetNodePortSCTP         = "KUBE-NODE-PORT-SCTP-HASH"
+	SetNodePortLocalSCTP    = "KUBE-NODE-PORT-LOCAL-SCTP-HASH"
+	SetHealthCheckNodePort  = "KUBE-HEALTH-CHECK-NODE-PORT"
+	SetIPVSIPs              = "KUBE-IPVS-IPS"
+)
+
+// Chain names IPVS mode keeps.
+const (
+	chainServices          = "KUBE-SERVICES"
+	chainPostrouting       = "KUBE-POSTROUTING"
+	chainNodePort          = "KUBE-NODE-PORT"
+	chainLoadBalancer      = "KUBE-LOAD-BALANCER"
+	chainMarkMasq          = "KUBE-MARK-MASQ"
+	chainForward           = "KUBE-FORWARD"
+	chainProxyFirewall     = "KUBE-PROXY-FIREWALL"
+	chainSourceRangesFW    = "KUBE-SOURCE-RANGES-FIREWALL"
+	chainIPVSFilter        = "KUBE-IPVS-FILTER"
+	chainIPVSOutFilter     = "KUBE-IPVS-OUT-FILTER"
+	defaultScheduler       = "rr"
+	defaultInterface       = "kube-ipvs0"
+	persistenceDefaultSecs = 10800
+)
+
+// SetInfo describes one ipset: its type and kube-proxy's comment.
+type SetInfo struct {
+	Name    string
+	Type    string
+	Comment string
+}
+
+// Sets lists every ipset of the mode in kube-proxy's order.
+var Sets = []SetInfo{
+	{SetLoopBack, "hash:ip,port,ip", "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose"},
+	{SetClusterIP, "hash:ip,port", "Kubernetes service cluster ip + port for masquerade purpose"},
+	{SetExternalIP, "hash:ip,port", "Kubernetes service external ip + port for masquerade and filter purpose"},
+	{SetExternalIPLocal, "hash:ip,port", "Kubernetes service external ip + port with externalTrafficPolicy=local"},
+	{SetLoadBalancer, "hash:ip,port", "Kubernetes service lb portal"},
+	{SetLoadBalancerFW, "hash:ip,port", "Kubernetes service load balancer ip + port for load balancer with sourceRange"},
+	{SetLoadBalancerLocal, "hash:ip,port", "Kubernetes service load balancer ip + port with externalTrafficPolicy=local"},
+	{SetLoadBalancerSourceIP, "hash:ip,port,ip", "Kubernetes service load balancer ip + port + source IP for packet filter purpose"},
+	{SetLoadBalancerSrcCIDR, "hash:ip,port,net", "Kubernetes service load balancer ip + port + source cidr for packet filter purpose"},
+	{SetNodePortTCP, "bitmap:port", "Kubernetes nodeport TCP port for masquerade purpose"},
+	{SetNodePortLocalTCP, "bitmap:port", "Kubernetes nodeport TCP port with externalTrafficPolicy=local"},
+	{SetNodePortUDP, "bitmap:port", "Kubernetes nodeport UDP port for masquerade purpose"},
+	{SetNodePortLocalUDP, "bitmap:port", "Kubernetes nodeport UDP port with externalTrafficPolicy=local"},
+	{SetNodePortSCTP, "hash:ip,port", "Kubernetes nodeport SCTP port for masquerade purpose with type 'hash ip:port'"},
+	{SetNodePortLocalSCTP, "hash:ip,port", "Kubernetes nodeport SCTP port with externalTrafficPolicy=local with type 'hash ip:port'"},
+	{SetHealthCheckNodePort, "bitmap:port", "Kubernetes health check node port"},
+	{SetIPVSIPs, "hash:ip", "Addresses on the ipvs interface"},
+}
+
+// SetName returns the kernel name of set for a family: IPv6 sets replace
+// the "KUBE-" prefix with "KUBE-6-" and are cut to ipset's 31 characters.
+func SetName(set string, ipv6 bool) string {
+	if !ipv6 {
+		return set
+	}
+	n := strings.Replace(set, "KUBE-", "KUBE-6-", 1)
+	if len(n) > 31 {
+		n = n[:31]
+	}
+	return n
+}
+
+// Schedulers are the IPVS schedulers a Service may ask for (the kernel's
+// ip_vs_* scheduler modules).
+var Schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "fo", "ovf", "mh", "twos"}
+
+// ResolveScheduler returns the scheduler for a Service: its annotation
+// when it names an IPVS scheduler, else def (rr when def is empty or not an
+// IPVS scheduler). fellBack is true when a non-empty annotation was
+// ignored.
+func ResolveScheduler(annotation, def string) (name string, fellBack bool) {
+	def = strings.ToLower(strings.TrimSpace(def))
+	if !slices.Contains(Schedulers, def) {
+		def = defaultScheduler
+	}
+	a := strings.ToLower(strings.TrimSpace(annotation))
+	if a == "" {
+		return def, false
+	}
+	if slices.Contains(Schedulers, a) {
+		return a, false
+	}
+	return def, true
+}
+
+// PlanConfig is what BuildPlan needs besides Services and endpoints. One
+// plan covers one IP family.
+type PlanConfig struct {
+	IPv6 bool
+	// Scheduler is --ipvs-scheduler.
+	Scheduler     string
+	MasqueradeAll bool
+	// MasqueradeMark is the fwmark in kube-proxy's "%#08x" form
+	// ("0x00004000").
+	MasqueradeMark string
+	// ClusterCIDR is the pod CIDR of this family for local-traffic
+	// detection; the zero Prefix means no detection.
+	ClusterCIDR netip.Prefix
+	// NodePortAddrs are this node's addresses that accept NodePort
+	// traffic (one virtual server each per NodePort).
+	NodePortAddrs []netip.Addr
+	// NodeIPs are this node's addresses (for loadBalancerSourceRanges
+	// that include the node itself).
+	NodeIPs    []netip.Addr
+	NodeName   string
+	NodeLabels map[string]string
+}
+
+// PlannedService is one desired virtual server with its real servers.
+type PlannedService struct {
+	Name  proxy.ServicePortName
+	VS    VirtualServer
+	Dests []RealServer
+}
+
+// SchedulerFallback records a Service whose scheduler annotation was not
+// an IPVS scheduler.
+type SchedulerFallback struct {
+	Service   proxy.ServicePortName
+	Requested string
+	Used      string
+}
+
+// Plan is the desired state of one family.
+type Plan struct {
+	Services []PlannedService
+	// IPSets holds the entries of every set in Sets (kernel names), in
+	// `ipset save` form, sorted; empty sets are present with no entries.
+	IPSets map[string][]string
+	// Bind is the addresses kube-ipvs0 must carry, sorted.
+	Bind []netip.Addr
+	// IPTables is the iptables-restore payload (filter, then nat).
+	IPTables  []byte
+	Fallbacks []SchedulerFallback
+	// NoLocalEndpointsInternal/External count Services whose Local
+	// policy found no local endpoint.
+	NoLocalEndpointsInternal, NoLocalEndpointsExternal int
+}
+
+func protoLower(p v1.Protocol) string { return strings.ToLower(string(p)) }
+
+// ipPortEntry is a hash:ip,port entry: "10.96.3.215,tcp:38080".
+func ipPortEntry(a netip.Addr, p v1.Protocol, port int) string {
+	return a.String() + "," + protoLower(p) + ":" + strconv.Itoa(port)
+}
+
+// BuildPlan computes the desired state. It does no I/O and never fails:
+// ports without a cluster IP of the family are skipped.
+func BuildPlan(cfg PlanConfig, svcs proxy.ServicePortMap, eps proxy.EndpointsMap) *Plan {
+	p := &Plan{IPSets: map[string][]string{}}
+	sets := map[string]map[string]bool{}
+	add := func(set, entry string) {
+		if sets[set] == nil {
+			sets[set] = map[string]bool{}
+		}
+		sets[set][entry] = true
+	}
+	bind := map[netip.Addr]bool{}
+	var lbNoNodeAccess []Key
+	noLocalInt, noLocalExt := map[string]bool{}, map[string]bool{}
+
+	for _, name := range proxy.SortedServicePorts(svcs) {
+		full := svcs[name]
+		svc, ok := full.ForFamily(cfg.IPv6)
+		if !ok || svc.ClusterIP().Is6() != cfg.IPv6 {
+			continue
+		}
+		proto := svc.Protocol
+		sched, fell := ResolveScheduler(svc.Scheduler, cfg.Scheduler)
+		if fell {
+			p.Fallbacks = append(p.Fallbacks, SchedulerFallback{Service: name, Requested: svc.Scheduler, Used: sched})
+		}
+		endpoints := eps[name]
+		clusterEps, localEps, _, hasAny := proxy.CategorizeEndpointsForNode(endpoints, svc, cfg.NodeName, cfg.NodeLabels)
+		pick := func(onlyLocal bool, external bool) []*proxy.Endpoint {
+			if !onlyLocal {
+				return clusterEps
+			}
+			if len(localEps) > 0 {
+				return localEps
+			}
+			if hasAny {
+				if external {
+					noLocalExt[name.NamespacedName.String()] = true
+				} else {
+					noLocalInt[name.NamespacedName.String()] = true
+				}
+			}
+			return clusterEps
+		}
+		newVS := func(a netip.Addr, port int) VirtualServer {
+			vs := VirtualServer{Addr: a, Protocol: proto, Port: uint16(port), Scheduler: sched}
+			if svc.SessionAffinity == v1.ServiceAffinityClientIP {
+				vs.Persistent = true
+				vs.Timeout = uint32(svc.StickyMaxAgeSeconds)
+				if vs.Timeout == 0 {
+					vs.Timeout = persistenceDefaultSecs
+				}
+			}
+			return vs
+		}
+		emit := func(vs VirtualServer, chosen []*proxy.Endpoint) {
+			ps := PlannedService{Name: name, VS: vs}
+			seen := map[netip.AddrPort]bool{}
+			for _, ep := range chosen {
+				if ep.Addr.Is6() != cfg.IPv6 || seen[ep.AddrPort()] {
+					continue
+				}
+				seen[ep.AddrPort()] = true
+				w := ep.Weight
+				if w <= 0 {
+					w = 1
+				}
+				ps.Dests = append(ps.Dests, RealServer{Addr: ep.Addr, Port: uint16(ep.Port), Weight: min(w, 65535)})
+			}
+			sortDests(ps.Dests)
+			p.Services = append(p.Services, ps)
+		}
+
+		for _, ep := range endpoints {
+			if ep.IsLocal && ep.Addr.Is6() == cfg.IPv6 {
+				add(SetLoopBack, ep.Addr.String()+","+protoLower(proto)+":"+strconv.Itoa(ep.Port)+","+ep.Addr.String())
+			}
+		}
+
+		// ClusterIP.
+		cip := svc.ClusterIP()
+		add(SetClusterIP, ipPortEntry(cip, proto, svc.Port))
+		emit(newVS(cip, svc.Port), pick(svc.InternalPolicyLocal, false))
+		bind[cip] = true
+
+		extEps := pick(svc.ExternalPolicyLocal, true)
+		// externalIPs.
+		for _, ip := range svc.ExternalIPs {
+			if svc.ExternalPolicyLocal {
+				add(SetExternalIPLocal, ipPortEntry(ip, proto, svc.Port))
+			} else {
+				add(SetExternalIP, ipPortEntry(ip, proto, svc.Port))
+			}
+			emit(newVS(ip, svc.Port), extEps)
+			bind[ip] = true
+		}
+		// LoadBalancer ingress IPs.
+		for _, ip := range svc.LoadBalancerVIPs {
+			e := ipPortEntry(ip, proto, svc.Port)
+			add(SetLoadBalancer, e)
+			if svc.ExternalPolicyLocal {
+				add(SetLoadBalancerLocal, e)
+			}
+			if len(svc.LoadBalancerSourceRanges) > 0 {
+				add(SetLoadBalancerFW, e)
+				allowFromNode := false
+				for _, r := range svc.LoadBalancerSourceRanges {
+					add(SetLoadBalancerSrcCIDR, e+","+r.String())
+					for _, nip := range cfg.NodeIPs {
+						if r.Contains(nip) {
+							allowFromNode = true
+						}
+					}
+				}
+				// Node-originated traffic to an LB IP bound locally has
+				// the LB IP as source.
+				if allowFromNode {
+					add(SetLoadBalancerSourceIP, e+","+ip.String())
+				} else {
+					lbNoNodeAccess = append(lbNoNodeAccess, Key{ip, proto, uint16(svc.Port)})
+				}
+			}
+			emit(newVS(ip, svc.Port), extEps)
+			bind[ip] = true
+		}
+		// NodePort.
+		if svc.NodePort != 0 {
+			switch proto {
+			case v1.ProtocolTCP, v1.ProtocolUDP:
+				set, local := SetNodePortTCP, SetNodePortLocalTCP
+				if proto == v1.ProtocolUDP {
+					set, local = SetNodePortUDP, SetNodePortLocalUDP
+				}
+				add(set, strconv.Itoa(svc.NodePort))
+				if svc.ExternalPolicyLocal {
+					add(local, strconv.Itoa(svc.NodePort))
+				}
+			case v1.ProtocolSCTP:
+				for _, a := range cfg.NodePortAddrs {
+					add(SetNodePortSCTP, ipPortEntry(a, proto, svc.NodePort))
+					if svc.ExternalPolicyLocal {
+						add(SetNodePortLocalSCTP, ipPortEntry(a, proto, svc.NodePort))
+					}
+				}
+			}
+			for _, a := range cfg.NodePortAddrs {
+				if a.Is6() == cfg.IPv6 {
+					emit(newVS(a, svc.NodePort), extEps)
+				}
+			}
+		}
+		if svc.HealthCheckNodePort != 0 {
+			add(SetHealthCheckNodePort, strconv.Itoa(svc.HealthCheckNodePort))
+		}
+	}
+	for a := range bind {
+		p.Bind = append(p.Bind, a)
+		add(SetIPVSIPs, a.String())
+	}
+	slices.SortFunc(p.Bind, func(a, b netip.Addr) int { return a.Compare(b) })
+	for _, s := range Sets {
+		var entries []string
+		for e := range sets[s.Name] {
+			entries = append(entries, e)
+		}
+		slices.Sort(entries)
+		p.IPSets[SetName(s.Name, cfg.IPv6)] = entries
+	}
+	slices.SortStableFunc(p.Services, func(a, b PlannedService) int {
+		if c := strings.Compare(string(a.VS.Protocol), string(b.VS.Protocol)); c != 0 {
+			return c
+		}
+		if c := a.VS.Addr.Compare(b.VS.Addr); c != 0 {
+			return c
+		}
+		return int(a.VS.Port) - int(b.VS.Port)
+	})
+	p.NoLocalEndpointsInternal, p.NoLocalEndpointsExternal = len(noLocalInt), len(noLocalExt)
+	p.IPTables = buildIPTables(cfg, p.IPSets, lbNoNodeAccess)
+	return p
+}
+
+// jumps are the rules linking the kernel's chains to ours, as kube-proxy
+// installs them (inserted at the top, with these comments).
+var jumps = []struct{ table, from, to, comment string }{
+	{"nat", "OUTPUT", chainServices, "kubernetes service portals"},
+	{"nat", "PREROUTING", chainServices, "kubernetes service portals"},
+	{"nat", "POSTROUTING", chainPostrouting, "kubernetes postrouting rules"},
+	{"filter", "FORWARD", chainForward, "kubernetes forwarding rules"},
+	{"filter", "INPUT", chainNodePort, "kubernetes health check rules"},
+	{"filter", "INPUT", chainProxyFirewall, "kube-proxy firewall rules"},
+	{"filter", "FORWARD", chainProxyFirewall, "kube-proxy firewall rules"},
+	{"filter", "INPUT", chainIPVSFilter, "kubernetes ipvs access filter"},
+	{"filter", "OUTPUT", chainIPVSOutFilter, "kubernetes ipvs access filter"},
+}
+
+var natChains = []string{chainServices, chainPostrouting, chainNodePort, chainLoadBalancer, chainMarkMasq}
+var filterChains = []string{chainForward, chainNodePort, chainProxyFirewall, chainSourceRangesFW, chainIPVSFilter, chainIPVSOutFilter}
+
+// setJumps are the set-match rules written only when their set is
+// non-empty; the Local sets must precede their non-Local sets.
+var setJumps = []struct{ set, table, from, to, match, proto string }{
+	{SetLoopBack, "nat", chainPostrouting, "MASQUERADE", "dst,dst,src", ""},
+	{SetLoadBalancer, "nat", chainServices, chainLoadBalancer, "dst,dst", ""},
+	{SetLoadBalancerLocal, "nat", chainLoadBalancer, "RETURN", "dst,dst", ""},
+	{SetNodePortLocalTCP, "nat", chainNodePort, "RETURN", "dst", "tcp"},
+	{SetNodePortTCP, "nat", chainNodePort, chainMarkMasq, "dst", "tcp"},
+	{SetNodePortLocalUDP, "nat", chainNodePort, "RETURN", "dst", "udp"},
+	{SetNodePortUDP, "nat", chainNodePort, chainMarkMasq, "dst", "udp"},
+	{SetNodePortLocalSCTP, "nat", chainNodePort, "RETURN", "dst,dst", "sctp"},
+	{SetNodePortSCTP, "nat", chainNodePort, chainMarkMasq, "dst,dst", "sctp"},
+	{SetLoadBalancerFW, "filter", chainProxyFirewall, chainSourceRangesFW, "dst,dst", ""},
+	{SetLoadBalancerSrcCIDR, "filter", chainSourceRangesFW, "RETURN", "dst,dst,src", ""},
+	{SetLoadBalancerSourceIP, "filter", chainSourceRangesFW, "RETURN", "dst,dst,src", ""},
+}
+
+func setComment(set string) string {
+	for _, s := range Sets {
+		if s.Name == set {
+			return `"` + s.Comment + `"`
+		}
+	}
+	return `""`
+}
+
+func buildIPTables(cfg PlanConfig, sets map[string][]string, lbNoNodeAccess []Key) []byte {
+	name := func(s string) string { return SetName(s, cfg.IPv6) }
+	nonEmpty := func(s string) bool { return len(sets[name(s)]) > 0 }
+	var nat, filter []string
+	w := func(table string, args ...string) {
+		line := strings.Join(args, " ")
+		if table == "nat" {
+			nat = append(nat, line)
+		} else {
+			filter = append(filter, line)
+		}
+	}
+	lo := "127.0.0.0/8"
+	if cfg.IPv6 {
+		lo = "::1/128"
+	}
+	w("nat", "-A", chainServices, "-s", lo, "-j", "RETURN")
+	for _, j := range setJumps {
+		if !nonEmpty(j.set) {
+			continue
+		}
+		args := []string{"-A", j.from}
+		if j.proto != "" {
+			args = append(args, "-p", j.proto)
+		}
+		args = append(args, "-m", "comment", "--comment", setComment(j.set), "-m", "set", "--match-set", name(j.set), j.match, "-j", j.to)
+		w(j.table, args...)
+	}
+	if nonEmpty(SetClusterIP) {
+		args := []string{"-A", chainServices, "-m", "comment", "--comment", setComment(SetClusterIP), "-m", "set", "--match-set", name(SetClusterIP)}
+		switch {
+		case cfg.MasqueradeAll:
+			args = append(args, "dst,dst", "-j", chainMarkMasq)
+		case cfg.ClusterCIDR.IsValid():
+			args = append(args, "dst,dst", "!", "-s", cfg.ClusterCIDR.String(), "-j", chainMarkMasq)
+		default:
+			args = append(args, "src,dst", "-j", chainMarkMasq)
+		}
+		w("nat", args...)
+	}
+	externalIPRules := func(args []string) {
+		w("nat", append(slices.Clone(args), "-m", "physdev", "!", "--physdev-is-in", "-m", "addrtype", "!", "--src-type", "LOCAL", "-j", "ACCEPT")...)
+		w("nat", append(slices.Clone(args), "-m", "addrtype", "--dst-type", "LOCAL", "-j", "ACCEPT")...)
+	}
+	if nonEmpty(SetExternalIP) {
+		args := []string{"-A", chainServices, "-m", "comment", "--comment", setComment(SetExternalIP), "-m", "set", "--match-set", name(SetExternalIP), "dst,dst"}
+		w("nat", append(slices.Clone(args), "-j", chainMarkMasq)...)
+		externalIPRules(args)
+	}
+	if nonEmpty(SetExternalIPLocal) {
+		externalIPRules([]string{"-A", chainServices, "-m", "comment", "--comment", setComment(SetExternalIPLocal), "-m", "set", "--match-set", name(SetExternalIPLocal), "dst,dst"})
+	}
+	w("nat", "-A", chainServices, "-m", "addrtype", "--dst-type", "LOCAL", "-j", chainNodePort)
+	w("nat", "-A", chainLoadBalancer, "-j", chainMarkMasq)
+	w("filter", "-A", chainSourceRangesFW, "-j", "DROP")
+	for _, k := range lbNoNodeAccess {
+		w("filter", "-A", chainIPVSOutFilter, "-s", k.Addr.String(), "-m", "ipvs", "--vaddr", k.Addr.String(),
+			"--vproto", protoLower(k.Protocol), "--vport", strconv.Itoa(int(k.Port)), "-j", "DROP")
+	}
+	// Accept traffic to IPVS virtual servers so that later rules cannot
+	// break them; these must end KUBE-SERVICES.
+	for _, s := range []string{SetClusterIP, SetLoadBalancer} {
+		if nonEmpty(s) {
+			w("nat", "-A", chainServices, "-m", "set", "--match-set", name(s), "dst,dst", "-j", "ACCEPT")
+		}
+	}
+	mark := cfg.MasqueradeMark
+	w("filter", "-A", chainForward, "-m", "comment", "--comment", `"kubernetes forwarding rules"`, "-m", "mark", "--mark", mark+"/"+mark, "-j", "ACCEPT")
+	w("filter", "-A", chainForward, "-m", "comment", "--comment", `"kubernetes forwarding conntrack rule"`, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
+	w("filter", "-A", chainNodePort, "-m", "comment", "--comment", setComment(SetHealthCheckNodePort), "-m", "set", "--match-set", name(SetHealthCheckNodePort), "dst", "-j", "ACCEPT")
+	for _, s := range []string{SetLoadBalancer, SetClusterIP, SetExternalIP, SetExternalIPLocal} {
+		w("filter", "-A", chainIPVSFilter, "-m", "set", "--match-set", name(s), "dst,dst", "-j", "RETURN")
+	}
+	w("filter", "-A", chainIPVSFilter, "-m", "set", "--match-set", name(SetHealthCheckNodePort), "dst", "-j", "RETURN")
+	w("filter", "-A", chainIPVSFilter, "-m", "conntrack", "--ctstate", "NEW", "-m", "set", "--match-set", name(SetIPVSIPs), "dst", "-j", "REJECT")
+	w("nat", "-A", chainPostrouting, "-m", "mark", "!", "--mark", mark+"/"+mark, "-j", "RETURN")
+	w("nat", "-A", chainPostrouting, "-j", "MARK", "--xor-mark", mark)
+	w("nat", "-A", chainPostrouting, "-m", "comment", "--comment", `"kubernetes service traffic requiring SNAT"`, "-j", "MASQUERADE", "--random-fully")
+	w("nat", "-A", chainMarkMasq, "-j", "MARK", "--or-mark", mark)
+
+	var b strings.Builder
+	b.WriteString("*filter\n")
+	for _, c := range filterChains {
+		fmt.Fprintf(&b, ":%s - [0:0]\n", c)
+	}
+	for _, l := range filter {
+		b.WriteString(l + "\n")
+	}
+	b.WriteString("COMMIT\n*nat\n")
+	for _, c := range natChains {
+		fmt.Fprintf(&b, ":%s - [0:0]\n", c)
+	}
+	for _, l := range nat {
+		b.WriteString(l + "\n")
+	}
+	b.WriteString("COMMIT\n")
+	return []byte(b.String())
+}
