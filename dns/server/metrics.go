@@ -2,6 +2,7 @@ package server
 
 import (
 	"strconv"
+	"sync/atomic"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -129,3 +130,8 @@ func (m *Metrics) observe(server, proto, family string, qtype uint16, reqSize, r
 	m.requestSize.WithLabelValues(server, metricsZone, metricsView, proto).Observe(float64(reqSize))
 	m.responseSize.WithLabelValues(server, metricsZone, metricsView, proto).Observe(float64(respSize))
 }
+
+// panicCount mirrors coredns_panics_total, for tests.
+var panicCount atomic.Int64
+
+func panicsSeen() int64 { return panicCount.Load() }

@@ -91,6 +91,7 @@ func (h *Handler) Answer(r *dns.Msg, tcp bool) (*dns.Msg, string) { return h.ans
 func (h *Handler) answer(r *dns.Msg, tcp bool) (resp *dns.Msg, plugin string) {
 	defer func() {
 		if p := recover(); p != nil {
+			panicCount.Add(1)
 			if h.Metrics != nil {
 				h.Metrics.panics.Inc()
 			}
@@ -280,13 +281,19 @@ func (s *Server) Start() error {
 		s.httpLn[addr] = ln
 		s.http = append(s.http, &http.Server{Handler: m, ReadHeaderTimeout: 5 * time.Second})
 	}
+	// Wait until every DNS server runs, so that a Shutdown right after
+	// Start cannot miss one that has not started yet.
+	var started sync.WaitGroup
 	for _, d := range s.dns {
+		started.Add(1)
+		d.NotifyStartedFunc = started.Done
 		go func() {
 			if err := d.ActivateAndServe(); err != nil {
 				s.log.Error("dns listener stopped", "err", err)
 			}
 		}()
 	}
+	started.Wait()
 	i := 0
 	for _, ln := range s.httpLn {
 		hs := s.http[i]

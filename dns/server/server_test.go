@@ -1,0 +1,318 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/svcnet/svcnet/dns/dnstest"
+	"github.com/svcnet/svcnet/dns/forward"
+	"github.com/svcnet/svcnet/dns/index"
+	"github.com/svcnet/svcnet/dns/zone"
+)
+
+// upstream is a stub resolver on 127.0.0.1 standing in for the internet.
+type upstream struct {
+	addr  string
+	count atomic.Int32
+}
+
+func startUpstream(t testing.TB) *upstream {
+	t.Helper()
+	u := &upstream{}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", pc.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.addr = pc.LocalAddr().String()
+	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		u.count.Add(1)
+		m := new(dns.Msg)
+		m.SetReply(r)
+		m.RecursionAvailable = true
+		q := r.Question[0]
+		switch {
+		case strings.EqualFold(q.Name, "www.example.com.") && q.Qtype == dns.TypeA:
+			m.Answer = []dns.RR{dnstest.A(q.Name + " 300 IN A 93.184.215.14")}
+		case strings.HasSuffix(strings.ToLower(q.Name), ".in-addr.arpa."):
+			m.Rcode = dns.RcodeNameError
+			m.Ns = []dns.RR{dnstest.SOA("in-addr.arpa. 60 IN SOA b.in-addr-servers.arpa. nstld.iana.org. 1 1800 900 604800 60")}
+		default:
+			m.Rcode = dns.RcodeNameError
+			m.Ns = []dns.RR{dnstest.SOA("com. 60 IN SOA a.gtld-servers.net. nstld.verisign-grs.com. 1 1800 900 604800 60")}
+		}
+		_ = w.WriteMsg(m)
+	})
+	us := &dns.Server{PacketConn: pc, Handler: h}
+	ts := &dns.Server{Listener: ln, Handler: h}
+	go func() { _ = us.ActivateAndServe() }()
+	go func() { _ = ts.ActivateAndServe() }()
+	t.Cleanup(func() { _ = us.Shutdown(); _ = ts.Shutdown() })
+	return u
+}
+
+// bigHeadless is a headless Service with more endpoints than fit in 512 bytes.
+func bigHeadless() []runtime.Object {
+	var eps []dnstest.EP
+	for i := 1; i <= 60; i++ {
+		eps = append(eps, dnstest.EP{IP: fmt.Sprintf("10.244.50.%d", i), Ready: true})
+	}
+	return []runtime.Object{
+		dnstest.Svc("default", "big", []string{"None"}, dnstest.Port("http", corev1.ProtocolTCP, 80)),
+		dnstest.Slice("default", "big-1", "big", discoveryv1.AddressTypeIPv4,
+			[]discoveryv1.EndpointPort{dnstest.SlicePort("http", corev1.ProtocolTCP, 80)}, eps...),
+	}
+}
+
+type testServer struct {
+	srv     *Server
+	addr    string // DNS host:port
+	metrics string // metrics host:port
+	up      *upstream
+	client  *fake.Clientset
+}
+
+func startServer(t testing.TB) *testServer {
+	t.Helper()
+	up := startUpstream(t)
+	client := fake.NewSimpleClientset(append(dnstest.Cluster(), bigHeadless()...)...)
+	idx := index.New()
+	w, err := index.NewWatcher(client, idx, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go w.Run(ctx)
+	if !w.WaitForSync(ctx, 10*time.Second) {
+		t.Fatal("informers did not sync")
+	}
+	m := NewMetrics(ServerLabel("127.0.0.1:0"))
+	fwd, err := forward.New([]string{up.addr}, time.Second, 100, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := zone.New(zone.Config{Zone: "cluster.local.", TTL: 5, Reverse: true, NSNamespace: "kube-system", NSName: "kube-dns"},
+		idx, w.HasSynced, fwd)
+	h := &Handler{Zone: z, Forward: fwd, Metrics: m}
+	srv := New(Config{Listen: []string{"127.0.0.1:0"}, HealthListen: "127.0.0.1:0", ReadyListen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0"},
+		h, w.HasSynced, nil)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
+		defer c()
+		srv.Shutdown(sctx)
+	})
+	return &testServer{srv: srv, addr: srv.DNSAddrs()[0], metrics: srv.HTTPAddr("127.0.0.1:0"), up: up, client: client}
+}
+
+func exchange(t *testing.T, addr, netw, name string, qtype uint16, edns uint16) *dns.Msg {
+	t.Helper()
+	m := new(dns.Msg)
+	m.SetQuestion(name, qtype)
+	if edns > 0 {
+		m.SetEdns0(edns, false)
+	}
+	c := &dns.Client{Net: netw, Timeout: 2 * time.Second}
+	r, _, err := c.Exchange(m, addr)
+	if err != nil {
+		t.Fatalf("%s %s over %s: %v", name, dns.TypeToString[qtype], netw, err)
+	}
+	return r
+}
+
+func TestServeUDPAndTCP(t *testing.T) {
+	ts := startServer(t)
+	for _, netw := range []string{"udp", "tcp"} {
+		r := exchange(t, ts.addr, netw, "myapp.default.svc.cluster.local.", dns.TypeA, 0)
+		c := dnstest.Case{Qname: "myapp.default.svc.cluster.local.", Answer: []dns.RR{dnstest.A("myapp.default.svc.cluster.local. 5 IN A 10.96.3.215")}}
+		if d := c.Check(r); d != "" || !r.Authoritative {
+			t.Errorf("%s: aa=%v %s", netw, r.Authoritative, d)
+		}
+	}
+}
+
+func TestForwardedThroughServer(t *testing.T) {
+	ts := startServer(t)
+	for i := 0; i < 2; i++ {
+		r := exchange(t, ts.addr, "udp", "www.example.com.", dns.TypeA, 0)
+		if len(r.Answer) != 1 || r.Authoritative || r.IsEdns0() != nil {
+			t.Fatalf("forwarded answer: %v", r)
+		}
+	}
+	if n := ts.up.count.Load(); n != 1 {
+		t.Errorf("upstream asked %d times, want 1 (second from cache)", n)
+	}
+	// Reverse names the cluster does not own go upstream too.
+	if r := exchange(t, ts.addr, "udp", "8.8.8.8.in-addr.arpa.", dns.TypePTR, 0); r.Rcode != dns.RcodeNameError || len(r.Ns) != 1 {
+		t.Errorf("unknown PTR not forwarded: %v", r)
+	}
+	// EDNS0 is echoed.
+	r := exchange(t, ts.addr, "udp", "www.example.com.", dns.TypeA, 1232)
+	if o := r.IsEdns0(); o == nil || o.UDPSize() != 1232 {
+		t.Errorf("EDNS0 not echoed: %v", r)
+	}
+}
+
+func TestTruncationAndTCPRetry(t *testing.T) {
+	ts := startServer(t)
+	r := exchange(t, ts.addr, "udp", "big.default.svc.cluster.local.", dns.TypeA, 0)
+	if !r.Truncated || len(r.Answer) >= 60 {
+		t.Errorf("UDP without EDNS0: tc=%v answers=%d, want truncated", r.Truncated, len(r.Answer))
+	}
+	r = exchange(t, ts.addr, "udp", "big.default.svc.cluster.local.", dns.TypeA, 4096)
+	if r.Truncated || len(r.Answer) != 60 {
+		t.Errorf("UDP with 4096 EDNS0: tc=%v answers=%d, want all 60", r.Truncated, len(r.Answer))
+	}
+	r = exchange(t, ts.addr, "tcp", "big.default.svc.cluster.local.", dns.TypeA, 0)
+	if r.Truncated || len(r.Answer) != 60 {
+		t.Errorf("TCP: tc=%v answers=%d, want all 60", r.Truncated, len(r.Answer))
+	}
+}
+
+func TestMalformedPackets(t *testing.T) {
+	ts := startServer(t)
+	conn, err := net.Dial("udp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	bad := [][]byte{
+		{},
+		{0x12},
+		{0x12, 0x34, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x3f}, // label runs off the end
+		{0x12, 0x34, 0x01, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0, 0, 1, 0, 1, 0, 0, 1, 0, 1}, // two questions
+		{0x12, 0x34, 0x81, 0x80, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0, 0, 1, 0, 1}, // a response
+		[]byte(strings.Repeat("\xff", 600)),
+	}
+	buf := make([]byte, 65535)
+	for i, b := range bad {
+		if _, err := conn.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		n, err := conn.Read(buf)
+		if err != nil {
+			continue // dropped: fine
+		}
+		m := new(dns.Msg)
+		if err := m.Unpack(buf[:n]); err != nil {
+			t.Errorf("packet %d: unparseable reply: %v", i, err)
+			continue
+		}
+		if m.Rcode != dns.RcodeFormatError && m.Rcode != dns.RcodeNotImplemented {
+			t.Errorf("packet %d: rcode %s, want FORMERR or drop", i, dns.RcodeToString[m.Rcode])
+		}
+	}
+	// Still serving.
+	if r := exchange(t, ts.addr, "udp", "myapp.default.svc.cluster.local.", dns.TypeA, 0); len(r.Answer) != 1 {
+		t.Fatalf("server stopped answering after malformed packets: %v", r)
+	}
+}
+
+func TestProtocolErrors(t *testing.T) {
+	h := &Handler{}
+	m := new(dns.Msg)
+	m.SetQuestion("x.", dns.TypeA)
+	m.Opcode = dns.OpcodeUpdate
+	if r, _ := h.Answer(m, false); r.Rcode != dns.RcodeNotImplemented {
+		t.Errorf("UPDATE: %s", dns.RcodeToString[r.Rcode])
+	}
+	m = new(dns.Msg)
+	m.SetQuestion("x.", dns.TypeA)
+	m.SetEdns0(1232, false)
+	m.IsEdns0().SetVersion(1)
+	r, _ := h.Answer(m, false)
+	b, err := r.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2 := new(dns.Msg)
+	if err := r2.Unpack(b); err != nil || r2.Rcode != dns.RcodeBadVers {
+		t.Errorf("EDNS version 1: rcode %v err %v", r2.Rcode, err)
+	}
+	m = new(dns.Msg)
+	m.SetQuestion("x.", dns.TypeTXT)
+	for i := 0; i < 20; i++ {
+		m.Extra = append(m.Extra, &dns.TXT{Hdr: dns.RR_Header{Name: "x.", Rrtype: dns.TypeTXT, Class: dns.ClassINET}, Txt: []string{strings.Repeat("a", 250)}})
+	}
+	if r, _ := h.Answer(m, true); r.Rcode != dns.RcodeRefused {
+		t.Errorf("oversized request: %s, want REFUSED", dns.RcodeToString[r.Rcode])
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestHealthReadyMetrics(t *testing.T) {
+	ts := startServer(t)
+	exchange(t, ts.addr, "udp", "myapp.default.svc.cluster.local.", dns.TypeA, 0)
+	exchange(t, ts.addr, "udp", "nosuch.default.svc.cluster.local.", dns.TypeA, 0)
+	exchange(t, ts.addr, "udp", "www.example.com.", dns.TypeA, 0)
+	exchange(t, ts.addr, "udp", "www.example.com.", dns.TypeA, 0)
+	base := "http://" + ts.metrics
+	if code, body := get(t, base+"/health"); code != 200 || body != "OK" {
+		t.Errorf("/health: %d %q", code, body)
+	}
+	if code, body := get(t, base+"/ready"); code != 200 || body != "OK" {
+		t.Errorf("/ready: %d %q", code, body)
+	}
+	_, body := get(t, base+"/metrics")
+	for _, want := range []string{
+		`coredns_dns_requests_total{family="1",proto="udp",server="dns://127.0.0.1:0",type="A",view="",zone="."} 4`,
+		`coredns_dns_responses_total{plugin="kubernetes",rcode="NOERROR",server="dns://127.0.0.1:0",view="",zone="."} 1`,
+		`coredns_dns_responses_total{plugin="kubernetes",rcode="NXDOMAIN",server="dns://127.0.0.1:0",view="",zone="."} 1`,
+		`coredns_dns_responses_total{plugin="cache",rcode="NOERROR",server="dns://127.0.0.1:0",view="",zone="."} 1`,
+		`coredns_dns_request_duration_seconds_count{server="dns://127.0.0.1:0",type="A",view="",zone="."} 4`,
+		`coredns_cache_hits_total{server="dns://127.0.0.1:0",type="success",view="",zones="."} 1`,
+		`coredns_cache_misses_total{server="dns://127.0.0.1:0",view="",zones="."} 1`,
+		`process_resident_memory_bytes`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+func TestGracefulShutdown(t *testing.T) {
+	ts := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	ts.srv.Shutdown(ctx)
+	if time.Since(start) > 1500*time.Millisecond {
+		t.Errorf("shutdown took %v", time.Since(start))
+	}
+	c := &dns.Client{Net: "tcp", Timeout: 300 * time.Millisecond}
+	m := new(dns.Msg)
+	m.SetQuestion("myapp.default.svc.cluster.local.", dns.TypeA)
+	if _, _, err := c.Exchange(m, ts.addr); err == nil {
+		t.Error("still answering over TCP after shutdown")
+	}
+}
