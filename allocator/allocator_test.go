@@ -142,7 +142,13 @@ func TestIPAllocatorErrorsAndDryRun(t *testing.T) {
 	if err := a.Allocate(ctx, ip, false); !errors.Is(err, ErrIPAllocated) || err.Error() != "provided IP is already allocated" {
 		t.Fatalf("second allocate: %v", err)
 	}
-	for _, s := range []string{"10.97.0.1", "10.96.0.0", "10.96.255.255", "fd00::1"} {
+	for _, s := range []string{"10.96.0.0", "10.96.255.255"} {
+		want := "the provided IP (" + s + ") is not in the valid range. The range of valid IPs is 10.96.0.0/16"
+		if err := a.Allocate(ctx, netip.MustParseAddr(s), false); err == nil || err.Error() != want {
+			t.Fatalf("allocate %s: %v", s, err)
+		}
+	}
+	for _, s := range []string{"10.97.0.1", "fd00::1"} {
 		if err := a.Allocate(ctx, netip.MustParseAddr(s), false); !errors.Is(err, ErrMismatchedNetwork) ||
 			err.Error() != "the provided network does not match the current range" {
 			t.Fatalf("allocate %s: %v", s, err)

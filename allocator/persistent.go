@@ -148,12 +148,16 @@ func NewIPAllocator(prefix netip.Prefix, store Store) (*IPAllocator, error) {
 // Range is the allocator's range.
 func (a *IPAllocator) Range() *IPRange { return a.r }
 
-// Allocate takes ip. Errors: ErrMismatchedNetwork when ip is not an
-// allocatable address of the range, ErrIPAllocated when it is taken.
+// Allocate takes ip. Errors: ErrMismatchedNetwork when ip is outside the
+// Service CIDR, *ErrIPNotInRange when it is inside but never allocatable
+// (network or broadcast address), ErrIPAllocated when it is taken.
 // With dryRun the check runs but nothing is stored.
 func (a *IPAllocator) Allocate(ctx context.Context, ip netip.Addr, dryRun bool) error {
 	i, ok := a.r.Offset(ip)
 	if !ok {
+		if a.r.Prefix().Contains(ip.Unmap()) {
+			return &ErrIPNotInRange{IP: ip, ValidRange: a.r.String()}
+		}
 		return ErrMismatchedNetwork
 	}
 	return a.p.update(ctx, dryRun, func(b *Bitmap) error {

@@ -22,6 +22,18 @@ var (
 	ErrMismatchedNetwork = errors.New("the provided network does not match the current range")
 )
 
+// ErrIPNotInRange is returned for a requested address inside the Service
+// CIDR that is never allocatable (the network address, the IPv4 broadcast
+// address, or beyond the 65536 addresses an IPv6 bitmap covers).
+type ErrIPNotInRange struct {
+	IP         netip.Addr
+	ValidRange string
+}
+
+func (e *ErrIPNotInRange) Error() string {
+	return fmt.Sprintf("the provided IP (%v) is not in the valid range. The range of valid IPs is %s", e.IP, e.ValidRange)
+}
+
 // ErrPortNotInRange is returned for a requested port outside the node-port range.
 type ErrPortNotInRange struct{ ValidRange string }
 
