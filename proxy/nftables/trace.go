@@ -1,0 +1,341 @@
+package nftables
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"sigs.k8s.io/knftables"
+
+	"github.com/svcnet/svcnet/proxy"
+)
+
+// Tracer walks a virtual first packet through the kube-proxy table held by
+// a knftables.Fake, hook by hook in priority order, and reports every
+// outcome (one per endpoint a load-balancing vmap may pick). It understands
+// exactly the rule forms this package writes; an unknown rule is an error,
+// so a new rule form cannot silently pass a behaviour test.
+type Tracer struct {
+	Fake *knftables.Fake
+	// LocalAddrs are the node's addresses (for fib ... type local).
+	LocalAddrs []netip.Addr
+}
+
+var _ proxy.Tracer = (*Tracer)(nil)
+
+type tpkt struct {
+	src, dst netip.Addr
+	proto    string
+	dport    int
+	mark     uint32
+	dnat     string
+	verdict  string // "" while undecided
+}
+
+// Trace implements proxy.Tracer.
+func (tr *Tracer) Trace(pkt proxy.TracePacket) ([]proxy.TraceOutcome, error) {
+	if tr.Fake.Table == nil {
+		return nil, fmt.Errorf("no table")
+	}
+	start := tpkt{src: pkt.Src, dst: pkt.Dst, proto: strings.ToLower(string(pkt.Protocol)), dport: pkt.DPort}
+	if start.proto == "" {
+		start.proto = "tcp"
+	}
+	var pre []string
+	if pkt.FromLocalHost {
+		pre = []string{filterOutputPreDNATChain, natOutputChain}
+	} else {
+		pre = []string{filterPreroutingPreDNATChain, natPreroutingChain}
+	}
+	states := []tpkt{start}
+	var err error
+	for _, c := range pre {
+		if states, err = tr.runAll(states, c); err != nil {
+			return nil, err
+		}
+	}
+	var out []proxy.TraceOutcome
+	for _, s := range states {
+		if s.verdict == "" {
+			post := filterForwardChain
+			if pkt.FromLocalHost {
+				post = filterOutputChain
+			} else if tr.local(s.dst) {
+				post = filterInputChain
+			}
+			more, err := tr.runAll([]tpkt{s}, post)
+			if err != nil {
+				return nil, err
+			}
+			for _, m := range more {
+				if m.verdict == "" {
+					ms, err := tr.runAll([]tpkt{m}, natPostroutingChain)
+					if err != nil {
+						return nil, err
+					}
+					m = ms[0]
+				}
+				out = append(out, outcome(m))
+			}
+			continue
+		}
+		out = append(out, outcome(s))
+	}
+	return out, nil
+}
+
+func outcome(s tpkt) proxy.TraceOutcome {
+	o := proxy.TraceOutcome{Endpoint: s.dnat, Verdict: proxy.VerdictAccept}
+	switch s.verdict {
+	case "drop":
+		o = proxy.TraceOutcome{Verdict: proxy.VerdictDrop}
+	case "reject":
+		o = proxy.TraceOutcome{Verdict: proxy.VerdictReject}
+	case "masquerade":
+		o.Masquerade = true
+	}
+	return o
+}
+
+func (tr *Tracer) local(a netip.Addr) bool {
+	if a.IsLoopback() {
+		return true
+	}
+	for _, l := range tr.LocalAddrs {
+		if l == a {
+			return true
+		}
+	}
+	return false
+}
+
+// runAll runs a base chain for each state; "accept" (end of a base chain or
+// a dnat) leaves verdict empty so the next hook runs.
+func (tr *Tracer) runAll(in []tpkt, chain string) ([]tpkt, error) {
+	var out []tpkt
+	for _, s := range in {
+		if s.verdict != "" {
+			out = append(out, s)
+			continue
+		}
+		res, err := tr.run(s, chain, 0)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range res {
+			if r.verdict == "accept" || r.verdict == "return" {
+				r.verdict = ""
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// run evaluates chain for s and returns the resulting states; a state whose
+// verdict is "return" came back from the chain without a decision.
+func (tr *Tracer) run(s tpkt, chain string, depth int) ([]tpkt, error) {
+	if depth > 16 {
+		return nil, fmt.Errorf("chain recursion too deep at %s", chain)
+	}
+	c := tr.Fake.Table.Chains[chain]
+	if c == nil {
+		return nil, fmt.Errorf("no chain %q", chain)
+	}
+	for _, r := range c.Rules {
+		res, cont, err := tr.rule(s, r.Rule, depth)
+		if err != nil {
+			return nil, fmt.Errorf("chain %s rule %q: %w", chain, r.Rule, err)
+		}
+		if cont != nil {
+			s = *cont
+			continue
+		}
+		return res, nil
+	}
+	s.verdict = "return"
+	return []tpkt{s}, nil
+}
+
+// rule evaluates one rule: either it decides (res) or the packet continues
+// with the (possibly modified) state cont.
+func (tr *Tracer) rule(s tpkt, rule string, depth int) (res []tpkt, cont *tpkt, err error) {
+	toks := strings.Fields(rule)
+	i := 0
+	// Matches.
+	for i < len(toks) {
+		t := toks[i]
+		switch {
+		case t == "ct" && i+2 < len(toks) && toks[i+1] == "state" && toks[i+2] == "new":
+			i += 3
+		case t == "fib" && i+3 < len(toks) && toks[i+2] == "type" && toks[i+3] == "local":
+			a := s.dst
+			if toks[i+1] == "saddr" {
+				a = s.src
+			}
+			if !tr.local(a) {
+				return nil, &s, nil
+			}
+			i += 4
+		case (t == "ip" || t == "ip6") && i+1 < len(toks) && (toks[i+1] == "daddr" || toks[i+1] == "saddr") &&
+			!(i+2 < len(toks) && toks[i+2] == "."):
+			a := s.dst
+			if toks[i+1] == "saddr" {
+				a = s.src
+			}
+			j := i + 2
+			neg := false
+			if toks[j] == "!=" {
+				neg = true
+				j++
+			}
+			var ok bool
+			switch {
+			case strings.HasPrefix(toks[j], "@"):
+				ok = tr.setHas(toks[j][1:], a.String())
+				j++
+			case toks[j] == "{":
+				k := j + 1
+				for toks[k] != "}" {
+					ok = ok || prefixHas(strings.TrimSuffix(toks[k], ","), a)
+					k++
+				}
+				j = k + 1
+			default:
+				ok = prefixHas(toks[j], a)
+				j++
+			}
+			if ok == neg {
+				return nil, &s, nil
+			}
+			i = j
+		case (t == "ip" || t == "ip6") && i+9 < len(toks) && toks[i+1] == "daddr" && toks[i+2] == ".":
+			// ip daddr . meta l4proto . th dport vmap @map
+			v, ok := tr.mapGet(strings.TrimPrefix(toks[i+9], "@"), s.dst.String()+" . "+s.proto+" . "+fmt.Sprint(s.dport))
+			if !ok {
+				return nil, &s, nil
+			}
+			return tr.verdict(s, v, depth)
+		case t == "meta" && toks[i+1] == "l4proto" && toks[i+2] == ".":
+			// meta l4proto . th dport vmap @map
+			v, ok := tr.mapGet(strings.TrimPrefix(toks[i+6], "@"), s.proto+" . "+fmt.Sprint(s.dport))
+			if !ok {
+				return nil, &s, nil
+			}
+			return tr.verdict(s, v, depth)
+		case t == "meta" && toks[i+1] == "l4proto":
+			if toks[i+2] != s.proto {
+				return nil, &s, nil
+			}
+			i += 3
+		case t == "mark" && toks[i+1] == "and":
+			// mark and M == 0 return
+			var m uint32
+			fmt.Sscanf(toks[i+2], "0x%x", &m)
+			if s.mark&m == 0 {
+				s.verdict = "return"
+				return []tpkt{s}, nil, nil
+			}
+			return nil, &s, nil
+		default:
+			return tr.action(s, toks[i:], depth)
+		}
+	}
+	return nil, &s, nil
+}
+
+func (tr *Tracer) action(s tpkt, toks []string, depth int) ([]tpkt, *tpkt, error) {
+	switch toks[0] {
+	case "jump", "goto":
+		res, err := tr.run(s, toks[1], depth+1)
+		if err != nil {
+			return nil, nil, err
+		}
+		if toks[0] == "jump" && len(res) == 1 && res[0].verdict == "return" {
+			n := res[0]
+			n.verdict = ""
+			return nil, &n, nil
+		}
+		return res, nil, nil
+	case "drop", "reject":
+		s.verdict = toks[0]
+		return []tpkt{s}, nil, nil
+	case "update":
+		return nil, &s, nil
+	case "mark":
+		// mark set mark or|xor M
+		var m uint32
+		fmt.Sscanf(toks[4], "0x%x", &m)
+		if toks[3] == "or" {
+			s.mark |= m
+		} else {
+			s.mark ^= m
+		}
+		return nil, &s, nil
+	case "masquerade":
+		s.verdict = "masquerade"
+		return []tpkt{s}, nil, nil
+	case "dnat":
+		// dnat to ip:port
+		s.dnat = toks[2]
+		ap, err := netip.ParseAddrPort(toks[2])
+		if err != nil {
+			return nil, nil, err
+		}
+		s.dst, s.dport = ap.Addr(), int(ap.Port())
+		s.verdict = "accept"
+		return []tpkt{s}, nil, nil
+	case "numgen", "jhash":
+		// ... vmap { k : goto X , ... }: every target is a possible outcome.
+		var all []tpkt
+		seen := map[string]bool{}
+		for j, t := range toks {
+			if t == "goto" && !seen[toks[j+1]] {
+				seen[toks[j+1]] = true
+				res, err := tr.run(s, toks[j+1], depth+1)
+				if err != nil {
+					return nil, nil, err
+				}
+				all = append(all, res...)
+			}
+		}
+		return all, nil, nil
+	}
+	return nil, nil, fmt.Errorf("unknown rule form at %q", strings.Join(toks, " "))
+}
+
+func (tr *Tracer) verdict(s tpkt, v string, depth int) ([]tpkt, *tpkt, error) {
+	return tr.action(s, strings.Fields(v), depth)
+}
+
+func prefixHas(p string, a netip.Addr) bool {
+	if pr, err := netip.ParsePrefix(p); err == nil {
+		return pr.Contains(a)
+	}
+	if ad, err := netip.ParseAddr(p); err == nil {
+		return ad == a
+	}
+	return false
+}
+
+func (tr *Tracer) setHas(name, key string) bool {
+	if s := tr.Fake.Table.Sets[name]; s != nil {
+		for _, e := range s.Elements {
+			if strings.Join(e.Key, " . ") == key {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (tr *Tracer) mapGet(name, key string) (string, bool) {
+	if m := tr.Fake.Table.Maps[name]; m != nil {
+		for _, e := range m.Elements {
+			if strings.Join(e.Key, " . ") == key {
+				return strings.Join(e.Value, " "), true
+			}
+		}
+	}
+	return "", false
+}
