@@ -21,6 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/svcnet/svcnet/apiserver"
 
 	"github.com/svcnet/svcnet/apiserver/apiservertest"
 )
@@ -524,5 +527,20 @@ func testWatch(t *testing.T, c *kubernetes.Clientset, ns string) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("timeout waiting for %s", wt)
 		}
+	}
+}
+
+func TestClientKubeconfig(t *testing.T) {
+	srv := apiservertest.Start(t)
+	path := t.TempDir() + "/node.kubeconfig"
+	if err := apiserver.WriteClientKubeconfig(srv.DataDir, path, srv.URL(), "system:node:n1", []string{"system:nodes"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Nodes().List(context.Background(), metav1.ListOptions{}); err != nil {
+		t.Errorf("node credentials rejected: %v", err)
 	}
 }

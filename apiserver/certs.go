@@ -191,3 +191,28 @@ func (p *PKI) WriteKubeconfig(path, server string) error {
 	}
 	return nil
 }
+
+// WriteClientKubeconfig writes a kubeconfig at path for server that
+// authenticates as user (in groups) with a new client certificate from the
+// cluster CA under dataDir. Node agents and other components get their
+// credentials this way, for example user "system:node:node-1" in group
+// "system:nodes". The server accepts any certificate its CA signed.
+func WriteClientKubeconfig(dataDir, path, server, user string, groups []string) error {
+	p, err := LoadOrCreatePKI(filepath.Join(dataDir, "pki"))
+	if err != nil {
+		return err
+	}
+	certPEM, keyPEM, err := p.Issue(user, groups, nil, false)
+	if err != nil {
+		return err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["svcnet"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: p.CAPEM}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
+	cfg.Contexts["svcnet"] = &clientcmdapi.Context{Cluster: "svcnet", AuthInfo: user, Namespace: "default"}
+	cfg.CurrentContext = "svcnet"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return fmt.Errorf("write kubeconfig for %s: %w", user, err)
+	}
+	return nil
+}

@@ -61,6 +61,9 @@ type Config struct {
 	// ServiceClusterIPRange is the Service ClusterIP range (default
 	// 10.96.0.0/16); its first address is the kubernetes Service's ClusterIP.
 	ServiceClusterIPRange netip.Prefix
+	// SecondaryServiceClusterIPRange, when valid, is the range of the other IP
+	// family (dual-stack Services).
+	SecondaryServiceClusterIPRange netip.Prefix
 	// ServiceNodePortRange is the NodePort range (default 30000-32767).
 	ServiceNodePortRange string
 	// Strategies replaces the strategy of a resource (for example the
@@ -168,7 +171,11 @@ func (s *Server) buildStores() error {
 		EndpointSlicesResource: endpointslice.NewStrategy(),
 	}
 	if _, overridden := s.cfg.Strategies[ServicesResource]; !overridden {
-		scfg, err := service.NewEtcdConfig(s.etcd, s.cfg.ServiceClusterIPRange.String(), s.cfg.ServiceNodePortRange)
+		cidrs := s.cfg.ServiceClusterIPRange.String()
+		if s.cfg.SecondaryServiceClusterIPRange.IsValid() {
+			cidrs += "," + s.cfg.SecondaryServiceClusterIPRange.String()
+		}
+		scfg, err := service.NewEtcdConfig(s.etcd, cidrs, s.cfg.ServiceNodePortRange)
 		if err != nil {
 			return err
 		}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"os"
 	"strings"
 
 	"github.com/svcnet/svcnet/apiserver"
+	"github.com/svcnet/svcnet/registry/service"
 )
 
 func init() {
@@ -25,7 +25,7 @@ func parseAPIServerArgs(args []string) (apiserver.Config, error) {
 	fs.StringVar(&cfg.BindAddress, "bind-address", "127.0.0.1", "IP address to serve HTTPS on (0.0.0.0 for all)")
 	fs.IntVar(&cfg.SecurePort, "secure-port", 6443, "HTTPS port")
 	fs.StringVar(&cfg.AdvertiseAddress, "advertise-address", "", "IP address nodes use to reach this server; the kubernetes Service's endpoint (default: --bind-address)")
-	fs.StringVar(&cidr, "service-cluster-ip-range", "10.96.0.0/16", "CIDR of Service ClusterIPs; its first address is the kubernetes Service's")
+	fs.StringVar(&cidr, "service-cluster-ip-range", "10.96.0.0/16", "CIDR of Service ClusterIPs, or two of different families (dual-stack); the first range's first address is the kubernetes Service's")
 	fs.StringVar(&cfg.ServiceNodePortRange, "service-node-port-range", "30000-32767", "range of Service NodePorts")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
@@ -34,11 +34,14 @@ func parseAPIServerArgs(args []string) (apiserver.Config, error) {
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	p, err := netip.ParsePrefix(cidr)
+	ranges, err := service.ParseServiceClusterIPRange(cidr)
 	if err != nil {
-		return cfg, fmt.Errorf("--service-cluster-ip-range: %w", err)
+		return cfg, err
 	}
-	cfg.ServiceClusterIPRange = p
+	cfg.ServiceClusterIPRange = ranges[0]
+	if len(ranges) > 1 {
+		cfg.SecondaryServiceClusterIPRange = ranges[1]
+	}
 	if etcd != "" {
 		for _, e := range strings.Split(etcd, ",") {
 			if e = strings.TrimSpace(e); e != "" {
