@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -37,7 +38,7 @@ func init() {
 // nodeFlags is the parsed configuration of `svcnet node`.
 type nodeFlags struct {
 	kubeconfig, nodeName, nodeIP, podCIDR, clusterDNS, clusterDomain string
-	dataDir, bridge, resolvConf, nsPrefix, labels, listen            string
+	dataDir, bridge, resolvConf, nsPrefix, labels, listen, taints    string
 }
 
 func runNode(ctx context.Context, args []string) error {
@@ -55,6 +56,7 @@ func runNode(ctx context.Context, args []string) error {
 	fs.StringVar(&f.resolvConf, "resolv-conf", "/etc/resolv.conf", "the node's resolver configuration, for dnsPolicy Default")
 	fs.StringVar(&f.nsPrefix, "netns-prefix", "", "prefix of pod network namespace names (default svcnet-<node-name>-)")
 	fs.StringVar(&f.labels, "node-labels", "", "extra Node labels, k=v,k2=v2")
+	fs.StringVar(&f.taints, "register-with-taints", "", "taints of a newly registered Node, key=value:Effect or key:Effect, comma-separated")
 	fs.StringVar(&f.listen, "listen", ":10250", "address of the node's HTTP endpoints (container logs, exec)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -79,6 +81,18 @@ func runNode(ctx context.Context, args []string) error {
 		}
 		k, v, _ := strings.Cut(kv, "=")
 		labels[k] = v
+	}
+	var taints []v1.Taint
+	for _, t := range strings.Split(f.taints, ",") {
+		if t == "" {
+			continue
+		}
+		kv, effect, ok := strings.Cut(t, ":")
+		if !ok {
+			return fmt.Errorf("--register-with-taints: %q has no effect", t)
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		taints = append(taints, v1.Taint{Key: k, Value: v, Effect: v1.TaintEffect(effect)})
 	}
 	if f.nsPrefix == "" {
 		f.nsPrefix = "svcnet-" + f.nodeName + "-"
@@ -120,7 +134,7 @@ func runNode(ctx context.Context, args []string) error {
 	rt := &agent.NamespaceRuntime{Config: sandbox.Config{DataDir: f.dataDir, Bridge: f.bridge, NSPrefix: f.nsPrefix, Exe: exe, InitArgs: []string{"sandbox-init"}, IPAM: ipam}}
 	a, err := agent.New(agent.Config{
 		NodeName: f.nodeName, NodeIP: nodeIP, PodCIDR: podCIDR, ClusterDNS: dns, ClusterDomain: f.clusterDomain,
-		HostResolvConf: f.resolvConf, DataDir: f.dataDir, Labels: labels, Builtin: []string{exe, "builtin"}, Logger: log,
+		HostResolvConf: f.resolvConf, DataDir: f.dataDir, Labels: labels, Taints: taints, Builtin: []string{exe, "builtin"}, Logger: log,
 	}, client, rt, hp)
 	if err != nil {
 		return err

@@ -57,6 +57,8 @@ type Config struct {
 	DataDir string
 	// Labels are added to the Node's own labels.
 	Labels map[string]string
+	// Taints are set when the Node is first registered.
+	Taints []v1.Taint
 	// Builtin is the command prefix that runs a built-in image server
 	// (e.g. ["/usr/local/bin/svcnet", "builtin"]).
 	Builtin []string

@@ -131,6 +131,7 @@ func (a *Agent) registerNode(ctx context.Context) error {
 		ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName, Labels: a.nodeLabels()},
 		Status:     a.nodeStatus(now, nil),
 	}
+	node.Spec.Taints = a.cfg.Taints
 	if a.cfg.PodCIDR.IsValid() {
 		node.Spec.PodCIDR = a.cfg.PodCIDR.String()
 		node.Spec.PodCIDRs = []string{a.cfg.PodCIDR.String()}

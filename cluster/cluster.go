@@ -1,0 +1,546 @@
+// Package cluster assembles a local multi-node cluster from network
+// namespaces: the wiring behind `svcnet up` and `svcnet down`.
+//
+// In the network namespace it runs in (run it in a dedicated one: `ip netns
+// add lab; ip netns exec lab svcnet up`), Up creates the node network, a
+// bridge (svcnet0, 172.18.0.1/24), and starts the apiserver on it (and on
+// 127.0.0.1). Each node i (1..N) is a network namespace <prefix>-node-i
+// attached to the bridge by a veth, with address 172.18.0.(i+1), pod CIDR
+// 10.244.i.0/24 and routes to every other node's pod CIDR through that node
+// (host-gw). Inside each node namespace run `svcnet node` and `svcnet proxy`.
+// The first node is the control-plane node (labelled
+// node-role.kubernetes.io/control-plane and tainted NoSchedule, as kubeadm
+// does). When the binary has a `controllers` command, it runs too. Cluster
+// DNS runs as pods of kube-system behind the kube-dns Service at 10.96.0.10.
+//
+// Everything Up creates is recorded in <data-dir>/cluster.json, so Down can
+// remove what a crashed run left behind: processes, namespaces (nodes' and
+// pods'), the bridge and its routes. Stored objects (etcd under the data dir)
+// are kept, so a second Up continues with them.
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Config describes the cluster.
+type Config struct {
+	Nodes     int
+	ProxyMode string
+	DataDir   string
+	// Prefix names namespaces and interfaces ("svcnet").
+	Prefix                string
+	ServiceClusterIPRange string
+	ServiceNodePortRange  string
+	ClusterCIDR           string // 10.244.0.0/16; node i gets 10.244.i.0/24
+	// Exe is the svcnet binary to run components with.
+	Exe    string
+	Logger *slog.Logger
+	// Out receives the user-facing lines (the export KUBECONFIG line).
+	Out io.Writer
+}
+
+const (
+	bridgeAddr = "172.18.0.1"
+	apiPort    = 6443
+	dnsIP      = "10.96.0.10"
+)
+
+// State is what Up records for Down.
+type State struct {
+	Bridge string   `json:"bridge"`
+	NetNS  []string `json:"netns"`
+	// NetNSPrefix also matches the pod namespaces node agents create.
+	NetNSPrefix string `json:"netnsPrefix"`
+	PIDs        []int  `json:"pids"`
+	Exe         string `json:"exe"`
+}
+
+// Cluster is a running cluster.
+type Cluster struct {
+	cfg   Config
+	state State
+	procs []*exec.Cmd
+	// Kubeconfig is the admin kubeconfig reaching the apiserver on the bridge.
+	Kubeconfig string
+}
+
+// NodeName of node i (1-based): the control plane and then the workers,
+// as kind names them.
+func NodeName(prefix string, i int) string {
+	switch i {
+	case 1:
+		return prefix + "-control-plane"
+	case 2:
+		return prefix + "-worker"
+	}
+	return prefix + "-worker" + strconv.Itoa(i-1)
+}
+
+func run(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+func (c *Cluster) saveState() error {
+	b, _ := json.MarshalIndent(c.state, "", "  ")
+	return os.WriteFile(filepath.Join(c.cfg.DataDir, "cluster.json"), b, 0o644)
+}
+
+// start runs a component in the background with its output in logs/name.log.
+func (c *Cluster) start(name string, args ...string) error {
+	logDir := filepath.Join(c.cfg.DataDir, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(logDir, name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() { _ = cmd.Wait(); f.Close() }()
+	c.procs = append(c.procs, cmd)
+	c.state.PIDs = append(c.state.PIDs, cmd.Process.Pid)
+	return c.saveState()
+}
+
+func (c *Cluster) hasCommand(name string) bool {
+	out, _ := exec.Command(c.cfg.Exe, "--help").CombinedOutput()
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Up builds and starts the cluster and returns once every node is Ready,
+// having printed the export KUBECONFIG line. On error, what was built is
+// torn down.
+func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
+	if cfg.Nodes < 1 || cfg.Nodes > 200 {
+		return nil, fmt.Errorf("--nodes must be between 1 and 200")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "svcnet"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Out == nil {
+		cfg.Out = os.Stdout
+	}
+	clusterCIDR, err := netip.ParsePrefix(cfg.ClusterCIDR)
+	if err != nil || !clusterCIDR.Addr().Is4() || clusterCIDR.Bits() > 16 {
+		return nil, fmt.Errorf("--cluster-cidr %q: need an IPv4 /16 or larger", cfg.ClusterCIDR)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := Down(ctx, cfg.DataDir); err != nil {
+		cfg.Logger.Warn("cleaning up an earlier run", "err", err)
+	}
+	c := &Cluster{cfg: cfg, state: State{Bridge: cfg.Prefix + "0", NetNSPrefix: cfg.Prefix + "-", Exe: cfg.Exe}}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	log := cfg.Logger
+	t0 := time.Now()
+	// Tools reach the node namespaces from this process's mount namespace
+	// (nsenter -t $(cat up.pid) -m ip netns exec <node> ...).
+	if err := os.WriteFile(filepath.Join(cfg.DataDir, "up.pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+
+	// The node network.
+	br := c.state.Bridge
+	if err := c.saveState(); err != nil {
+		return nil, err
+	}
+	for _, s := range [][]string{
+		{"ip", "link", "add", br, "type", "bridge"},
+		{"ip", "addr", "add", bridgeAddr + "/24", "dev", br},
+		{"ip", "link", "set", br, "up"},
+		{"ip", "link", "set", "lo", "up"},
+	} {
+		if err := run(ctx, s...); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644); err != nil {
+		return nil, fmt.Errorf("enable forwarding: %w", err)
+	}
+
+	// The control plane.
+	apiDir := filepath.Join(cfg.DataDir, "apiserver")
+	if err := c.start("apiserver", cfg.Exe, "apiserver", "--data-dir", apiDir, "--bind-address", "0.0.0.0",
+		"--advertise-address", bridgeAddr, "--secure-port", strconv.Itoa(apiPort),
+		"--service-cluster-ip-range", cfg.ServiceClusterIPRange, "--service-node-port-range", cfg.ServiceNodePortRange); err != nil {
+		return nil, err
+	}
+	adminKC := filepath.Join(apiDir, "kubeconfig")
+	client, err := waitAPI(ctx, adminKC)
+	if err != nil {
+		return nil, err
+	}
+	kc, err := clientcmd.LoadFromFile(adminKC)
+	if err != nil {
+		return nil, err
+	}
+	for _, cl := range kc.Clusters {
+		cl.Server = fmt.Sprintf("https://%s:%d", bridgeAddr, apiPort)
+	}
+	c.Kubeconfig = filepath.Join(cfg.DataDir, "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, c.Kubeconfig); err != nil {
+		return nil, err
+	}
+	log.Info("apiserver ready", "after", time.Since(t0).Round(time.Millisecond))
+
+	// The nodes.
+	base := clusterCIDR.Addr().As4()
+	podCIDR := func(i int) string { return fmt.Sprintf("%d.%d.%d.0/24", base[0], base[1], i) }
+	nodeIP := func(i int) string { return fmt.Sprintf("172.18.0.%d", i+1) }
+	for i := 1; i <= cfg.Nodes; i++ {
+		ns := fmt.Sprintf("%s-node-%d", cfg.Prefix, i)
+		hostIf := fmt.Sprintf("%.6s-n%d", cfg.Prefix, i)
+		c.state.NetNS = append(c.state.NetNS, ns)
+		if err := c.saveState(); err != nil {
+			return nil, err
+		}
+		steps := [][]string{
+			{"ip", "netns", "add", ns},
+			{"ip", "link", "add", hostIf, "type", "veth", "peer", "name", "eth0", "netns", ns},
+			{"ip", "link", "set", hostIf, "master", br},
+			{"ip", "link", "set", hostIf, "up"},
+			{"ip", "-n", ns, "link", "set", "lo", "up"},
+			{"ip", "-n", ns, "addr", "add", nodeIP(i) + "/24", "dev", "eth0"},
+			{"ip", "-n", ns, "link", "set", "eth0", "up"},
+			{"ip", "-n", ns, "route", "add", "default", "via", bridgeAddr},
+			{"ip", "route", "replace", podCIDR(i), "via", nodeIP(i)},
+		}
+		for j := 1; j <= cfg.Nodes; j++ {
+			if j != i {
+				steps = append(steps, []string{"ip", "-n", ns, "route", "add", podCIDR(j), "via", nodeIP(j)})
+			}
+		}
+		for _, s := range steps {
+			if err := run(ctx, s...); err != nil {
+				return nil, err
+			}
+		}
+		name := NodeName(cfg.Prefix, i)
+		// nsenter --net keeps the components in the current mount namespace
+		// (ip netns exec would make a private one), so the pod namespaces
+		// the node agents create are visible to svcnet exec and down.
+		nsPath := "--net=/var/run/netns/" + ns
+		args := []string{"nsenter", nsPath, "--", cfg.Exe, "node", "--kubeconfig", c.Kubeconfig, "--node-name", name,
+			"--node-ip", nodeIP(i), "--pod-cidr", podCIDR(i), "--data-dir", filepath.Join(cfg.DataDir, "nodes", name),
+			"--netns-prefix", fmt.Sprintf("%s-n%d-", cfg.Prefix, i), "--listen", nodeIP(i) + ":10250", "--cluster-dns", dnsIP}
+		if i == 1 && cfg.Nodes > 1 {
+			args = append(args, "--node-labels", "node-role.kubernetes.io/control-plane=",
+				"--register-with-taints", "node-role.kubernetes.io/control-plane:NoSchedule")
+		}
+		if err := c.start("node-"+strconv.Itoa(i), args...); err != nil {
+			return nil, err
+		}
+		if err := c.start("proxy-"+strconv.Itoa(i), "nsenter", nsPath, "--", cfg.Exe, "proxy", "--kubeconfig", c.Kubeconfig,
+			"--hostname-override", name, "--proxy-mode", cfg.ProxyMode, "--cluster-cidr", cfg.ClusterCIDR); err != nil {
+			return nil, err
+		}
+	}
+	if c.hasCommand("controllers") {
+		if err := c.start("controllers", cfg.Exe, "controllers", "--kubeconfig", c.Kubeconfig); err != nil {
+			return nil, err
+		}
+	} else {
+		log.Warn("this svcnet has no controllers command: Deployments and Endpoints will not be reconciled")
+	}
+	if err := waitNodes(ctx, client, cfg); err != nil {
+		return nil, err
+	}
+	log.Info("nodes ready", "after", time.Since(t0).Round(time.Millisecond))
+	if err := ensureDNS(ctx, client, cfg); err != nil {
+		return nil, err
+	}
+	if err := waitDNS(ctx, client); err != nil {
+		return nil, err
+	}
+	log.Info("cluster ready", "after", time.Since(t0).Round(time.Millisecond))
+	fmt.Fprintf(cfg.Out, "export KUBECONFIG=%s\n", c.Kubeconfig)
+	return c, nil
+}
+
+func waitAPI(ctx context.Context, kubeconfig string) (kubernetes.Interface, error) {
+	deadline := time.Now().Add(60 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(kubeconfig); err == nil {
+			rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err == nil {
+				cl, err := kubernetes.NewForConfig(rc)
+				if err == nil {
+					if _, err = cl.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err == nil {
+						return cl, nil
+					}
+				}
+				last = err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nil, fmt.Errorf("apiserver not ready after 60s: %v", last)
+}
+
+func waitNodes(ctx context.Context, client kubernetes.Interface, cfg Config) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		ready := 0
+		for i := 1; i <= cfg.Nodes; i++ {
+			n, err := client.CoreV1().Nodes().Get(ctx, NodeName(cfg.Prefix, i), metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			for _, c := range n.Status.Conditions {
+				if c.Type == v1.NodeReady && c.Status == v1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		if ready == cfg.Nodes {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("nodes not Ready after 60s (see %s)", filepath.Join(cfg.DataDir, "logs"))
+}
+
+// ensureDNS creates the kube-dns Service at 10.96.0.10 and the DNS pods
+// (two, bound to the first nodes; the pods run `svcnet dns` in their own
+// namespaces, as CoreDNS pods would). Existing objects are kept.
+func ensureDNS(ctx context.Context, client kubernetes.Interface, cfg Config) error {
+	labels := map[string]string{"k8s-app": "kube-dns"}
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system", Labels: map[string]string{
+			"k8s-app": "kube-dns", "kubernetes.io/cluster-service": "true", "kubernetes.io/name": "CoreDNS"}},
+		Spec: v1.ServiceSpec{ClusterIP: dnsIP, Selector: labels, Ports: []v1.ServicePort{
+			{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP, TargetPort: intstr.FromInt32(53)},
+			{Name: "dns-tcp", Port: 53, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(53)},
+			{Name: "metrics", Port: 9153, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(9153)},
+		}},
+	}
+	if _, err := client.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create kube-system: %w", err)
+		}
+	}
+	if _, err := client.CoreV1().Services("kube-system").Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create kube-dns Service: %w", err)
+	}
+	kubeconfig := filepath.Join(cfg.DataDir, "kubeconfig")
+	replicas := min(2, cfg.Nodes)
+	for r := 1; r <= replicas; r++ {
+		zero := int64(5)
+		pod := &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("coredns-%d", r), Namespace: "kube-system", Labels: labels},
+			Spec: v1.PodSpec{
+				NodeName:                      NodeName(cfg.Prefix, r),
+				DNSPolicy:                     v1.DNSDefault,
+				PriorityClassName:             "",
+				TerminationGracePeriodSeconds: &zero,
+				Tolerations:                   []v1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Effect: v1.TaintEffectNoSchedule}},
+				Containers: []v1.Container{{
+					Name:  "coredns",
+					Image: "registry.k8s.io/coredns/coredns:v1.12.1",
+					Command: []string{cfg.Exe, "dns", "--kubeconfig", kubeconfig,
+						// One HTTP listener for both endpoints: the DNS server pairs
+						// listeners and handlers in map order when they differ.
+						"--health-listen", ":8181", "--ready-listen", ":8181"},
+					Ports: []v1.ContainerPort{{Name: "dns", ContainerPort: 53, Protocol: v1.ProtocolUDP},
+						{Name: "dns-tcp", ContainerPort: 53, Protocol: v1.ProtocolTCP}, {Name: "metrics", ContainerPort: 9153, Protocol: v1.ProtocolTCP}},
+					ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(8181)}}, PeriodSeconds: 2},
+					LivenessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(8181)}},
+						InitialDelaySeconds: 60, PeriodSeconds: 10, FailureThreshold: 5},
+				}},
+			},
+		}
+		if _, err := client.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create DNS pod: %w", err)
+		}
+	}
+	return nil
+}
+
+func waitDNS(ctx context.Context, client kubernetes.Interface) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		pods, err := client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+		if err == nil && len(pods.Items) > 0 {
+			ready := 0
+			for _, p := range pods.Items {
+				for _, c := range p.Status.Conditions {
+					if c.Type == v1.PodReady && c.Status == v1.ConditionTrue {
+						ready++
+					}
+				}
+			}
+			if ready == len(pods.Items) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return errors.New("DNS pods not Ready after 60s")
+}
+
+// Stop stops every component (node agents first, so they stop their pods)
+// and removes the namespaces, the bridge and the routes.
+func (c *Cluster) Stop() {
+	for _, p := range c.procs {
+		if p.Process != nil {
+			_ = syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, p := range c.procs {
+		for p.Process != nil && processAlive(p.Process.Pid) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if err := Down(context.Background(), c.cfg.DataDir); err != nil {
+		c.cfg.Logger.Warn("teardown", "err", err)
+	}
+}
+
+func processAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// A zombie (state Z) has exited.
+	f := strings.Fields(string(b))
+	return len(f) > 2 && f[2] != "Z"
+}
+
+// EnterHostMountNamespace re-executes the current command in PID 1's mount
+// namespace when it runs in another one (as under `ip netns exec`, which
+// gives each command a private mount namespace). Named network namespaces
+// created from a private mount namespace are invisible to every other
+// command, so `svcnet up` and `svcnet down` must agree on one. The network
+// namespace is not changed. It returns only if no re-exec was needed or
+// possible.
+func EnterHostMountNamespace() error {
+	self, err1 := os.Readlink("/proc/self/ns/mnt")
+	host, err2 := os.Readlink("/proc/1/ns/mnt")
+	if err1 != nil || err2 != nil || self == host || os.Getenv("SVCNET_HOST_MNTNS") == "1" {
+		return nil
+	}
+	nsenter, err := exec.LookPath("nsenter")
+	if err != nil {
+		return fmt.Errorf("nsenter is needed to leave the private mount namespace: %w", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	args := append([]string{"nsenter", "--mount=/proc/1/ns/mnt", "--", exe}, os.Args[1:]...)
+	return syscall.Exec(nsenter, args, append(os.Environ(), "SVCNET_HOST_MNTNS=1"))
+}
+
+// Down removes what an Up with this data dir left: its processes (only
+// those still running the recorded svcnet binary), every network namespace
+// with the recorded prefix (with any process inside), and the bridge (its
+// routes go with it). Stored objects are kept. A data dir without state is
+// not an error.
+func Down(ctx context.Context, dataDir string) error {
+	b, err := os.ReadFile(filepath.Join(dataDir, "cluster.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("parse %s/cluster.json: %w", dataDir, err)
+	}
+	for _, pid := range st.PIDs {
+		cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if err == nil && st.Exe != "" && bytes.Contains(cmdline, []byte(st.Exe)) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	var errs []error
+	if st.NetNSPrefix != "" {
+		out, _ := exec.CommandContext(ctx, "ip", "netns", "list").Output()
+		for _, line := range strings.Split(string(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 0 || !strings.HasPrefix(f[0], st.NetNSPrefix) {
+				continue
+			}
+			pids, _ := exec.CommandContext(ctx, "ip", "netns", "pids", f[0]).Output()
+			for _, p := range strings.Fields(string(pids)) {
+				if n, err := strconv.Atoi(p); err == nil {
+					_ = syscall.Kill(n, syscall.SIGKILL)
+				}
+			}
+			if err := run(ctx, "ip", "netns", "delete", f[0]); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if st.Bridge != "" {
+		if exec.CommandContext(ctx, "ip", "link", "show", st.Bridge).Run() == nil {
+			if err := run(ctx, "ip", "link", "delete", st.Bridge); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) == 0 {
+		_ = os.Remove(filepath.Join(dataDir, "cluster.json"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/svcnet/svcnet/cluster"
+)
+
+func init() {
+	register(command{
+		name:  "up",
+		short: "run a local multi-node cluster in network namespaces (foreground; Ctrl-C tears it down)",
+		run:   runUp,
+	})
+	register(command{
+		name:  "down",
+		short: "remove what a crashed `svcnet up` left (namespaces, bridge, processes); keeps stored objects",
+		run:   runDown,
+	})
+}
+
+func runUp(ctx context.Context, args []string) error {
+	fs := newFlagSet("up")
+	var cfg cluster.Config
+	fs.IntVar(&cfg.Nodes, "nodes", 3, "number of nodes (the first is the control-plane node)")
+	fs.StringVar(&cfg.ProxyMode, "proxy-mode", "iptables", "proxy mode of every node: iptables, nftables, ipvs or userspace")
+	fs.StringVar(&cfg.DataDir, "data-dir", "/var/lib/svcnet/cluster", "directory for etcd, PKI, kubeconfig, node state and logs")
+	fs.StringVar(&cfg.ServiceClusterIPRange, "service-cluster-ip-range", "10.96.0.0/16", "CIDR of Service ClusterIPs")
+	fs.StringVar(&cfg.ServiceNodePortRange, "service-node-port-range", "30000-32767", "range of Service NodePorts")
+	fs.StringVar(&cfg.ClusterCIDR, "cluster-cidr", "10.244.0.0/16", "pod addresses; node i gets <a.b>.i.0/24")
+	fs.StringVar(&cfg.Prefix, "prefix", "svcnet", "prefix of namespace, bridge and node names")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if err := cluster.EnterHostMountNamespace(); err != nil {
+		return err
+	}
+	cfg.DataDir = abs
+	if cfg.Exe, err = os.Executable(); err != nil {
+		return err
+	}
+	cfg.Logger = slog.Default()
+	c, err := cluster.Up(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	slog.Info("stopping the cluster")
+	c.Stop()
+	return nil
+}
+
+func runDown(ctx context.Context, args []string) error {
+	fs := newFlagSet("down")
+	dataDir := fs.String("data-dir", "/var/lib/svcnet/cluster", "data dir of the `svcnet up` to clean up")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := cluster.EnterHostMountNamespace(); err != nil {
+		return err
+	}
+	return cluster.Down(ctx, *dataDir)
+}
