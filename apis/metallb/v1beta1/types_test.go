@@ -1,0 +1,83 @@
+package v1beta1
+
+import (
+	"reflect"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+)
+
+// The seed's MetalLB manifest, verbatim.
+const seedPool = `
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata:
+  name: first-pool
+  namespace: metallb-system
+spec:
+  addresses:
+    - 192.168.4.10-192.168.4.20
+`
+
+const seedL2 = `
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata:
+  name: example-advertisement
+  namespace: metallb-system
+spec:
+  ipAddressPools:
+    - first-pool
+`
+
+func TestSeedManifestsRoundTrip(t *testing.T) {
+	var u unstructured.Unstructured
+	if err := yaml.Unmarshal([]byte(seedPool), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	var p IPAddressPool
+	if err := FromUnstructured(&u, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "first-pool" || !reflect.DeepEqual(p.Spec.Addresses, []string{"192.168.4.10-192.168.4.20"}) || p.Spec.AutoAssign != nil {
+		t.Errorf("pool = %+v", p)
+	}
+	var l unstructured.Unstructured
+	if err := yaml.Unmarshal([]byte(seedL2), &l.Object); err != nil {
+		t.Fatal(err)
+	}
+	var a L2Advertisement
+	if err := FromUnstructured(&l, &a); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a.Spec.IPAddressPools, []string{"first-pool"}) {
+		t.Errorf("l2 = %+v", a)
+	}
+	back, err := ToUnstructured(&p, "IPAddressPool")
+	if err != nil || back.GetKind() != "IPAddressPool" || back.GetAPIVersion() != "metallb.io/v1beta1" {
+		t.Errorf("to unstructured: %v %v", back, err)
+	}
+}
+
+func TestSchemeAndDeepCopy(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"IPAddressPool", "IPAddressPoolList", "L2Advertisement", "L2AdvertisementList"} {
+		if !s.Recognizes(SchemeGroupVersion.WithKind(k)) {
+			t.Errorf("scheme does not know %s", k)
+		}
+	}
+	yes := true
+	p := &IPAddressPool{Spec: IPAddressPoolSpec{Addresses: []string{"10.0.0.0/24"}, AutoAssign: &yes, AllocateTo: &ServiceAllocation{Namespaces: []string{"a"}}}}
+	c := p.DeepCopy()
+	*c.Spec.AutoAssign = false
+	c.Spec.Addresses[0] = "x"
+	c.Spec.AllocateTo.Namespaces[0] = "b"
+	if !*p.Spec.AutoAssign || p.Spec.Addresses[0] != "10.0.0.0/24" || p.Spec.AllocateTo.Namespaces[0] != "a" {
+		t.Error("DeepCopy shares memory with the original")
+	}
+}

@@ -1,0 +1,165 @@
+// Package controller runs svcnet's controllers — Endpoints, EndpointSlices,
+// EndpointSlice mirroring, Deployments, ReplicaSets, the scheduler, garbage
+// collection and LoadBalancer IPAM — against any Kubernetes API server,
+// sharing one informer factory and one event broadcaster, as
+// kube-controller-manager does. Each controller lives in its own
+// subpackage; Run wires and starts the enabled ones.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/svcnet/svcnet/controller/deployment"
+	"github.com/svcnet/svcnet/controller/endpoints"
+	"github.com/svcnet/svcnet/controller/endpointslice"
+	"github.com/svcnet/svcnet/controller/gc"
+	"github.com/svcnet/svcnet/controller/lbipam"
+	"github.com/svcnet/svcnet/controller/mirroring"
+	"github.com/svcnet/svcnet/controller/replicaset"
+	"github.com/svcnet/svcnet/controller/scheduler"
+)
+
+// Names of the controllers, for Options.Controllers.
+const (
+	Endpoints     = "endpoints"
+	EndpointSlice = "endpointslice"
+	Mirroring     = "endpointslicemirroring"
+	Deployment    = "deployment"
+	ReplicaSet    = "replicaset"
+	Scheduler     = "scheduler"
+	GC            = "garbagecollector"
+	LBIPAM        = "lbipam"
+)
+
+// All lists every controller name.
+var All = []string{Endpoints, EndpointSlice, Mirroring, Deployment, ReplicaSet, Scheduler, GC, LBIPAM}
+
+// Options configure Run.
+type Options struct {
+	// Controllers to run; empty means All.
+	Controllers []string
+	// Workers per controller (default 5; the scheduler always uses 1).
+	Workers int
+	// MaxEndpointsPerSlice for the EndpointSlice controller (default 100).
+	MaxEndpointsPerSlice int
+	// SchedulerBindMode is "binding" (pods/binding, default) or "update".
+	SchedulerBindMode string
+	// SchedulerFallbackUpdate falls back to an update when pods/binding is
+	// not served.
+	SchedulerFallbackUpdate bool
+	// ResyncPeriod of the shared informers (0: none).
+	ResyncPeriod time.Duration
+}
+
+// Run starts the enabled controllers and blocks until ctx is cancelled or
+// one of them fails to start. dyn may be nil when neither the garbage
+// collector nor LB IPAM is enabled.
+func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, opts Options, log *slog.Logger) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	enabled := opts.Controllers
+	if len(enabled) == 0 {
+		enabled = All
+	}
+	for _, n := range enabled {
+		if !slices.Contains(All, n) {
+			return fmt.Errorf("unknown controller %q (known: %v)", n, All)
+		}
+	}
+	on := func(n string) bool { return slices.Contains(enabled, n) }
+	if (on(GC) || on(LBIPAM)) && dyn == nil {
+		return errors.New("garbage collector and lbipam need a dynamic client")
+	}
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = 5
+	}
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := func(component string) record.EventRecorder {
+		return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
+	}
+
+	factory := informers.NewSharedInformerFactory(client, opts.ResyncPeriod)
+	var dynFactory dynamicinformer.DynamicSharedInformerFactory
+	if dyn != nil {
+		dynFactory = dynamicinformer.NewDynamicSharedInformerFactory(dyn, opts.ResyncPeriod)
+	}
+	var runs []func(context.Context) error
+	if on(Endpoints) {
+		c := endpoints.New(client, factory, recorder("endpoint-controller"), log)
+		runs = append(runs, func(ctx context.Context) error { return c.Run(ctx, workers) })
+	}
+	if on(EndpointSlice) {
+		c := endpointslice.New(client, factory, recorder("endpoint-slice-controller"), opts.MaxEndpointsPerSlice, log)
+		runs = append(runs, func(ctx context.Context) error { return c.Run(ctx, workers) })
+	}
+	if on(Mirroring) {
+		c := mirroring.New(client, factory, recorder("endpoint-slice-mirroring-controller"), log)
+		runs = append(runs, func(ctx context.Context) error { return c.Run(ctx, workers) })
+	}
+	if on(ReplicaSet) {
+		c := replicaset.New(client, factory, recorder("replicaset-controller"), log)
+		runs = append(runs, func(ctx context.Context) error { return c.Run(ctx, workers) })
+	}
+	if on(Deployment) {
+		c := deployment.New(client, factory, recorder("deployment-controller"), log)
+		runs = append(runs, func(ctx context.Context) error { return c.Run(ctx, workers) })
+	}
+	if on(Scheduler) {
+		s := scheduler.New(client, factory, recorder(scheduler.SchedulerName),
+			scheduler.Options{BindMode: opts.SchedulerBindMode, FallbackUpdate: opts.SchedulerFallbackUpdate}, log)
+		runs = append(runs, s.Run)
+	}
+	if on(GC) {
+		g := gc.New(dyn, dynFactory, gc.DefaultResources, log)
+		runs = append(runs, func(ctx context.Context) error { return g.Run(ctx, workers) })
+	}
+	if on(LBIPAM) {
+		l := lbipam.New(client, dyn, factory, dynFactory, recorder(lbipam.ControllerName), log)
+		runs = append(runs, l.Run)
+	}
+	factory.Start(ctx.Done())
+	if dynFactory != nil {
+		dynFactory.Start(ctx.Done())
+	}
+	defer factory.Shutdown()
+	if dynFactory != nil {
+		defer dynFactory.Shutdown()
+	}
+	log.Info("controllers starting", "controllers", enabled)
+
+	var wg sync.WaitGroup
+	errc := make(chan error, len(runs))
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, r := range runs {
+		wg.Go(func() {
+			if err := r(cctx); err != nil && cctx.Err() == nil {
+				errc <- err
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	return <-errc
+}
