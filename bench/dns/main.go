@@ -1,0 +1,319 @@
+// Command dnsbench measures svcnet dns against CoreDNS's kubernetes plugin on
+// the same cluster state: it serves N Services (each with a two-endpoint
+// EndpointSlice; every tenth headless) from an in-process read-only
+// Kubernetes API on 127.0.0.1, starts both DNS servers against it, waits for
+// /ready, then runs dnsperf against each in turn (never concurrently) and
+// prints QPS, average and p99 latency (from dnsperf -v per-query times) and
+// the servers' RSS after the run.
+//
+// It is a benchmark, not a test; everything stays on loopback. Usage:
+//
+//	go build -o /tmp/svcnet ./cmd/svcnet
+//	GOBIN=/tmp/coredns go install github.com/coredns/coredns@v1.15.0
+//	go run ./bench/dns --svcnet /tmp/svcnet --coredns /tmp/coredns/coredns --services 1000,10000
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func main() {
+	svcnetBin := flag.String("svcnet", "", "svcnet binary (required)")
+	corednsBin := flag.String("coredns", "", "coredns binary (optional: without it only svcnet is measured)")
+	sizes := flag.String("services", "1000,10000", "comma-separated Service counts")
+	seconds := flag.Int("seconds", 10, "dnsperf run length per server")
+	clients := flag.Int("clients", 4, "dnsperf -c")
+	outstanding := flag.Int("outstanding", 100, "dnsperf -q")
+	flag.Parse()
+	if *svcnetBin == "" {
+		fmt.Fprintln(os.Stderr, "--svcnet is required")
+		os.Exit(2)
+	}
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "bad --services entry %q\n", s)
+			os.Exit(2)
+		}
+		if err := runSize(n, *svcnetBin, *corednsBin, *seconds, *clients, *outstanding); err != nil {
+			fmt.Fprintf(os.Stderr, "services=%d: %v\n", n, err)
+			os.Exit(1)
+		}
+	}
+}
+
+const namespaces = 10
+
+func clusterState(n int) ([]corev1.Namespace, []corev1.Service, []discoveryv1.EndpointSlice) {
+	var nss []corev1.Namespace
+	for i := 0; i < namespaces; i++ {
+		nss = append(nss, corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ns-%d", i), ResourceVersion: "1"}})
+	}
+	tcp := corev1.ProtocolTCP
+	var svcs []corev1.Service
+	var slices []discoveryv1.EndpointSlice
+	for i := 0; i < n; i++ {
+		ns, name := fmt.Sprintf("ns-%d", i%namespaces), fmt.Sprintf("svc-%d", i)
+		ip := fmt.Sprintf("10.96.%d.%d", 1+i/250, 1+i%250)
+		headless := i%10 == 9
+		s := corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: "1"},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: ip, ClusterIPs: []string{ip},
+				Ports: []corev1.ServicePort{{Name: "http", Protocol: tcp, Port: 80}}}}
+		if headless {
+			s.Spec.ClusterIP, s.Spec.ClusterIPs = corev1.ClusterIPNone, []string{corev1.ClusterIPNone}
+		}
+		svcs = append(svcs, s)
+		pname, pport, ready := "http", int32(8080), true
+		es := discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name + "-abcde", ResourceVersion: "1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: &pname, Protocol: &tcp, Port: &pport}},
+		}
+		for e := 0; e < 2; e++ {
+			es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{
+				Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", 128+e, i/250, 1+i%250)},
+				Conditions: discoveryv1.EndpointConditions{Ready: &ready},
+			})
+		}
+		slices = append(slices, es)
+	}
+	return nss, svcs, slices
+}
+
+// queryFile writes a dnsperf input: 80% A of existing Services, 10% SRV of
+// their named port, 10% names that do not exist, shuffled.
+func queryFile(dir string, n int) (string, error) {
+	var lines []string
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 20000; i++ {
+		k := r.IntN(n)
+		name := fmt.Sprintf("svc-%d.ns-%d.svc.cluster.local", k, k%namespaces)
+		switch x := r.IntN(10); {
+		case x < 8:
+			lines = append(lines, name+" A")
+		case x == 8:
+			lines = append(lines, "_http._tcp."+name+" SRV")
+		default:
+			lines = append(lines, fmt.Sprintf("nosuch-%d.ns-%d.svc.cluster.local A", k, k%namespaces))
+		}
+	}
+	p := filepath.Join(dir, fmt.Sprintf("queries-%d.txt", n))
+	return p, os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+}
+
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// stubUpstream answers everything NXDOMAIN, so neither server ever reaches a
+// real resolver.
+func stubUpstream() (string, func()) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	s := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetRcode(r, dns.RcodeNameError)
+		_ = w.WriteMsg(m)
+	})}
+	go func() { _ = s.ActivateAndServe() }()
+	return pc.LocalAddr().String(), func() { _ = s.Shutdown() }
+}
+
+type target struct {
+	name    string
+	cmd     *exec.Cmd
+	dnsPort int
+	ready   string
+}
+
+func waitReady(url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not ready after %v", url, timeout)
+}
+
+func rssKiB(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			f := strings.Fields(l)
+			v, _ := strconv.Atoi(f[1])
+			return v
+		}
+	}
+	return -1
+}
+
+type result struct {
+	qps, avgMs, p99Ms float64
+	completed, lost   string
+}
+
+var (
+	qpsRe  = regexp.MustCompile(`Queries per second:\s+([0-9.]+)`)
+	compRe = regexp.MustCompile(`Queries completed:\s+(\d+ \([0-9.]+%\))`)
+	lostRe = regexp.MustCompile(`Queries lost:\s+(\d+ \([0-9.]+%\))`)
+	// dnsperf -v: "> NOERROR svc-1.ns-1.svc.cluster.local A 0.000123"
+	verbRe = regexp.MustCompile(`^> \S+ \S+ \S+ ([0-9.]+)$`)
+)
+
+func dnsperf(port int, file string, seconds, clients, outstanding int) (result, error) {
+	cmd := exec.Command("dnsperf", "-s", "127.0.0.1", "-p", strconv.Itoa(port), "-d", file,
+		"-l", strconv.Itoa(seconds), "-c", strconv.Itoa(clients), "-q", strconv.Itoa(outstanding), "-v")
+	out, err := cmd.Output()
+	if err != nil {
+		return result{}, fmt.Errorf("dnsperf: %w", err)
+	}
+	var lat []float64
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		if m := verbRe.FindStringSubmatch(sc.Text()); m != nil {
+			v, _ := strconv.ParseFloat(m[1], 64)
+			lat = append(lat, v)
+		}
+	}
+	var r result
+	if m := qpsRe.FindSubmatch(out); m != nil {
+		r.qps, _ = strconv.ParseFloat(string(m[1]), 64)
+	}
+	if m := compRe.FindSubmatch(out); m != nil {
+		r.completed = string(m[1])
+	}
+	if m := lostRe.FindSubmatch(out); m != nil {
+		r.lost = string(m[1])
+	}
+	if len(lat) > 0 {
+		sort.Float64s(lat)
+		sum := 0.0
+		for _, v := range lat {
+			sum += v
+		}
+		r.avgMs = sum / float64(len(lat)) * 1000
+		r.p99Ms = lat[int(float64(len(lat)-1)*0.99)] * 1000
+	}
+	return r, nil
+}
+
+func runSize(n int, svcnetBin, corednsBin string, seconds, clients, outstanding int) error {
+	dir, err := os.MkdirTemp("", "dnsbench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	api := newFakeAPI(clusterState(n))
+	if err := api.start(); err != nil {
+		return err
+	}
+	defer api.srv.Close()
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, []byte(api.kubeconfig()), 0o600); err != nil {
+		return err
+	}
+	up, stopUp := stubUpstream()
+	defer stopUp()
+	qf, err := queryFile(dir, n)
+	if err != nil {
+		return err
+	}
+
+	var targets []*target
+	{
+		p, h, rd, m := freePort(), freePort(), freePort(), freePort()
+		cmd := exec.Command(svcnetBin, "dns", "--kubeconfig", kc, "--listen", fmt.Sprintf("127.0.0.1:%d", p),
+			"--health-listen", fmt.Sprintf("127.0.0.1:%d", h), "--ready-listen", fmt.Sprintf("127.0.0.1:%d", rd),
+			"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", m), "--upstream", up, "--ttl", "30", "--log-level", "warn")
+		targets = append(targets, &target{name: "svcnet dns", cmd: cmd, dnsPort: p, ready: fmt.Sprintf("http://127.0.0.1:%d/ready", rd)})
+	}
+	if corednsBin != "" {
+		p, h, rd, m := freePort(), freePort(), freePort(), freePort()
+		// kubeadm's default Corefile (Kubernetes 1.36), on loopback ports.
+		corefile := fmt.Sprintf(`.:%d {
+    bind 127.0.0.1
+    errors
+    health 127.0.0.1:%d
+    ready 127.0.0.1:%d
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+       kubeconfig %s
+       pods insecure
+       fallthrough in-addr.arpa ip6.arpa
+       ttl 30
+    }
+    prometheus 127.0.0.1:%d
+    forward . %s {
+       max_concurrent 1000
+    }
+    cache 30 {
+       disable success cluster.local
+       disable denial cluster.local
+    }
+    loadbalance
+}
+`, p, h, rd, kc, m, up)
+		cf := filepath.Join(dir, "Corefile")
+		if err := os.WriteFile(cf, []byte(corefile), 0o644); err != nil {
+			return err
+		}
+		cmd := exec.Command(corednsBin, "-conf", cf, "-quiet")
+		targets = append(targets, &target{name: "CoreDNS 1.15.0", cmd: cmd, dnsPort: p, ready: fmt.Sprintf("http://127.0.0.1:%d/ready", rd)})
+	}
+	for _, t := range targets {
+		t.cmd.Stdout, t.cmd.Stderr = os.Stderr, os.Stderr
+		if err := t.cmd.Start(); err != nil {
+			return fmt.Errorf("start %s: %w", t.name, err)
+		}
+		defer func() { _ = t.cmd.Process.Kill(); _ = t.cmd.Wait() }()
+	}
+	for _, t := range targets {
+		if err := waitReady(t.ready, 60*time.Second); err != nil {
+			return fmt.Errorf("%s: %w", t.name, err)
+		}
+	}
+	fmt.Printf("\n== %d Services (%d namespaces, 2 ready endpoints each, every 10th headless); dnsperf -c %d -q %d -l %d, 80%% A / 10%% SRV / 10%% NXDOMAIN\n",
+		n, namespaces, clients, outstanding, seconds)
+	fmt.Printf("%-16s %10s %10s %10s %10s  %s\n", "server", "QPS", "avg ms", "p99 ms", "RSS MiB", "completed / lost")
+	for _, t := range targets {
+		r, err := dnsperf(t.dnsPort, qf, seconds, clients, outstanding)
+		if err != nil {
+			return fmt.Errorf("%s: %w", t.name, err)
+		}
+		fmt.Printf("%-16s %10.0f %10.3f %10.3f %10.1f  %s / %s\n", t.name, r.qps, r.avgMs, r.p99Ms,
+			float64(rssKiB(t.cmd.Process.Pid))/1024, r.completed, r.lost)
+	}
+	return nil
+}
