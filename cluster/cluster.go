@@ -455,6 +455,60 @@ func (c *Cluster) Stop() {
 	}
 }
 
+// killClusterProcesses kills, by a scan of /proc, every process running the
+// cluster's svcnet binary with the data dir (absolute) in its arguments (node
+// agents, proxies, pod infra processes, DNS pods), then every process that
+// shares a network namespace with one of them (the pods' containers). It
+// works from any mount namespace, unlike `ip netns pids`.
+func killClusterProcesses(exe, dataDir string) {
+	dataDir = filepath.Clean(dataDir)
+	if exe == "" || !filepath.IsAbs(dataDir) {
+		return
+	}
+	entries, _ := os.ReadDir("/proc")
+	self := os.Getpid()
+	nets := map[string]bool{}
+	var all []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		all = append(all, pid)
+		if p, err := os.Readlink("/proc/" + e.Name() + "/exe"); err != nil || strings.TrimSuffix(p, " (deleted)") != exe {
+			continue
+		}
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		f := bytes.Split(cmd, []byte{0})
+		if len(f) < 2 {
+			continue
+		}
+		mine := false
+		for _, a := range f[2:] {
+			if a := string(a); a == dataDir || strings.HasPrefix(a, dataDir+"/") || strings.Contains(a, ":"+dataDir+"/") {
+				mine = true
+			}
+		}
+		if !mine {
+			continue
+		}
+		switch string(f[1]) {
+		case "node", "proxy", "sandbox-init", "dns", "builtin", "apiserver", "controllers":
+		default:
+			continue
+		}
+		if n, err := os.Readlink("/proc/" + e.Name() + "/ns/net"); err == nil && string(f[1]) == "sandbox-init" {
+			nets[n] = true
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	for _, pid := range all {
+		if n, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/net"); err == nil && nets[n] {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
 func processAlive(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
@@ -513,6 +567,7 @@ func Down(ctx context.Context, dataDir string) error {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+	killClusterProcesses(st.Exe, dataDir)
 	var errs []error
 	if st.NetNSPrefix != "" {
 		out, _ := exec.CommandContext(ctx, "ip", "netns", "list").Output()
@@ -528,7 +583,12 @@ func Down(ctx context.Context, dataDir string) error {
 				}
 			}
 			if err := run(ctx, "ip", "netns", "delete", f[0]); err != nil {
-				errs = append(errs, err)
+				// From another mount namespace the bind mount is not visible
+				// and cannot be unmounted; unlinking the file detaches it
+				// everywhere, and the namespace goes with its last process.
+				if rerr := os.Remove("/var/run/netns/" + f[0]); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+					errs = append(errs, err)
+				}
 			}
 		}
 	}

@@ -66,5 +66,9 @@ func runDown(ctx context.Context, args []string) error {
 	if err := cluster.EnterHostMountNamespace(); err != nil {
 		return err
 	}
-	return cluster.Down(ctx, *dataDir)
+	abs, err := filepath.Abs(*dataDir)
+	if err != nil {
+		return err
+	}
+	return cluster.Down(ctx, abs)
 }
