@@ -116,8 +116,8 @@ type ModeConfig struct {
 	NodeName string
 	// NodeIPs are the node's addresses, known at start-up.
 	NodeIPs []netip.Addr
-	// IPFamilies are the families to program: {false} IPv4 only, {true}
-	// IPv6 only, {false,true} dual-stack (ipv6 bool per entry).
+	// IPv4 and IPv6 select the families to program (both for a dual-stack
+	// node); when neither is set, modes program IPv4.
 	IPv4, IPv6 bool
 	// ClusterCIDRs are --cluster-cidr; traffic from outside them to a
 	// ClusterIP is masqueraded. Empty means "no local-traffic detection".
@@ -126,6 +126,9 @@ type ModeConfig struct {
 	// address.
 	NodePortAddresses []netip.Prefix
 	MasqueradeAll     bool
+	// ConntrackTCPLiberal is --conntrack-tcp-be-liberal: the kernel accepts
+	// out-of-window TCP packets, so modes need not drop INVALID ones.
+	ConntrackTCPLiberal bool
 	// MasqueradeBit is the fwmark bit (kube-proxy's default 14: 0x4000).
 	MasqueradeBit int
 	SyncPeriod    time.Duration

@@ -47,6 +47,7 @@ type proxyArgs struct {
 	ipvsScheduler      string
 	netns              string
 	logLevel           string
+	conntrack          conntrack.Sysctls
 }
 
 func parseProxyArgs(args []string) (*proxyArgs, error) {
@@ -67,6 +68,13 @@ func parseProxyArgs(args []string) (*proxyArgs, error) {
 	fs.BoolVar(&a.cleanup, "cleanup", false, "remove everything every proxy mode installed, then exit")
 	fs.BoolVar(&a.dump, "dump", false, "print the mode's programmed state (modes that support it) and exit")
 	fs.StringVar(&a.ipvsScheduler, "ipvs-scheduler", "rr", "default load-balancing algorithm (per Service: annotation "+proxy.AnnotationIPVSScheduler+")")
+	fs.IntVar(&a.conntrack.MaxPerCore, "conntrack-max-per-core", 32768, "conntrack entries per CPU (0 leaves nf_conntrack_max alone)")
+	fs.IntVar(&a.conntrack.Min, "conntrack-min", 131072, "minimum nf_conntrack_max")
+	fs.DurationVar(&a.conntrack.TCPTimeoutEstablished, "conntrack-tcp-timeout-established", 24*time.Hour, "idle timeout of established TCP conntrack entries (0 leaves it)")
+	fs.DurationVar(&a.conntrack.TCPTimeoutCloseWait, "conntrack-tcp-timeout-close-wait", time.Hour, "timeout of CLOSE_WAIT TCP conntrack entries (0 leaves it)")
+	fs.BoolVar(&a.conntrack.TCPBeLiberal, "conntrack-tcp-be-liberal", false, "accept out-of-window TCP packets instead of dropping INVALID ones")
+	fs.DurationVar(&a.conntrack.UDPTimeout, "conntrack-udp-timeout", 0, "UDP conntrack timeout (0 leaves it)")
+	fs.DurationVar(&a.conntrack.UDPStreamTTL, "conntrack-udp-timeout-stream", 0, "UDP stream conntrack timeout (0 leaves it)")
 	fs.StringVar(&a.netns, "netns", "", "run data-plane commands inside this named network namespace (svcnet up uses it)")
 	fs.StringVar(&a.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -163,7 +171,8 @@ func runProxy(ctx context.Context, args []string) error {
 	modeCfg := proxy.ModeConfig{
 		Log: log, Exec: exec, NodeName: a.hostnameOverride, ClusterCIDRs: a.clusterCIDRs,
 		NodePortAddresses: a.nodePortAddresses, MasqueradeAll: a.masqueradeAll, MasqueradeBit: a.masqueradeBit,
-		SyncPeriod: a.syncPeriod, MinSyncPeriod: a.minSyncPeriod, Scheduler: a.ipvsScheduler, Metrics: metrics,
+		ConntrackTCPLiberal: a.conntrack.TCPBeLiberal,
+		SyncPeriod:          a.syncPeriod, MinSyncPeriod: a.minSyncPeriod, Scheduler: a.ipvsScheduler, Metrics: metrics,
 	}
 
 	if a.cleanup {
@@ -239,6 +248,7 @@ func runProxy(ctx context.Context, args []string) error {
 		}
 	}
 
+	a.conntrack.Apply(ctx, exec, log)
 	health := proxy.NewProxyHealth(2 * a.syncPeriod)
 	p := proxy.NewProxier(proxy.Config{
 		Log: log, Provider: prov, Node: nodeInfo, MinSyncPeriod: a.minSyncPeriod, SyncPeriod: a.syncPeriod,

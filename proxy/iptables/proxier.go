@@ -255,15 +255,16 @@ func (j jumpRule) saveLine() string {
 
 func (p *Proxier) planInput(ctx context.Context, req *proxy.SyncRequest, v6 bool) PlanInput {
 	in := PlanInput{
-		IPv6:               v6,
-		Services:           req.Services,
-		Endpoints:          req.Endpoints,
-		LocalCIDRs:         p.cfg.ClusterCIDRs,
-		MasqueradeAll:      p.cfg.MasqueradeAll,
-		MasqueradeMark:     p.mark(),
-		LocalhostNodePorts: p.LocalhostNodePorts,
-		NodeName:           req.Node.Name,
-		NodeLabels:         req.Node.Labels,
+		IPv6:                v6,
+		Services:            req.Services,
+		Endpoints:           req.Endpoints,
+		LocalCIDRs:          p.cfg.ClusterCIDRs,
+		MasqueradeAll:       p.cfg.MasqueradeAll,
+		MasqueradeMark:      p.mark(),
+		LocalhostNodePorts:  p.LocalhostNodePorts,
+		ConntrackTCPLiberal: p.cfg.ConntrackTCPLiberal,
+		NodeName:            req.Node.Name,
+		NodeLabels:          req.Node.Labels,
 	}
 	if in.NodeName == "" {
 		in.NodeName = p.cfg.NodeName
