@@ -183,7 +183,16 @@ func writeObject(w http.ResponseWriter, out output, code int, obj runtime.Object
 		enc = Codecs.EncoderForVersion(out.info.Serializer, metav1.SchemeGroupVersion)
 	}
 	var buf bytes.Buffer
-	if err := enc.Encode(obj, &buf); err != nil {
+	if data, ok, err := encodeUnstructured(obj); ok {
+		if err == nil && out.info.MediaType == runtime.ContentTypeYAML {
+			data, err = yaml.JSONToYAML(data)
+		}
+		if err != nil {
+			writeError(w, apierrors.NewInternalError(fmt.Errorf("encode response: %w", err)))
+			return
+		}
+		buf.Write(data)
+	} else if err := enc.Encode(obj, &buf); err != nil {
 		writeError(w, apierrors.NewInternalError(fmt.Errorf("encode response: %w", err)))
 		return
 	}

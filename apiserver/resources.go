@@ -77,9 +77,9 @@ func builtinResources() []resourceDef {
 			New: typed[appsv1.ReplicaSet](), NewList: typed[appsv1.ReplicaSetList]()}, core.NewReplicaSetStrategy},
 		{registry.ResourceInfo{GVR: coordinationv1.SchemeGroupVersion.WithResource("leases"), Kind: "Lease", Singular: "lease", Namespaced: true,
 			New: typed[coordinationv1.Lease](), NewList: typed[coordinationv1.LeaseList]()}, core.NewLeaseStrategy},
-		{registry.ResourceInfo{GVR: metallbGV.WithResource("ipaddresspools"), Kind: "IPAddressPool", Singular: "ipaddresspool", Namespaced: true,
+		{registry.ResourceInfo{GVR: metallbGV.WithResource("ipaddresspools"), Kind: "IPAddressPool", Singular: "ipaddresspool", Namespaced: true, Generation: true,
 			New: unstructuredNew(metallbGV, "IPAddressPool"), NewList: unstructuredNewList(metallbGV, "IPAddressPool")}, func() registry.Strategy { return &core.Basic{Namespaced: true} }},
-		{registry.ResourceInfo{GVR: metallbGV.WithResource("l2advertisements"), Kind: "L2Advertisement", Singular: "l2advertisement", Namespaced: true,
+		{registry.ResourceInfo{GVR: metallbGV.WithResource("l2advertisements"), Kind: "L2Advertisement", Singular: "l2advertisement", Namespaced: true, Generation: true,
 			New: unstructuredNew(metallbGV, "L2Advertisement"), NewList: unstructuredNewList(metallbGV, "L2Advertisement")}, func() registry.Strategy { return &core.Basic{Namespaced: true} }},
 	}
 }

@@ -214,6 +214,12 @@ func (s *Server) buildStores() error {
 				}
 				st.FieldManagers[sub] = fm
 			}
+		} else {
+			fm, err := newUnstructuredFieldManager(info.GVK(), "")
+			if err != nil {
+				return fmt.Errorf("field manager for %s: %w", info.GVR, err)
+			}
+			st.FieldManagers = map[string]*managedfields.FieldManager{"": fm}
 		}
 		if info.Namespaced {
 			st.NamespaceExists = s.namespaceActive

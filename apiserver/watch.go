@@ -140,7 +140,12 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 			obj, enc = partialMeta(obj), metaEnc
 		}
 		var buf bytes.Buffer
-		if err := enc.Encode(obj, &buf); err != nil {
+		if data, ok, err := encodeUnstructured(obj); ok {
+			if err != nil {
+				return err
+			}
+			buf.Write(data)
+		} else if err := enc.Encode(obj, &buf); err != nil {
 			return err
 		}
 		var evBuf bytes.Buffer
