@@ -272,6 +272,7 @@ func (s *Server) Start() error {
 	if a := s.cfg.MetricsListen; a != "" && s.h.Metrics != nil {
 		mux(a).Handle("/metrics", promhttp.HandlerFor(s.h.Metrics.Registry, promhttp.HandlerOpts{}))
 	}
+	var serve []func()
 	for addr, m := range muxes {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -279,7 +280,13 @@ func (s *Server) Start() error {
 		}
 		closers = append(closers, func() { ln.Close() })
 		s.httpLn[addr] = ln
-		s.http = append(s.http, &http.Server{Handler: m, ReadHeaderTimeout: 5 * time.Second})
+		hs := &http.Server{Handler: m, ReadHeaderTimeout: 5 * time.Second}
+		s.http = append(s.http, hs)
+		serve = append(serve, func() {
+			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("http listener stopped", "err", err)
+			}
+		})
 	}
 	// Wait until every DNS server runs, so that a Shutdown right after
 	// Start cannot miss one that has not started yet.
@@ -294,15 +301,8 @@ func (s *Server) Start() error {
 		}()
 	}
 	started.Wait()
-	i := 0
-	for _, ln := range s.httpLn {
-		hs := s.http[i]
-		i++
-		go func() {
-			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				s.log.Error("http listener stopped", "err", err)
-			}
-		}()
+	for _, f := range serve {
+		go f()
 	}
 	s.log.Info("dns serving", "listen", s.dnsAddr)
 	return nil

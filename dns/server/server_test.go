@@ -316,3 +316,32 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Error("still answering over TCP after shutdown")
 	}
 }
+
+// TestSeparateHTTPListeners checks that /health, /ready and /metrics land on
+// their own addresses when those differ.
+func TestSeparateHTTPListeners(t *testing.T) {
+	var ready atomic.Bool
+	cfg := Config{Listen: []string{"127.0.0.1:0"}, HealthListen: "127.0.0.1:0", ReadyListen: "127.0.0.2:0", MetricsListen: "127.0.0.3:0"}
+	srv := New(cfg, &Handler{Metrics: NewMetrics("x")}, ready.Load, nil)
+	if err := srv.Start(); err != nil {
+		t.Skipf("cannot bind 127.0.0.2/127.0.0.3: %v", err)
+	}
+	defer srv.Shutdown(context.Background())
+	h, r, m := "http://"+srv.HTTPAddr(cfg.HealthListen), "http://"+srv.HTTPAddr(cfg.ReadyListen), "http://"+srv.HTTPAddr(cfg.MetricsListen)
+	for _, c := range []struct {
+		url  string
+		code int
+	}{
+		{h + "/health", 200}, {h + "/ready", 404}, {h + "/metrics", 404},
+		{r + "/ready", 503}, {r + "/health", 404},
+		{m + "/metrics", 200}, {m + "/health", 404},
+	} {
+		if code, _ := get(t, c.url); code != c.code {
+			t.Errorf("GET %s: %d, want %d", c.url, code, c.code)
+		}
+	}
+	ready.Store(true)
+	if code, _ := get(t, r+"/ready"); code != 200 {
+		t.Errorf("/ready after sync: %d", code)
+	}
+}
