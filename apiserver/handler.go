@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	goruntime "runtime"
 	"runtime/debug"
@@ -89,7 +90,43 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/openapi/", s.serveOpenAPI)
 	mux.HandleFunc("/openapi/v2", s.serveOpenAPI)
 	mux.HandleFunc("/openapi/v3", s.serveOpenAPI)
-	return s.authenticate(mux)
+	return s.logRequests(s.authenticate(mux))
+}
+
+// statusRecorder remembers the response code for the request log and passes
+// Flush through (watches need it).
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.code = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// logRequests logs every request at debug level (errors at info), with the
+// keys method, uri, code, duration and userAgent.
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		lvl := slog.LevelDebug
+		if rec.code >= 500 {
+			lvl = slog.LevelInfo
+		}
+		s.log.Log(r.Context(), lvl, "request", "method", r.Method, "uri", r.URL.RequestURI(), "code", rec.code,
+			"duration", time.Since(start), "userAgent", r.UserAgent())
+	})
 }
 
 // authenticate rejects requests without a client certificate signed by the

@@ -153,10 +153,9 @@ func decodeBody(r *http.Request, body []byte, into runtime.Object, gvk schema.Gr
 	}
 	obj, got, err := dec.Decode(body, &gvk, into)
 	if err != nil {
-		if runtime.IsStrictDecodingError(err) {
-			return nil, apierrors.NewBadRequest(err.Error())
-		}
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized or could not be decoded: %v", err))
+		// kube-apiserver's wording for undecodable bodies and strict
+		// decoding errors alike.
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, gvk.Kind, err))
 	}
 	if got != nil && (got.Kind != gvk.Kind || got.GroupVersion() != gvk.GroupVersion()) {
 		if got.GroupVersion() != gvk.GroupVersion() {

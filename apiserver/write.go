@@ -189,10 +189,7 @@ func (s *Server) decodeJSON(data []byte, res *served, strict bool) (runtime.Obje
 	gvk := res.Info.GVK()
 	obj, _, err := dec.Decode(data, &gvk, into)
 	if err != nil {
-		if runtime.IsStrictDecodingError(err) {
-			return nil, apierrors.NewBadRequest(err.Error())
-		}
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized or could not be decoded: %v", err))
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, gvk.Kind, err))
 	}
 	return obj, nil
 }
