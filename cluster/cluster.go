@@ -71,6 +71,8 @@ const (
 type State struct {
 	Bridge string   `json:"bridge"`
 	NetNS  []string `json:"netns"`
+	// Links are the node veths' ends in this namespace.
+	Links []string `json:"links"`
 	// NetNSPrefix also matches the pod namespaces node agents create.
 	NetNSPrefix string `json:"netnsPrefix"`
 	PIDs        []int  `json:"pids"`
@@ -236,6 +238,7 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		ns := fmt.Sprintf("%s-node-%d", cfg.Prefix, i)
 		hostIf := fmt.Sprintf("%.6s-n%d", cfg.Prefix, i)
 		c.state.NetNS = append(c.state.NetNS, ns)
+		c.state.Links = append(c.state.Links, hostIf)
 		if err := c.saveState(); err != nil {
 			return nil, err
 		}
@@ -590,6 +593,13 @@ func Down(ctx context.Context, dataDir string) error {
 					errs = append(errs, err)
 				}
 			}
+		}
+	}
+	for _, l := range st.Links {
+		// Deleting the node namespace removes its veth pair too, but only
+		// once the kernel has released the namespace; don't wait for that.
+		if exec.CommandContext(ctx, "ip", "link", "show", l).Run() == nil {
+			_ = run(ctx, "ip", "link", "delete", l)
 		}
 	}
 	if st.Bridge != "" {
