@@ -144,6 +144,11 @@ type Proxier struct {
 	needFull    bool
 	recreated   bool
 	staleChains map[string]time.Time
+	// knownChains / knownAffinity are the Service chains and affinity sets
+	// in the kernel after the last successful sync; partial syncs use them
+	// instead of listing the table (listing 100k chains costs seconds). Nil
+	// means unknown: the next sync lists.
+	knownChains, knownAffinity sets.Set[string]
 	now         func() time.Time
 
 	clusterIPs, serviceIPs, firewallIPs, noEndpointServices, noEndpointNodePorts, serviceNodePorts *elementStore
@@ -354,17 +359,21 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	// before 6.2 notice a map element's removal late).
 	if len(p.staleChains) > 0 {
 		tx := p.nft.NewTransaction()
-		n := 0
+		var gone []string
 		for c, t := range p.staleChains {
 			if t.Before(start.Add(-time.Second)) {
 				tx.Delete(&knftables.Chain{Name: c})
 				delete(p.staleChains, c)
-				n++
+				gone = append(gone, c)
 			}
 		}
-		if n > 0 {
+		if len(gone) > 0 {
 			if err := p.nft.Run(ctx, tx); err != nil {
+				// They still exist: this sync flushes them again and
+				// marks them stale anew.
 				p.log.Warn("deleting stale chains failed; will retry", "err", err)
+			} else if p.knownChains != nil {
+				p.knownChains.Delete(gone...)
 			}
 		}
 	}
@@ -564,26 +573,34 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 
 	// Chains no longer used are flushed now and deleted a little later;
 	// unused affinity sets go at once.
-	if chains, err := p.nft.List(ctx, "chains"); err == nil {
-		for _, c := range chains {
-			if !isServiceChainName(c) {
-				continue
-			}
-			if !active.Has(c) {
+	chains, affinitySets := p.knownChains, p.knownAffinity
+	if !partial || chains == nil || affinitySets == nil {
+		chains, affinitySets = sets.New[string](), sets.New[string]()
+		if l, err := p.nft.List(ctx, "chains"); err == nil {
+			chains.Insert(l...)
+		} else if !knftables.IsNotFound(err) {
+			p.log.Warn("listing chains failed; stale chains stay", "err", err)
+		}
+		if l, err := p.nft.List(ctx, "sets"); err == nil {
+			affinitySets.Insert(l...)
+		}
+	}
+	for c := range chains {
+		if !isServiceChainName(c) {
+			continue
+		}
+		if !active.Has(c) {
+			if _, pending := p.staleChains[c]; !pending {
 				tx.Flush(&knftables.Chain{Name: c})
 				p.staleChains[c] = start
-			} else {
-				delete(p.staleChains, c)
 			}
+		} else {
+			delete(p.staleChains, c)
 		}
-	} else if !knftables.IsNotFound(err) {
-		p.log.Warn("listing chains failed; stale chains stay", "err", err)
 	}
-	if setsNow, err := p.nft.List(ctx, "sets"); err == nil {
-		for _, s := range setsNow {
-			if strings.HasPrefix(s, affinitySetPrefix) && !activeAffinity.Has(s) {
-				tx.Delete(&knftables.Set{Name: s})
-			}
+	for s := range affinitySets {
+		if strings.HasPrefix(s, affinitySetPrefix) && !activeAffinity.Has(s) {
+			tx.Delete(&knftables.Set{Name: s})
 		}
 	}
 	for _, s := range p.stores() {
@@ -591,6 +608,7 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	}
 	if err := p.nft.Run(ctx, tx); err != nil {
 		p.needFull = true
+		p.knownChains, p.knownAffinity = nil, nil
 		clear(p.staleChains)
 		for _, s := range p.stores() {
 			s.invalidate()
@@ -599,6 +617,11 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	}
 	p.needFull = false
 	p.recreated = true
+	p.knownChains = active.Clone()
+	for c := range p.staleChains {
+		p.knownChains.Insert(c)
+	}
+	p.knownAffinity = activeAffinity
 	req.Stats.Partial = req.Stats.Partial || partial
 	req.Stats.NoLocalEndpointsInternal += noLocalInternal
 	req.Stats.NoLocalEndpointsExternal += noLocalExternal
@@ -716,6 +739,7 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 		return fmt.Errorf("delete table %s %s: %w", p.family, TableName, err)
 	}
 	p.needFull, p.recreated = true, false
+	p.knownChains, p.knownAffinity = nil, nil
 	clear(p.staleChains)
 	for _, s := range p.stores() {
 		s.invalidate()
