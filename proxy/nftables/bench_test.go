@@ -38,7 +38,7 @@ func bigWorld(n int) (proxy.ServicePortMap, proxy.EndpointsMap) {
 // 10k Services of 10 endpoints (run with -bench SyncRealNFT -benchtime 1x).
 func BenchmarkSyncRealNFT(b *testing.B) {
 	testbed.RequireCommand(b, "nft")
-	for _, n := range []int{1000, 10000} {
+	for _, n := range benchSizes {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			ns := testbed.NewNetNS(b, "nftbench")
 			nft := NewExecNFT(knftables.IPv4Family, TableName, proxy.OSExecutor{NetNS: ns.Name})
@@ -70,3 +70,5 @@ func BenchmarkSyncRealNFT(b *testing.B) {
 		})
 	}
 }
+
+var benchSizes = []int{1000, 10000}
