@@ -20,6 +20,7 @@ import (
 // endpoint (programmed by ip6tables-restore), and the IPv4 ClusterIP of the
 // same Service still works.
 func TestKernelIPv6(t *testing.T) {
+	t.Parallel()
 	testbed.RequireCommand(t, "ip6tables-restore")
 	node := testbed.NewNetNS(t, "v6node")
 	server := testbed.NewNetNS(t, "v6srv")

@@ -11,6 +11,7 @@ import (
 // TestKernelScenarios runs the shared real-packet scenarios with the
 // iptables mode on every node of a namespace cluster.
 func TestKernelScenarios(t *testing.T) {
+	t.Parallel()
 	testbed.RequireCommand(t, "iptables-restore")
 	proxytest.RunKernelScenarios(t, func(_ *proxytest.Node, cfg proxy.ModeConfig) (proxy.Provider, error) {
 		return New(cfg, &Runner{Exec: cfg.Exec}), nil

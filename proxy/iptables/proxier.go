@@ -324,23 +324,32 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 	return Cleanup(ctx, p.ipt)
 }
 
-// Cleanup removes everything the iptables mode installs through ipt.
+// Cleanup removes everything the iptables mode installs through ipt. Each
+// table is read once; only jumps that are present are deleted, and all our
+// chains of a table go in one restore.
 func Cleanup(ctx context.Context, ipt Interface) error {
 	var errs []error
 	for _, v6 := range []bool{false, true} {
+		saved := map[string]string{}
+		for _, table := range []string{"nat", "filter", "mangle"} {
+			out, err := ipt.SaveTable(ctx, v6, table)
+			if err != nil {
+				// ip6tables may be unusable (no IPv6): nothing to clean.
+				continue
+			}
+			saved[table] = string(out)
+		}
 		for _, j := range append(append([]jumpRule{}, jumpRules...), kubeletJumpRules...) {
+			if !strings.Contains(saved[j.table], "\n"+j.saveLine()+"\n") {
+				continue
+			}
 			if err := ipt.DeleteRule(ctx, v6, j.table, j.src, j.args()...); err != nil {
 				errs = append(errs, err)
 			}
 		}
 		for _, table := range []string{"nat", "filter", "mangle"} {
-			chains, err := ipt.SaveChains(ctx, v6, table)
-			if err != nil {
-				// ip6tables may be unusable (no IPv6); nothing to clean.
-				continue
-			}
 			var ours []string
-			for _, c := range chains {
+			for _, c := range ChainsFromSave([]byte(saved[table])) {
 				if isServiceChainName(c) || isFixedChain(c) {
 					ours = append(ours, c)
 				}

@@ -103,6 +103,7 @@ func TestProxierStates(t *testing.T) {
 // TestKernelRestore applies the golden plans with the real iptables-restore
 // inside a throwaway network namespace, then cleans up.
 func TestKernelRestore(t *testing.T) {
+	t.Parallel()
 	testbed.RequireRoot(t)
 	testbed.RequireCommand(t, "iptables-restore", "ip6tables-restore")
 	ns := testbed.NewNetNS(t, "ipt-restore")

@@ -24,6 +24,7 @@ import (
 // reach the kernel: a new Service, then an endpoint change (partial sync),
 // then the Service's deletion.
 func TestInformersToKernel(t *testing.T) {
+	t.Parallel()
 	testbed.RequireCommand(t, "iptables-restore")
 	ns := testbed.NewNetNS(t, "ipt-wiring")
 	ctx, cancel := context.WithCancel(context.Background())
