@@ -544,3 +544,50 @@ func TestClientKubeconfig(t *testing.T) {
 		t.Errorf("node credentials rejected: %v", err)
 	}
 }
+
+func TestCascadingDeletion(t *testing.T) {
+	srv := apiservertest.Start(t)
+	ctx := ctxT(t)
+	c := kubernetes.NewForConfigOrDie(srv.Config)
+	mk := func(name string) (*appsv1.Deployment, *appsv1.ReplicaSet) {
+		t.Helper()
+		sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}
+		tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}}, Spec: testPod("x").Spec}
+		d, err := c.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: appsv1.DeploymentSpec{Selector: sel, Template: tmpl}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		yes := true
+		rs, err := c.AppsV1().ReplicaSets("default").Create(ctx, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: name + "-rs",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: d.UID, Controller: &yes}}},
+			Spec: appsv1.ReplicaSetSpec{Selector: sel, Template: tmpl}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, rs
+	}
+	mk("cascade")
+	if err := c.AppsV1().Deployments("default").Delete(ctx, "cascade", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := c.AppsV1().ReplicaSets("default").Get(ctx, "cascade-rs", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Errorf("owned replicaset not deleted with its deployment")
+	}
+	mk("orphan")
+	orphan := metav1.DeletePropagationOrphan
+	if err := c.AppsV1().Deployments("default").Delete(ctx, "orphan", metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
+		rs, err := c.AppsV1().ReplicaSets("default").Get(ctx, "orphan-rs", metav1.GetOptions{})
+		return err == nil && len(rs.OwnerReferences) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("orphaned replicaset: want kept without ownerReferences")
+	}
+}

@@ -119,6 +119,16 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		defer func() {
+			// A bug must not take the server down: answer 500 and log it.
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.Error("panic serving request", "method", r.Method, "uri", r.URL.RequestURI(), "panic", p, "stack", string(debug.Stack()))
+				writeError(rec, apierrors.NewInternalError(fmt.Errorf("panic: %v", p)))
+			}
+		}()
 		next.ServeHTTP(rec, r)
 		lvl := slog.LevelDebug
 		if rec.code >= 500 {
