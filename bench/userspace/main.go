@@ -29,6 +29,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -36,10 +37,13 @@ import (
 	"github.com/svcnet/svcnet/proxy/userspace"
 )
 
+var cpuProfile string
+
 func main() {
 	duration := flag.Duration("duration", 5*time.Second, "length of each measurement")
 	conns := flag.Int("connections", 32, "concurrent wrk connections")
 	backend := flag.String("http-backend", "", "internal: serve the HTTP backend on this address")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the proxy during its wrk run to this file")
 	flag.Parse()
 	if *backend != "" {
 		serveHTTP(*backend)
@@ -191,6 +195,19 @@ listen http
 	}
 	for _, r := range rows {
 		r.gbps, r.gbErr = iperf(r.iperf, d)
+		if cpuProfile != "" && r.http == usHTTP {
+			f, err := os.Create(cpuProfile)
+			if err != nil {
+				return err
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			r.rps, r.rpE = wrk(r.http, d, conns)
+			pprof.StopCPUProfile()
+			f.Close()
+			continue
+		}
 		r.rps, r.rpE = wrk(r.http, d, conns)
 	}
 	fmt.Printf("%-20s %14s %10s %16s %10s\n", "path", "iperf3 Gbit/s", "vs direct", "wrk conn/s", "vs direct")
