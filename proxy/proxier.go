@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -138,8 +140,8 @@ func (p *Proxier) onSlice(s *discovery.EndpointSlice, removed bool) {
 // OnEndpointSlicesSynced records that the EndpointSlice informer has synced.
 func (p *Proxier) OnEndpointSlicesSynced() { p.setSynced(false, true) }
 
-// OnNode records the local Node (nil when it was deleted). Address or label
-// changes force a full sync.
+// OnNode records the local Node (nil when it was deleted). A sync is
+// requested only when its labels, addresses or pod CIDRs changed.
 func (p *Proxier) OnNode(node *v1.Node) {
 	p.nodeMu.Lock()
 	info := p.node
@@ -156,9 +158,13 @@ func (p *Proxier) OnNode(node *v1.Node) {
 	} else {
 		p.cfg.Health.SetNodeEligible(false)
 	}
+	changed := !maps.Equal(p.node.Labels, info.Labels) || !slices.Equal(p.node.IPs, info.IPs) || !slices.Equal(p.node.PodCIDRs, info.PodCIDRs)
 	p.node = info
 	p.nodeMu.Unlock()
-	p.requestSync()
+	// Node status heartbeats change nothing the data plane uses.
+	if changed || node == nil {
+		p.requestSync()
+	}
 }
 
 func (p *Proxier) setSynced(svc, ep bool) {
