@@ -108,7 +108,7 @@ func (l *lineBuffer) chain(name string) { l.write(":" + name + " - [0:0]") }
 // yields the same bytes.
 func BuildPlan(in PlanInput) *Plan {
 	var filterChains, filterRules, natChains, natRules lineBuffer
-	skipChains, skipRules := lineBuffer{off: true}, lineBuffer{off: true}
+	var skipRules lineBuffer // counts the lines of skipped chains
 	mark := in.MasqueradeMark
 	if mark == "" {
 		mark = "0x4000"
@@ -282,7 +282,53 @@ func BuildPlan(in PlanInput) *Plan {
 		// services (they are still counted, and still active).
 		nc, nr := &natChains, &natRules
 		if in.Partial && !in.Changed.Has(svc.Name.NamespacedName) {
-			nc, nr = &skipChains, &skipRules
+			// Nothing is written: record the chains as active and count
+			// the lines the chains hold, without formatting them.
+			lines := 2 * len(reachable)
+			if hasInternal && (in.MasqueradeAll || localCIDR != "") {
+				lines++
+			}
+			if usesExtChain {
+				plan.ActiveNATChains.Insert(extChain)
+				if !svc.ExternalPolicyLocal {
+					lines++
+				} else {
+					lines += 2
+					if localCIDR != "" {
+						lines++
+					}
+				}
+				if hasExternal {
+					lines++
+				}
+			}
+			if usesFW {
+				plan.ActiveNATChains.Insert(fwChain)
+				lines += len(svc.LoadBalancerSourceRanges) + 1
+				for _, r := range svc.LoadBalancerSourceRanges {
+					if in.NodeIP.IsValid() && r.Contains(in.NodeIP) {
+						lines += len(svc.LoadBalancerVIPs)
+						break
+					}
+				}
+			}
+			perEP := 1
+			if svc.SessionAffinity == v1.ServiceAffinityClientIP {
+				perEP = 2
+			}
+			if usesClusterChain {
+				plan.ActiveNATChains.Insert(clusterChain)
+				lines += perEP * len(clusterEPs)
+			}
+			if usesLocalChain {
+				plan.ActiveNATChains.Insert(localChain)
+				lines += perEP * len(localEPs)
+			}
+			for _, c := range epChains {
+				plan.ActiveNATChains.Insert(c)
+			}
+			skipRules.lines += lines
+			continue
 		}
 		if hasInternal {
 			args := []string{"-m", "comment", "--comment", fmt.Sprintf(`"%s cluster IP"`, name),

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/svcnet/svcnet/proxy"
 )
@@ -151,5 +152,32 @@ func TestSeedProbabilities(t *testing.T) {
 	}
 	if len(svcRules) != 3 || strings.Contains(svcRules[2], "statistic") {
 		t.Errorf("service chain rules: %q", svcRules)
+	}
+}
+
+// TestPartialPlanAccounting checks that a partial plan reports the same
+// active chains and rule count as the full plan of the same state, for
+// every kind of service in the behaviour scenario plus an affinity one.
+func TestPartialPlanAccounting(t *testing.T) {
+	svcs, epm := benchModel(20)
+	aff := spn("ns", "aff", "", v1.ProtocolTCP)
+	svcs[aff] = &proxy.ServicePort{Name: aff, ClusterIPs: addrs("10.96.9.9"), Port: 80, Protocol: v1.ProtocolTCP, NodePort: 30999,
+		SessionAffinity: v1.ServiceAffinityClientIP, StickyMaxAgeSeconds: 60, ExternalPolicyLocal: true,
+		LoadBalancerVIPs: addrs("172.18.0.250"), LoadBalancerSourceRanges: []netip.Prefix{netip.MustParsePrefix("172.18.0.0/24")}}
+	epm[aff] = append(eps("n1", true, 80, "10.244.1.77"), eps("n2", false, 80, "10.244.2.77")...)
+	in := PlanInput{Services: svcs, Endpoints: epm, NodeName: "n1", NodeIP: netip.MustParseAddr("172.18.0.2"),
+		LocalCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
+	full := BuildPlan(in)
+	in.Partial = true
+	in.Changed = sets.New(types.NamespacedName{Namespace: "b", Name: "s00003"})
+	part := BuildPlan(in)
+	if full.NATRules != part.NATRules {
+		t.Errorf("rule count: full %d, partial %d", full.NATRules, part.NATRules)
+	}
+	if !full.ActiveNATChains.Equal(part.ActiveNATChains) {
+		t.Errorf("active chains differ: %v", full.ActiveNATChains.SymmetricDifference(part.ActiveNATChains))
+	}
+	if len(part.Data) >= len(full.Data)/2 {
+		t.Errorf("partial payload %d bytes, full %d: not partial", len(part.Data), len(full.Data))
 	}
 }
