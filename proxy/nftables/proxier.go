@@ -149,7 +149,7 @@ type Proxier struct {
 	// instead of listing the table (listing 100k chains costs seconds). Nil
 	// means unknown: the next sync lists.
 	knownChains, knownAffinity sets.Set[string]
-	now         func() time.Time
+	now                        func() time.Time
 
 	clusterIPs, serviceIPs, firewallIPs, noEndpointServices, noEndpointNodePorts, serviceNodePorts *elementStore
 }
