@@ -148,14 +148,18 @@ func NewIPAllocator(prefix netip.Prefix, store Store) (*IPAllocator, error) {
 // Range is the allocator's range.
 func (a *IPAllocator) Range() *IPRange { return a.r }
 
-// Allocate takes ip. Errors: ErrMismatchedNetwork when ip is outside the
-// Service CIDR, *ErrIPNotInRange when it is inside but never allocatable
-// (network or broadcast address), ErrIPAllocated when it is taken.
+// Allocate takes ip. Errors: ErrIPAllocated when it is taken;
+// ErrMismatchedNetwork when ip is outside the Service CIDR or is its network
+// address or (IPv4) broadcast address — kube-apiserver 1.36 (ServiceCIDR
+// allocator, no bitmap dual-write) finds no range "containing" those and
+// answers with this error, never with "not in the valid range";
+// *ErrIPNotInRange only for an IPv6 address past the 65535 addresses this
+// bitmap covers in a range larger than /112 (kube-apiserver would accept it).
 // With dryRun the check runs but nothing is stored.
 func (a *IPAllocator) Allocate(ctx context.Context, ip netip.Addr, dryRun bool) error {
 	i, ok := a.r.Offset(ip)
 	if !ok {
-		if a.r.Prefix().Contains(ip.Unmap()) {
+		if a.r.containsAllocatable(ip) {
 			return &ErrIPNotInRange{IP: ip, ValidRange: a.r.String()}
 		}
 		return ErrMismatchedNetwork

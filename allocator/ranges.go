@@ -118,6 +118,23 @@ func (r *IPRange) Offset(ip netip.Addr) (int, bool) {
 	return int(d.Int64()), true
 }
 
+// containsAllocatable reports whether ip is in the prefix and is neither its
+// network address nor, for IPv4, its broadcast address (the addresses a
+// ServiceCIDR never hands out).
+func (r *IPRange) containsAllocatable(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	if !r.prefix.Contains(ip) || ip == r.prefix.Addr() {
+		return false
+	}
+	if ip.Is4() {
+		v := new(big.Int).SetBytes(ip.AsSlice())
+		last := new(big.Int).Add(new(big.Int).SetBytes(r.prefix.Addr().AsSlice()),
+			new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), uint(32-r.prefix.Bits())), big.NewInt(1)))
+		return v.Cmp(last) != 0
+	}
+	return true
+}
+
 // Addr returns the address at bitmap offset i.
 func (r *IPRange) Addr(i int) netip.Addr {
 	v := new(big.Int).Add(r.base, big.NewInt(int64(i)))

@@ -421,7 +421,7 @@ func (s *Strategy) allocClusterIPs(ctx context.Context, svc, old *corev1.Service
 				}
 				ip, err := a.AllocateNext(ctx, dryRun)
 				if err != nil {
-					return apierrors.NewInternalError(fmt.Errorf("failed to allocate a serviceIP: %v", err))
+					return apierrors.NewInternalError(fmt.Errorf("failed to allocate a serviceIP for Service %q: %w", svc.Name, err))
 				}
 				svc.Spec.ClusterIPs[i] = ip.String()
 				if !dryRun {
@@ -559,8 +559,8 @@ func (s *Strategy) allocNodePorts(ctx context.Context, svc, old *corev1.Service,
 		hc := svc.Spec.HealthCheckNodePort
 		if hc != 0 {
 			if err := alloc(int(hc)); err != nil {
-				return invalid(svc, field.ErrorList{field.Invalid(field.NewPath("spec", "healthCheckNodePort"), hc,
-					fmt.Sprintf("failed to allocate requested HealthCheck NodePort %v: %v", hc, err))})
+				// kube-apiserver answers this one with a 500, not a 422.
+				return apierrors.NewInternalError(fmt.Errorf("failed to allocate requested HealthCheck NodePort %v: %v", hc, err))
 			}
 		} else {
 			p, err := next()

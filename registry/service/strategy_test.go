@@ -179,7 +179,10 @@ func TestCreateRangeFull(t *testing.T) {
 		f.mustCreate(manifest("s"+string(rune('a'+i)), ""))
 	}
 	_, err := f.create(manifest("full", ""), false)
-	wantErr(t, err, "Internal error occurred: failed to allocate a serviceIP: range is full")
+	wantErr(t, err, `Internal error occurred: failed to allocate a serviceIP for Service "full": range is full`)
+	if !apierrors.IsInternalError(err) {
+		t.Fatalf("range full: want a 500 InternalError, got %v", err)
+	}
 }
 
 func TestNodePorts(t *testing.T) {
@@ -375,7 +378,11 @@ func TestHealthCheckNodePortLifecycle(t *testing.T) {
 	taken.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 	taken.Spec.HealthCheckNodePort = 32000
 	_, err := f.create(taken, false)
-	wantErr(t, err, "spec.healthCheckNodePort: Invalid value: 32000: failed to allocate requested HealthCheck NodePort 32000: provided port is already allocated")
+	// kube-apiserver 1.36 answers a taken healthCheckNodePort with a 500.
+	wantErr(t, err, "Internal error occurred: failed to allocate requested HealthCheck NodePort 32000: provided port is already allocated")
+	if !apierrors.IsInternalError(err) {
+		t.Fatalf("taken healthCheckNodePort: want a 500 InternalError, got %v", err)
+	}
 
 	// Re-apply without healthCheckNodePort keeps it.
 	again := manifest("lb", corev1.ServiceTypeLoadBalancer)
