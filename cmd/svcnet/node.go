@@ -131,7 +131,11 @@ func runNode(ctx context.Context, args []string) error {
 			dns = append(dns, s)
 		}
 	}
-	rt := &agent.NamespaceRuntime{Config: sandbox.Config{DataDir: f.dataDir, Bridge: f.bridge, NSPrefix: f.nsPrefix, Exe: exe, InitArgs: []string{"sandbox-init"}, IPAM: ipam}}
+	sbCfg := sandbox.Config{DataDir: f.dataDir, Bridge: f.bridge, NSPrefix: f.nsPrefix, Exe: exe, InitArgs: []string{"sandbox-init"}, IPAM: ipam}
+	if n, err := sandbox.CleanupStale(ctx, sbCfg); n > 0 || err != nil {
+		log.Info("removed sandboxes of an earlier run", "count", n, "err", err)
+	}
+	rt := &agent.NamespaceRuntime{Config: sbCfg}
 	a, err := agent.New(agent.Config{
 		NodeName: f.nodeName, NodeIP: nodeIP, PodCIDR: podCIDR, ClusterDNS: dns, ClusterDomain: f.clusterDomain,
 		HostResolvConf: f.resolvConf, DataDir: f.dataDir, Labels: labels, Taints: taints, Builtin: []string{exe, "builtin"}, Logger: log,

@@ -239,3 +239,25 @@ func (sb *Sandbox) Command(argv []string, env []string, wd string) *exec.Cmd {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd
 }
+
+// CleanupStale destroys every sandbox recorded under cfg.DataDir: those a
+// previous node agent left when it crashed (a clean exit destroys its own).
+// It returns how many it removed; failures are joined in the error.
+func CleanupStale(ctx context.Context, cfg Config) (int, error) {
+	dirs, _ := filepath.Glob(filepath.Join(cfg.DataDir, "pods", "*", "sandbox.json"))
+	var errs []error
+	n := 0
+	for _, f := range dirs {
+		sb, err := Load(filepath.Dir(f))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := sb.Destroy(ctx, cfg); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
