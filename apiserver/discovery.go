@@ -9,6 +9,8 @@ import (
 
 	"github.com/svcnet/svcnet/apiserver/openapi"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -43,8 +45,12 @@ func (s *Server) serveAPIVersions(w http.ResponseWriter, r *http.Request) {
 func (s *Server) groups() []metav1.APIGroup {
 	var out []metav1.APIGroup
 	seen := map[string]int{}
+	gvs := []schema.GroupVersion{}
 	for _, st := range s.order {
-		gv := st.Info.GVR.GroupVersion()
+		gvs = append(gvs, st.Info.GVR.GroupVersion())
+	}
+	gvs = append(gvs, authenticationv1.SchemeGroupVersion, authorizationv1.SchemeGroupVersion)
+	for _, gv := range gvs {
 		if gv.Group == "" {
 			continue
 		}
@@ -105,6 +111,9 @@ func (s *Server) serveResourceList(w http.ResponseWriter, r *http.Request, gv sc
 		if info.Scale {
 			list.APIResources = append(list.APIResources, metav1.APIResource{Name: info.GVR.Resource + "/scale", Group: "autoscaling", Version: "v1", Namespaced: info.Namespaced, Kind: "Scale", Verbs: subVerbs})
 		}
+	}
+	if res, ok := reviewResources[gv]; ok {
+		list.APIResources = append(list.APIResources, res)
 	}
 	if len(list.APIResources) == 0 {
 		writeError(w, apierrors.NewNotFound(schema.GroupResource{}, ""))

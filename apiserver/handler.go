@@ -198,6 +198,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		s.serveResourceList(w, r, gv)
 		return
 	}
+	if s.serveReview(w, r, gv, rest) {
+		return
+	}
 	req := request{gv: gv}
 	if rest[0] == "watch" {
 		req.watch = true

@@ -127,5 +127,7 @@ func TestKubectlDiscoveryAndExplain(t *testing.T) {
 		mustMatch(t, out, p)
 	}
 	mustMatch(t, k.ok("explain", "service.spec.type"), `FIELD:\s+type <string>`, `ClusterIP`)
+	mustMatch(t, k.ok("auth", "can-i", "create", "services"), `^yes`)
+	mustMatch(t, k.ok("auth", "whoami"), `Username\s+kubernetes-admin`, `system:masters`)
 	mustMatch(t, k.ok("get", "ns"), `NAME\s+STATUS\s+AGE`, `kube-system\s+Active`, `kube-node-lease\s+Active`)
 }
