@@ -68,9 +68,8 @@ func (h *Handler) ServeDNS(server string, w dns.ResponseWriter, r *dns.Msg) {
 	if ip != nil && ip.To4() == nil {
 		family = "2"
 	}
-	resp, plugin := h.answer(r, proto == "tcp")
-	reqLen := r.Len()
-	if err := w.WriteMsg(resp); err != nil && h.Log != nil {
+	resp, plugin, wire := h.answer(r, proto == "tcp")
+	if _, err := w.Write(wire); err != nil && h.Log != nil {
 		h.Log.Debug("write dns response", "err", err)
 	}
 	if h.Metrics != nil {
@@ -78,7 +77,7 @@ func (h *Handler) ServeDNS(server string, w dns.ResponseWriter, r *dns.Msg) {
 		if len(r.Question) > 0 {
 			qtype = r.Question[0].Qtype
 		}
-		h.Metrics.observe(server, proto, family, qtype, reqLen, resp.Len(), resp.Rcode, plugin, time.Since(start).Seconds())
+		h.Metrics.observe(server, proto, family, qtype, r.Len(), len(wire), resp.Rcode, plugin, time.Since(start).Seconds())
 	}
 }
 
@@ -86,9 +85,26 @@ func (h *Handler) ServeDNS(server string, w dns.ResponseWriter, r *dns.Msg) {
 // the client accepts) and the name of the part that produced it, CoreDNS
 // style: "kubernetes", "forward", "cache", or "" for protocol errors. It
 // never panics.
-func (h *Handler) Answer(r *dns.Msg, tcp bool) (*dns.Msg, string) { return h.answer(r, tcp) }
+func (h *Handler) Answer(r *dns.Msg, tcp bool) (*dns.Msg, string) {
+	resp, plugin, _ := h.answer(r, tcp)
+	return resp, plugin
+}
 
-func (h *Handler) answer(r *dns.Msg, tcp bool) (resp *dns.Msg, plugin string) {
+// answer also returns the packed response, packed once.
+func (h *Handler) answer(r *dns.Msg, tcp bool) (*dns.Msg, string, []byte) {
+	resp, plugin := h.respond(r, tcp)
+	wire, err := fit(r, resp, tcp)
+	if err != nil {
+		if h.Log != nil {
+			h.Log.Error("pack dns response", "err", err)
+		}
+		resp, plugin = errorReply(r, dns.RcodeServerFailure), ""
+		wire, _ = fit(r, resp, tcp)
+	}
+	return resp, plugin, wire
+}
+
+func (h *Handler) respond(r *dns.Msg, tcp bool) (resp *dns.Msg, plugin string) {
 	defer func() {
 		if p := recover(); p != nil {
 			panicCount.Add(1)
@@ -147,13 +163,12 @@ func (h *Handler) answer(r *dns.Msg, tcp bool) (resp *dns.Msg, plugin string) {
 		}
 	}
 	resp.Id = r.Id
-	fit(r, resp, tcp)
 	return resp, plugin
 }
 
-// fit sets the response's EDNS0 record from the request's and truncates the
-// response to what the client can receive.
-func fit(r, resp *dns.Msg, tcp bool) {
+// fit sets the response's EDNS0 record from the request's, truncates the
+// response to what the client can receive, and packs it.
+func fit(r, resp *dns.Msg, tcp bool) ([]byte, error) {
 	size := dns.MinMsgSize
 	extra := resp.Extra[:0]
 	for _, rr := range resp.Extra {
@@ -170,9 +185,12 @@ func fit(r, resp *dns.Msg, tcp bool) {
 		size = dns.MaxMsgSize
 	}
 	resp.Compress = true
-	if resp.Len() > size {
-		resp.Truncate(size)
+	b, err := resp.Pack()
+	if err != nil || len(b) <= size {
+		return b, err
 	}
+	resp.Truncate(size)
+	return resp.Pack()
 }
 
 func errorReply(r *dns.Msg, rcode int) *dns.Msg {

@@ -209,8 +209,6 @@ func (z *Zone) Serve(ctx context.Context, req *dns.Msg) *dns.Msg {
 		m.Ns = []dns.RR{z.soa(zoneQ)}
 		return m
 	}
-	m.Answer = dedup(m.Answer)
-	m.Extra = dedup(m.Extra)
 	return m
 }
 
@@ -410,9 +408,24 @@ func (z *Zone) address(ctx context.Context, name string, qtype uint16, depth int
 		return nil, err
 	}
 	var out []dns.RR
+	// An address appears once per port: answer it once. Small answers scan
+	// a slice; big headless ones use a set.
+	var seen []netip.Addr
+	var seenSet map[netip.Addr]bool
+	if len(es) > 16 {
+		seenSet = make(map[netip.Addr]bool, len(es))
+	}
 	for _, e := range es {
 		if e.cname == "" {
+			if seenSet != nil && seenSet[e.addr] || seenSet == nil && slices.Contains(seen, e.addr) {
+				continue
+			}
 			if rr := z.addrRR(name, e.addr, qtype); rr != nil {
+				if seenSet != nil {
+					seenSet[e.addr] = true
+				} else {
+					seen = append(seen, e.addr)
+				}
 				out = append(out, rr)
 			}
 			continue
@@ -547,22 +560,4 @@ func addrFromReverse(lname string) (netip.Addr, bool) {
 		return netip.AddrFrom16(b), true
 	}
 	return netip.Addr{}, false
-}
-
-// dedup drops records whose text is identical to an earlier one.
-func dedup(rrs []dns.RR) []dns.RR {
-	if len(rrs) < 2 {
-		return rrs
-	}
-	seen := make(map[string]bool, len(rrs))
-	out := rrs[:0]
-	for _, rr := range rrs {
-		k := strings.ToLower(rr.String())
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		out = append(out, rr)
-	}
-	return out
 }
