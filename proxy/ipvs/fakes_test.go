@@ -107,7 +107,7 @@ func newTestKernel(t *testing.T, sched string) *testKernel {
 	m, err := New(Config{
 		ModeConfig: proxy.ModeConfig{NodeName: "node-1", NodeIPs: []netip.Addr{nodeIP}, IPv4: true, Scheduler: sched,
 			ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}},
-		Handle: k.ipvs, Sets: k.sets, IPT: k.ipt, Iface: k.iface,
+		Handle: k.ipvs, Sets: k.sets, IPT: k.ipt, Iface: k.iface, SkipSysctls: true,
 		Report: func(svc proxy.ServicePortName, req, used string) {
 			k.fell = append(k.fell, svc.String()+" "+req+"->"+used)
 		},

@@ -30,6 +30,17 @@ type Config struct {
 	// scheduler is not an IPVS scheduler (the proxy makes an Event of it:
 	// reason "UnknownScheduler"). Optional.
 	Report func(svc proxy.ServicePortName, requested, used string)
+	// SkipSysctls leaves the kernel settings alone (tests with fakes).
+	// Otherwise the first sync sets, as kube-proxy does,
+	// net.ipv4.vs.conntrack=1 (so iptables can masquerade IPVS traffic),
+	// net.ipv4.vs.expire_nodest_conn=1,
+	// net.ipv4.vs.expire_quiescent_template=1 and net.ipv4.ip_forward=1.
+	SkipSysctls bool
+}
+
+var sysctls = []string{
+	"net.ipv4.vs.conntrack=1", "net.ipv4.vs.expire_nodest_conn=1",
+	"net.ipv4.vs.expire_quiescent_template=1", "net.ipv4.ip_forward=1",
 }
 
 // Mode is the IPVS data plane for the configured families.
@@ -39,8 +50,9 @@ type Mode struct {
 	applier  *Applier
 	log      *slog.Logger
 
-	mu       sync.Mutex
-	reported map[proxy.ServicePortName]string
+	mu         sync.Mutex
+	reported   map[proxy.ServicePortName]string
+	sysctlDone bool
 }
 
 var (
@@ -137,6 +149,12 @@ func (m *Mode) PlanFor(req *proxy.SyncRequest, ipv6 bool) *Plan {
 // IPVS table (it is read back from the kernel each time, which is also what
 // advances graceful termination).
 func (m *Mode) Sync(ctx context.Context, req *proxy.SyncRequest) error {
+	if !m.cfg.SkipSysctls && !m.sysctlDone {
+		if _, err := m.cfg.Exec.Run(ctx, nil, "sysctl", append([]string{"-w"}, sysctls...)...); err != nil {
+			return fmt.Errorf("ipvs kernel settings: %w", err)
+		}
+		m.sysctlDone = true
+	}
 	var errs []error
 	for _, v6 := range m.families {
 		plan := m.PlanFor(req, v6)
