@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -118,25 +119,39 @@ func (n *NetNS) Start(args ...string) *exec.Cmd {
 
 // Do runs f on an OS thread switched into the namespace. Sockets that f
 // opens belong to the namespace for their whole life, so a Go server can be
-// started inside with Do and keep serving after Do returns.
+// started inside with Do and keep serving after Do returns. The thread is
+// switched back before it is released; if that fails it is never reused.
 func (n *NetNS) Do(f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
-		// The thread is never returned to the scheduler's pool after being
-		// moved into another namespace: exiting the goroutine while locked
-		// terminates the thread.
 		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- fmt.Errorf("read current netns: %w", err)
+			return
+		}
+		defer orig.Close()
 		h, err := netns.GetFromName(n.Name)
 		if err != nil {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("open netns %s: %w", n.Name, err)
 			return
 		}
 		defer h.Close()
 		if err := netns.Set(h); err != nil {
+			// Set failing leaves the thread where it was.
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("enter netns %s: %w", n.Name, err)
 			return
 		}
-		errc <- f()
+		ferr := f()
+		// Only a thread back in its original namespace may return to the
+		// scheduler's pool; otherwise exiting locked terminates it (or, for
+		// the main thread, wedges it), which is what we want.
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- ferr
 	}()
 	return <-errc
 }
@@ -160,7 +175,13 @@ func (n *NetNS) destroy() {
 // KillAll kills every process still running in the named namespace.
 func KillAll(name string) {
 	out, _ := exec.Command("ip", "netns", "pids", name).Output()
+	self := strconv.Itoa(os.Getpid())
 	for _, f := range strings.Fields(string(out)) {
+		if f == self {
+			// A thread of this process is still in the namespace (see Do);
+			// never kill ourselves.
+			continue
+		}
 		_ = exec.Command("kill", "-9", f).Run()
 	}
 }
