@@ -591,3 +591,25 @@ func TestCascadingDeletion(t *testing.T) {
 		t.Errorf("orphaned replicaset: want kept without ownerReferences")
 	}
 }
+
+func TestPodBinding(t *testing.T) {
+	srv := apiservertest.Start(t)
+	ctx := ctxT(t)
+	c := kubernetes.NewForConfigOrDie(srv.Config)
+	pods := c.CoreV1().Pods("default")
+	if _, err := pods.Create(ctx, testPod("sched"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "sched"}, Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}}
+	if err := pods.Bind(ctx, b, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("bind: %v", err)
+	}
+	p, _ := pods.Get(ctx, "sched", metav1.GetOptions{})
+	if p.Spec.NodeName != "node-1" || len(p.Status.Conditions) != 1 || p.Status.Conditions[0].Type != corev1.PodScheduled {
+		t.Errorf("after bind: node %q conditions %+v", p.Spec.NodeName, p.Status.Conditions)
+	}
+	b.Target.Name = "node-2"
+	if err := pods.Bind(ctx, b, metav1.CreateOptions{}); !apierrors.IsConflict(err) {
+		t.Errorf("second bind: %v, want Conflict", err)
+	}
+}

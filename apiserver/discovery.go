@@ -108,6 +108,9 @@ func (s *Server) serveResourceList(w http.ResponseWriter, r *http.Request, gv sc
 		if info.Status {
 			list.APIResources = append(list.APIResources, metav1.APIResource{Name: info.GVR.Resource + "/status", Namespaced: info.Namespaced, Kind: info.Kind, Verbs: subVerbs})
 		}
+		if info.GroupResource() == podsGR {
+			list.APIResources = append(list.APIResources, metav1.APIResource{Name: "pods/binding", Namespaced: true, Kind: "Binding", Verbs: metav1.Verbs{"create"}})
+		}
 		if info.Scale {
 			list.APIResources = append(list.APIResources, metav1.APIResource{Name: info.GVR.Resource + "/scale", Group: "autoscaling", Version: "v1", Namespaced: info.Namespaced, Kind: "Scale", Verbs: subVerbs})
 		}

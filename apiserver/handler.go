@@ -225,6 +225,13 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(rest) > 2 {
 		req.sub = rest[2]
+		binding := req.sub == "binding" && res.Info.GroupResource() == podsGR
+		if binding && r.Method == http.MethodPost {
+			if err := s.handleBinding(w, r, req); err != nil {
+				writeError(w, err)
+			}
+			return
+		}
 		if !(req.sub == "status" && res.Info.Status) && !(req.sub == "scale" && res.Info.Scale) {
 			writeError(w, apierrors.NewNotFound(schema.GroupResource{Group: gv.Group, Resource: rest[0] + "/" + req.sub}, req.name))
 			return

@@ -16,7 +16,10 @@ import (
 	"github.com/svcnet/svcnet/registry"
 )
 
-var namespacesGR = schema.GroupResource{Resource: "namespaces"}
+var (
+	namespacesGR = schema.GroupResource{Resource: "namespaces"}
+	podsGR       = schema.GroupResource{Resource: "pods"}
+)
 
 // immortalNamespaces may not be deleted, as in Kubernetes.
 var immortalNamespaces = map[string]bool{"default": true, "kube-system": true, "kube-public": true}
