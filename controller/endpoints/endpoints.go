@@ -61,6 +61,9 @@ const (
 	ControllerName = "endpoint-controller"
 )
 
+// cacheRetry is how soon a sync that raced the informer cache is retried.
+const cacheRetry = 20 * time.Millisecond
+
 // Controller reconciles Endpoints. Create it with New, then call Run.
 type Controller struct {
 	client    kubernetes.Interface
@@ -220,7 +223,10 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 		_, err = c.client.CoreV1().Endpoints(ns).Create(ctx, desired, metav1.CreateOptions{})
 		if err != nil {
 			if apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("create endpoints %s: %w", key, err)
+				// The cache has not seen our (or someone's) create yet:
+				// look again shortly, outside the error backoff.
+				c.queue.AddAfter(key, cacheRetry)
+				return nil
 			}
 			c.event(svc, "FailedToCreateEndpoint", fmt.Sprintf("Failed to create endpoint for service %s/%s: %v", ns, name, err))
 			return fmt.Errorf("create endpoints %s: %w", key, err)
@@ -228,7 +234,11 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 		return nil
 	}
 	if _, err = c.client.CoreV1().Endpoints(ns).Update(ctx, desired, metav1.UpdateOptions{}); err != nil {
-		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		if apierrors.IsConflict(err) {
+			c.queue.AddAfter(key, cacheRetry)
+			return nil
+		}
+		if !apierrors.IsNotFound(err) {
 			c.event(svc, "FailedToUpdateEndpoint", fmt.Sprintf("Failed to update endpoint %s/%s: %v", ns, name, err))
 		}
 		return fmt.Errorf("update endpoints %s: %w", key, err)

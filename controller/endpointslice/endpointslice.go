@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -212,6 +213,10 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	return nil
 }
 
+// staleRetry is how soon a Service whose slices are not yet in the cache is
+// looked at again.
+const staleRetry = 20 * time.Millisecond
+
 // ErrStale means the informer cache has not yet seen this controller's own
 // last writes for a Service; the sync is retried shortly.
 var ErrStale = errors.New("endpointslice cache is stale")
@@ -252,7 +257,11 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 		}
 	}
 	if c.tracker.Stale(key, live) {
-		return fmt.Errorf("%s: %w", key, ErrStale)
+		// Our own writes are on their way through the informer: look again
+		// shortly, outside the error backoff (whose overall bucket would
+		// throttle a large initial sync).
+		c.queue.AddAfter(key, staleRetry)
+		return nil
 	}
 	trigger := c.triggers.Compute(key, svc, pods)
 	desired, podErrs := DesiredForService(svc, pods, c.nodes)

@@ -160,7 +160,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return c.deleteAll(ctx, key, ns, live)
 	}
 	if c.tracker.Stale(key, live) {
-		return fmt.Errorf("%s: %w", key, endpointslice.ErrStale)
+		c.queue.AddAfter(key, 20*time.Millisecond)
+		return nil
 	}
 	desired, types := Desired(ep)
 	plan := c.rec.Reconcile(live, desired, types,
