@@ -198,7 +198,7 @@ func pod(name, ip string, ready bool, lbls map[string]string, ports ...corev1.Co
 	}
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: lbls, UID: types.UID("uid-" + name)},
-		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "c", Ports: ports}}},
+		Spec:       corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "c", Ports: ports}}},
 		Status: corev1.PodStatus{
 			Phase:      corev1.PodRunning,
 			PodIP:      ip,

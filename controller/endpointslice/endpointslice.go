@@ -547,4 +547,3 @@ func (t *Tracker) Forget(key string) {
 	delete(t.want, key)
 	t.mu.Unlock()
 }
-

@@ -49,8 +49,16 @@ func TestPick(t *testing.T) {
 		want string
 	}{
 		{"fewest pods first", pod("x", "", 0), "n2"},
-		{"nodeSelector", func() *corev1.Pod { p := pod("x", "", 0); p.Spec.NodeSelector = map[string]string{"disk": "ssd"}; return p }(), "n1"},
-		{"hostPort conflict avoided", func() *corev1.Pod { p := pod("x", "", 8080); p.Spec.NodeSelector = map[string]string{"disk": "ssd"}; return p }(), ""},
+		{"nodeSelector", func() *corev1.Pod {
+			p := pod("x", "", 0)
+			p.Spec.NodeSelector = map[string]string{"disk": "ssd"}
+			return p
+		}(), "n1"},
+		{"hostPort conflict avoided", func() *corev1.Pod {
+			p := pod("x", "", 8080)
+			p.Spec.NodeSelector = map[string]string{"disk": "ssd"}
+			return p
+		}(), ""},
 		{"toleration admits tainted node", func() *corev1.Pod {
 			p := pod("x", "", 0)
 			p.Spec.NodeSelector = map[string]string{}
