@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	metallbv1beta1 "github.com/svcnet/svcnet/apis/metallb/v1beta1"
 	"github.com/svcnet/svcnet/apiserver/apiservertest"
 	"github.com/svcnet/svcnet/controller"
 )
@@ -221,4 +222,73 @@ func TestSeedWalkthroughAgainstAPIServer(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestMetalLBSeedAgainstAPIServer applies the seed's MetalLB pool and
+// L2Advertisement through the dynamic client and checks that a LoadBalancer
+// Service gets the first address of the pool, and gives it back when it
+// stops being a LoadBalancer.
+func TestMetalLBSeedAgainstAPIServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and the apiserver")
+	}
+	srv := apiservertest.Start(t)
+	client := kubernetes.NewForConfigOrDie(srv.Config)
+	dyn := dynamic.NewForConfigOrDie(srv.Config)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- controller.Run(ctx, client, dyn, controller.Options{Controllers: []string{controller.LBIPAM}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "metallb-system"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mc := metallbv1beta1.Client{Dyn: dyn}
+	if _, err := mc.CreateIPAddressPool(ctx, &metallbv1beta1.IPAddressPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "first-pool", Namespace: "metallb-system"},
+		Spec:       metallbv1beta1.IPAddressPoolSpec{Addresses: []string{"192.168.4.10-192.168.4.20"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mc.CreateL2Advertisement(ctx, &metallbv1beta1.L2Advertisement{
+		ObjectMeta: metav1.ObjectMeta{Name: "example-advertisement", Namespace: "metallb-system"},
+		Spec:       metallbv1beta1.L2AdvertisementSpec{IPAddressPools: []string{"first-pool"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "nginx-service", Namespace: "default"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "nginx"},
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(80)}}},
+	}
+	if _, err := client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ingress := func() string {
+		s, err := client.CoreV1().Services("default").Get(ctx, "nginx-service", metav1.GetOptions{})
+		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
+			return "<pending>"
+		}
+		return s.Status.LoadBalancer.Ingress[0].IP
+	}
+	wait := func(want string) {
+		t.Helper()
+		var got string
+		for i := 0; i < 500; i++ {
+			if got = ingress(); got == want {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("EXTERNAL-IP = %s, want %s", got, want)
+	}
+	wait("192.168.4.10")
+	cur, _ := client.CoreV1().Services("default").Get(ctx, "nginx-service", metav1.GetOptions{})
+	cur.Spec.Type = corev1.ServiceTypeClusterIP
+	cur.Spec.Ports[0].NodePort = 0
+	if _, err := client.CoreV1().Services("default").Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait("<pending>")
 }
