@@ -22,6 +22,8 @@
 //     endpointslice.kubernetes.io/managed-by and (headless)
 //     service.kubernetes.io/headless, and owned by the Service (controller
 //     reference) so that garbage collection removes them with it;
+//   - spec.trafficDistribution PreferSameZone/PreferClose and PreferSameNode
+//     set forZones/forNodes hints from each endpoint's own zone and node;
 //   - a Service with no endpoints keeps one empty placeholder slice.
 package endpointslice
 
@@ -347,7 +349,9 @@ func DesiredForService(svc *corev1.Service, pods []*corev1.Pod, nodes corelister
 				groups[k] = g
 				order = append(order, k)
 			}
-			g.Endpoints = append(g.Endpoints, podToEndpoint(pod, node, svc, ip))
+			ep := podToEndpoint(pod, node, svc, ip)
+			setHints(&ep, svc.Spec.TrafficDistribution)
+			g.Endpoints = append(g.Endpoints, ep)
 		}
 	}
 	out := make([]Desired, 0, len(order))
@@ -355,6 +359,33 @@ func DesiredForService(svc *corev1.Service, pods []*corev1.Pod, nodes corelister
 		out = append(out, *groups[k])
 	}
 	return out, errs
+}
+
+// setHints sets topology hints for spec.trafficDistribution:
+// PreferSameZone (and its old name PreferClose) hints the endpoint's own
+// zone; PreferSameNode hints its node and zone. Endpoints without a zone
+// (or node) get no such hint.
+func setHints(ep *discoveryv1.Endpoint, td *string) {
+	if td == nil {
+		return
+	}
+	var h discoveryv1.EndpointHints
+	switch *td {
+	case corev1.ServiceTrafficDistributionPreferClose, corev1.ServiceTrafficDistributionPreferSameZone:
+		if ep.Zone != nil && *ep.Zone != "" {
+			h.ForZones = []discoveryv1.ForZone{{Name: *ep.Zone}}
+		}
+	case corev1.ServiceTrafficDistributionPreferSameNode:
+		if ep.NodeName != nil && *ep.NodeName != "" {
+			h.ForNodes = []discoveryv1.ForNode{{Name: *ep.NodeName}}
+		}
+		if ep.Zone != nil && *ep.Zone != "" {
+			h.ForZones = []discoveryv1.ForZone{{Name: *ep.Zone}}
+		}
+	}
+	if len(h.ForZones) > 0 || len(h.ForNodes) > 0 {
+		ep.Hints = &h
+	}
 }
 
 func endpointPorts(svc *corev1.Service, pod *corev1.Pod) []discoveryv1.EndpointPort {

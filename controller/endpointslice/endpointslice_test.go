@@ -338,3 +338,36 @@ func TestSelectorlessServiceGetsNoSlices(t *testing.T) {
 		t.Fatalf("%d slices for a selector-less service", n)
 	}
 }
+
+func TestTrafficDistributionHints(t *testing.T) {
+	sel := map[string]string{"app": "h"}
+	svc := mksvc("h", sel, corev1.ServicePort{Port: 80, TargetPort: intstr.FromInt32(80), Protocol: corev1.ProtocolTCP})
+	pods := []*corev1.Pod{mkpod("a", "10.244.1.2", "node-1", true, sel)}
+	zone := "zone-a"
+	for _, c := range []struct{ td, want string }{
+		{"PreferClose", "zones=[zone-a] nodes=[]"},
+		{"PreferSameZone", "zones=[zone-a] nodes=[]"},
+		{"PreferSameNode", "zones=[zone-a] nodes=[node-1]"},
+	} {
+		td := c.td
+		svc.Spec.TrafficDistribution = &td
+		d, _ := DesiredForService(svc, pods, nil)
+		ep := d[0].Endpoints[0]
+		ep.Zone = &zone
+		setHints(&ep, &td)
+		var zs, ns []string
+		for _, z := range ep.Hints.ForZones {
+			zs = append(zs, z.Name)
+		}
+		for _, n := range ep.Hints.ForNodes {
+			ns = append(ns, n.Name)
+		}
+		if got := fmt.Sprintf("zones=%v nodes=%v", zs, ns); got != c.want {
+			t.Errorf("%s: %s, want %s", c.td, got, c.want)
+		}
+	}
+	svc.Spec.TrafficDistribution = nil
+	if d, _ := DesiredForService(svc, pods, nil); d[0].Endpoints[0].Hints != nil {
+		t.Errorf("hints without trafficDistribution")
+	}
+}
