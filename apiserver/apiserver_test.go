@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -611,5 +614,40 @@ func TestPodBinding(t *testing.T) {
 	b.Target.Name = "node-2"
 	if err := pods.Bind(ctx, b, metav1.CreateOptions{}); !apierrors.IsConflict(err) {
 		t.Errorf("second bind: %v, want Conflict", err)
+	}
+}
+
+func TestPodLogsProxiedToNode(t *testing.T) {
+	srv := apiservertest.Start(t)
+	ctx := ctxT(t)
+	c := kubernetes.NewForConfigOrDie(srv.Config)
+	// A stand-in node agent on loopback.
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s?%s", r.URL.Path, r.URL.RawQuery)
+	}))
+	defer agent.Close()
+	_, portStr, _ := net.SplitHostPort(agent.Listener.Addr().String())
+	port, _ := strconv.Atoi(portStr)
+	node, err := c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
+	node.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(port)
+	if _, err := c.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := testPod("logged")
+	p.Spec.NodeName = "n1"
+	if _, err := c.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tail := int64(5)
+	out, err := c.CoreV1().Pods("default").GetLogs("logged", &corev1.PodLogOptions{TailLines: &tail}).Do(ctx).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != "/containerLogs/default/logged/c?tailLines=5" {
+		t.Errorf("node agent got %q", out)
 	}
 }

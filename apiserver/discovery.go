@@ -109,7 +109,12 @@ func (s *Server) serveResourceList(w http.ResponseWriter, r *http.Request, gv sc
 			list.APIResources = append(list.APIResources, metav1.APIResource{Name: info.GVR.Resource + "/status", Namespaced: info.Namespaced, Kind: info.Kind, Verbs: subVerbs})
 		}
 		if info.GroupResource() == podsGR {
-			list.APIResources = append(list.APIResources, metav1.APIResource{Name: "pods/binding", Namespaced: true, Kind: "Binding", Verbs: metav1.Verbs{"create"}})
+			list.APIResources = append(list.APIResources,
+				metav1.APIResource{Name: "pods/attach", Namespaced: true, Kind: "PodAttachOptions", Verbs: metav1.Verbs{"create", "get"}},
+				metav1.APIResource{Name: "pods/binding", Namespaced: true, Kind: "Binding", Verbs: metav1.Verbs{"create"}},
+				metav1.APIResource{Name: "pods/exec", Namespaced: true, Kind: "PodExecOptions", Verbs: metav1.Verbs{"create", "get"}},
+				metav1.APIResource{Name: "pods/log", Namespaced: true, Kind: "Pod", Verbs: metav1.Verbs{"get"}},
+				metav1.APIResource{Name: "pods/portforward", Namespaced: true, Kind: "PodPortForwardOptions", Verbs: metav1.Verbs{"create", "get"}})
 		}
 		if info.Scale {
 			list.APIResources = append(list.APIResources, metav1.APIResource{Name: info.GVR.Resource + "/scale", Group: "autoscaling", Version: "v1", Namespaced: info.Namespaced, Kind: "Scale", Verbs: subVerbs})

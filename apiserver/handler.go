@@ -225,6 +225,12 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(rest) > 2 {
 		req.sub = rest[2]
+		if res.Info.GroupResource() == podsGR && podProxySubresources[req.sub] {
+			if err := s.handlePodProxy(w, r, req); err != nil {
+				writeError(w, err)
+			}
+			return
+		}
 		binding := req.sub == "binding" && res.Info.GroupResource() == podsGR
 		if binding && r.Method == http.MethodPost {
 			if err := s.handleBinding(w, r, req); err != nil {

@@ -19,6 +19,7 @@ import (
 var (
 	namespacesGR = schema.GroupResource{Resource: "namespaces"}
 	podsGR       = schema.GroupResource{Resource: "pods"}
+	nodesGR      = schema.GroupResource{Resource: "nodes"}
 )
 
 // immortalNamespaces may not be deleted, as in Kubernetes.
