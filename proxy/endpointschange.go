@@ -10,6 +10,8 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/svcnet/svcnet/proxy/lb"
 )
 
 // EndpointsChangeTracker records EndpointSlice changes as informer events
@@ -184,6 +186,9 @@ func (t *EndpointsChangeTracker) endpointsLocked(name types.NamespacedName) Endp
 			if seen[pn] == nil {
 				seen[pn] = map[netip.AddrPort]bool{}
 			}
+			// Weights ride on the slice as one annotation (see docs/proxy-modes.md);
+			// a malformed entry keeps the default weight 1.
+			weights, _ := lb.ParseEndpointWeights(s.Annotations[lb.EndpointWeightsAnnotation])
 			for i := range s.Endpoints {
 				e := &s.Endpoints[i]
 				if len(e.Addresses) == 0 {
@@ -199,6 +204,9 @@ func (t *EndpointsChangeTracker) endpointsLocked(name types.NamespacedName) Endp
 					Ready:       e.Conditions.Ready == nil || *e.Conditions.Ready,
 					Terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
 					Weight:      1,
+				}
+				if w, ok := weights[ep.Addr]; ok {
+					ep.Weight = w
 				}
 				ep.Serving = ep.Ready
 				if e.Conditions.Serving != nil {
@@ -245,7 +253,7 @@ func endpointsMapsEqual(a, b EndpointsMap) bool {
 		for i := range ea {
 			x, y := ea[i], eb[i]
 			if x.AddrPort() != y.AddrPort() || x.Ready != y.Ready || x.Serving != y.Serving || x.Terminating != y.Terminating ||
-				x.NodeName != y.NodeName || x.Zone != y.Zone || x.IsLocal != y.IsLocal || !slices.Equal(x.ZoneHints, y.ZoneHints) || !slices.Equal(x.NodeHints, y.NodeHints) {
+				x.NodeName != y.NodeName || x.Zone != y.Zone || x.IsLocal != y.IsLocal || x.Weight != y.Weight || !slices.Equal(x.ZoneHints, y.ZoneHints) || !slices.Equal(x.NodeHints, y.NodeHints) {
 				return false
 			}
 		}

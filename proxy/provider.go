@@ -125,7 +125,11 @@ type ModeConfig struct {
 	// NodePortAddresses are --nodeport-addresses; empty means every local
 	// address.
 	NodePortAddresses []netip.Prefix
-	MasqueradeAll     bool
+	// ServiceCIDRs are the Service IP ranges (svcnet's
+	// --service-cluster-ip-range); modes that can drop traffic to
+	// unallocated ClusterIPs inside them do so. Empty disables that.
+	ServiceCIDRs  []netip.Prefix
+	MasqueradeAll bool
 	// ConntrackTCPLiberal is --conntrack-tcp-be-liberal: the kernel accepts
 	// out-of-window TCP packets, so modes need not drop INVALID ones.
 	ConntrackTCPLiberal bool

@@ -34,6 +34,7 @@ type proxyArgs struct {
 	hostnameOverride   string
 	mode               string
 	clusterCIDRs       []netip.Prefix
+	serviceCIDRs       []netip.Prefix
 	nodePortAddresses  []netip.Prefix
 	nodePortPrimary    bool
 	masqueradeAll      bool
@@ -53,11 +54,12 @@ type proxyArgs struct {
 func parseProxyArgs(args []string) (*proxyArgs, error) {
 	a := &proxyArgs{}
 	fs := newFlagSet("proxy")
-	var clusterCIDR, nodePortAddrs string
+	var clusterCIDR, nodePortAddrs, serviceCIDR string
 	fs.StringVar(&a.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&a.hostnameOverride, "hostname-override", "", "name of this Node (default: the host name)")
 	fs.StringVar(&a.mode, "proxy-mode", "iptables", "data plane: iptables, nftables, ipvs or userspace (registered: "+strings.Join(proxy.Modes(), ", ")+")")
 	fs.StringVar(&clusterCIDR, "cluster-cidr", "", "comma-separated pod CIDRs; traffic to ClusterIPs from outside them is masqueraded")
+	fs.StringVar(&serviceCIDR, "service-cluster-ip-range", "", "svcnet extension: comma-separated Service CIDRs; nftables mode drops traffic to unallocated ClusterIPs in them (kube-proxy reads ServiceCIDR objects instead)")
 	fs.StringVar(&nodePortAddrs, "nodeport-addresses", "", "comma-separated CIDRs (or \"primary\") of the local addresses that accept NodePorts (default: all)")
 	fs.BoolVar(&a.masqueradeAll, "masquerade-all", false, "SNAT all traffic sent to Service cluster IPs")
 	fs.IntVar(&a.masqueradeBit, "iptables-masquerade-bit", 14, "fwmark bit marking packets to masquerade (0-31)")
@@ -84,6 +86,9 @@ func parseProxyArgs(args []string) (*proxyArgs, error) {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	var err error
+	if a.serviceCIDRs, err = parseCIDRList(serviceCIDR); err != nil {
+		return nil, fmt.Errorf("--service-cluster-ip-range: %w", err)
+	}
 	if a.clusterCIDRs, err = parseCIDRList(clusterCIDR); err != nil {
 		return nil, fmt.Errorf("--cluster-cidr: %w", err)
 	}
@@ -169,7 +174,7 @@ func runProxy(ctx context.Context, args []string) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := proxy.NewMetrics(reg)
 	modeCfg := proxy.ModeConfig{
-		Log: log, Exec: exec, NodeName: a.hostnameOverride, ClusterCIDRs: a.clusterCIDRs,
+		Log: log, Exec: exec, NodeName: a.hostnameOverride, ClusterCIDRs: a.clusterCIDRs, ServiceCIDRs: a.serviceCIDRs,
 		NodePortAddresses: a.nodePortAddresses, MasqueradeAll: a.masqueradeAll, MasqueradeBit: a.masqueradeBit,
 		ConntrackTCPLiberal: a.conntrack.TCPBeLiberal,
 		SyncPeriod:          a.syncPeriod, MinSyncPeriod: a.minSyncPeriod, Scheduler: a.ipvsScheduler, Metrics: metrics,

@@ -36,11 +36,10 @@ var (
 )
 
 // NewMode builds the mode from the core's configuration; nft runs through
-// cfg.Exec. The service CIDRs are not part of the core's ModeConfig yet, so
-// the "drop traffic to unallocated ClusterIPs" rule is only written when
-// NewModeWithServiceCIDRs is used.
+// cfg.Exec. The "drop traffic to unallocated ClusterIPs" rule is written
+// for cfg.ServiceCIDRs (none when empty).
 func NewMode(cfg proxy.ModeConfig) (proxy.Provider, error) {
-	return NewModeWithServiceCIDRs(cfg, nil, nil)
+	return NewModeWithServiceCIDRs(cfg, cfg.ServiceCIDRs, nil)
 }
 
 // NewModeWithServiceCIDRs is NewMode plus the Service CIDRs (both families
