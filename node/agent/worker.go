@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/svcnet/svcnet/node/dnsconfig"
@@ -33,6 +34,9 @@ const RuntimeScheme = "svcnet://"
 type podWorker struct {
 	a   *Agent
 	key string
+	// Identity of the pod, fixed for the worker's life (pod is replaced).
+	namespace, name string
+	uid             types.UID
 
 	mu           sync.Mutex
 	pod          *v1.Pod
@@ -56,6 +60,7 @@ type podWorker struct {
 func newPodWorker(a *Agent, pod *v1.Pod) *podWorker {
 	w := &podWorker{
 		a: a, key: pod.Namespace + "/" + pod.Name, pod: pod.DeepCopy(),
+		namespace: pod.Namespace, name: pod.Name, uid: pod.UID,
 		containers: map[string]*podstatus.Container{},
 		dirty:      make(chan struct{}, 1), term: make(chan struct{}), stopped: make(chan struct{}),
 	}
@@ -492,17 +497,16 @@ func (w *podWorker) statusLoop(ctx context.Context) {
 func (w *podWorker) writeStatus() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	pods := w.a.client.CoreV1().Pods(w.pod.Namespace)
+	pods := w.a.client.CoreV1().Pods(w.namespace)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := pods.Get(ctx, w.pod.Name, metav1.GetOptions{})
+		cur, err := pods.Get(ctx, w.name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		w.mu.Lock()
-		if cur.UID != w.pod.UID {
-			w.mu.Unlock()
-			return apierrors.NewNotFound(v1.Resource("pods"), w.pod.Name)
+		if cur.UID != w.uid {
+			return apierrors.NewNotFound(v1.Resource("pods"), w.name)
 		}
+		w.mu.Lock()
 		in := podstatus.Input{Pod: cur, SandboxReady: w.sandboxReady, HostIP: w.a.cfg.NodeIP.String(),
 			StartTime: w.startTime, Now: time.Now(), RuntimeScheme: RuntimeScheme,
 			FailedReason: w.failReason, FailedMessage: w.failMessage}
