@@ -9,6 +9,7 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -87,34 +88,39 @@ func typeName(obj runtime.Object) string {
 	return obj.GetObjectKind().GroupVersionKind().String()
 }
 
-// ValidateEndpoints checks an Endpoints object; old (may be nil) supplies
-// addresses that were already stored and are accepted even if today's strict
-// IP syntax would reject them.
+// ValidateEndpoints checks an Endpoints object as kube-apiserver 1.36 does.
+// On update (old != nil) the subset errors are dropped when the subsets are
+// unchanged from old (semantic equality), so an object stored under older,
+// looser rules can still have its metadata edited; any change to the subsets
+// re-validates all of them with today's strict rules.
+//
+// An address that is not a valid IP is reported twice on subsets[i].*[j].ip
+// ("must be a valid IP address" from the syntax check and again from the
+// endpoint-IP check), exactly as kube-apiserver lists it in the 422 causes.
+// An IP written with leading zeros ("010.0.0.1") fails the strict syntax check
+// and is then still checked, read as decimal, for the forbidden ranges.
 func ValidateEndpoints(ep *corev1.Endpoints, old *corev1.Endpoints) field.ErrorList {
 	allErrs := apivalidation.ValidateObjectMeta(&ep.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
-	var oldIPs []string
-	if old != nil {
-		for _, ss := range old.Subsets {
-			for _, a := range ss.Addresses {
-				oldIPs = append(oldIPs, a.IP)
-			}
-			for _, a := range ss.NotReadyAddresses {
-				oldIPs = append(oldIPs, a.IP)
-			}
-		}
+	subsetErrs := validateSubsets(ep.Subsets, field.NewPath("subsets"))
+	if len(subsetErrs) != 0 && old != nil && equality.Semantic.DeepEqual(old.Subsets, ep.Subsets) {
+		subsetErrs = nil
 	}
-	subsetsPath := field.NewPath("subsets")
-	for i := range ep.Subsets {
-		ss := &ep.Subsets[i]
+	return append(allErrs, subsetErrs...)
+}
+
+func validateSubsets(subsets []corev1.EndpointSubset, subsetsPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	for i := range subsets {
+		ss := &subsets[i]
 		idx := subsetsPath.Index(i)
 		if len(ss.Addresses) == 0 && len(ss.NotReadyAddresses) == 0 {
 			allErrs = append(allErrs, field.Required(idx, "must specify `addresses` or `notReadyAddresses`"))
 		}
 		for j := range ss.Addresses {
-			allErrs = append(allErrs, validateAddress(&ss.Addresses[j], idx.Child("addresses").Index(j), oldIPs)...)
+			allErrs = append(allErrs, validateAddress(&ss.Addresses[j], idx.Child("addresses").Index(j))...)
 		}
 		for j := range ss.NotReadyAddresses {
-			allErrs = append(allErrs, validateAddress(&ss.NotReadyAddresses[j], idx.Child("notReadyAddresses").Index(j), oldIPs)...)
+			allErrs = append(allErrs, validateAddress(&ss.NotReadyAddresses[j], idx.Child("notReadyAddresses").Index(j))...)
 		}
 		for j := range ss.Ports {
 			allErrs = append(allErrs, validatePort(&ss.Ports[j], len(ss.Ports) > 1, idx.Child("ports").Index(j))...)
@@ -123,12 +129,8 @@ func ValidateEndpoints(ep *corev1.Endpoints, old *corev1.Endpoints) field.ErrorL
 	return allErrs
 }
 
-func validateAddress(a *corev1.EndpointAddress, fp *field.Path, oldIPs []string) field.ErrorList {
-	ipErrs := validation.IsValidIPForLegacyField(fp.Child("ip"), a.IP, true, oldIPs)
-	allErrs := ipErrs
-	if len(ipErrs) == 0 {
-		allErrs = append(allErrs, service.ValidateEndpointIP(a.IP, fp.Child("ip"))...)
-	}
+func validateAddress(a *corev1.EndpointAddress, fp *field.Path) field.ErrorList {
+	allErrs := validation.IsValidIPForLegacyField(fp.Child("ip"), a.IP, true, nil)
 	if a.Hostname != "" {
 		for _, msg := range validation.IsDNS1123Label(a.Hostname) {
 			allErrs = append(allErrs, field.Invalid(fp.Child("hostname"), a.Hostname, msg))
@@ -139,7 +141,7 @@ func validateAddress(a *corev1.EndpointAddress, fp *field.Path, oldIPs []string)
 			allErrs = append(allErrs, field.Invalid(fp.Child("nodeName"), *a.NodeName, msg))
 		}
 	}
-	return allErrs
+	return append(allErrs, service.ValidateEndpointIPSloppy(a.IP, fp.Child("ip"))...)
 }
 
 func validatePort(p *corev1.EndpointPort, requireName bool, fp *field.Path) field.ErrorList {

@@ -9,17 +9,17 @@ package endpointslice
 import (
 	"context"
 	"fmt"
-	"net/netip"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	netutils "k8s.io/utils/net"
 
 	"github.com/svcnet/svcnet/registry"
 	"github.com/svcnet/svcnet/registry/service"
@@ -92,15 +92,25 @@ func (Strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field
 	if !ok1 || !ok2 {
 		return field.ErrorList{field.InternalError(nil, fmt.Errorf("not an *v1.EndpointSlice: %T", obj))}
 	}
-	allErrs := apivalidation.ValidateObjectMetaUpdate(&s.ObjectMeta, &o.ObjectMeta, field.NewPath("metadata"))
-	allErrs = append(allErrs, ValidateEndpointSlice(s, o)...)
+	// No metadata update rules here: kube-apiserver's EndpointSlice strategy
+	// leaves them to the generic registry (which svcnet's store also runs).
+	allErrs := ValidateEndpointSlice(s, o)
 	allErrs = append(allErrs, apivalidation.ValidateImmutableField(s.AddressType, o.AddressType, field.NewPath("addressType"))...)
 	return allErrs
 }
 
-// ValidateEndpointSlice checks a (defaulted) EndpointSlice. old may be nil;
-// addresses it holds are accepted even if today's strict IP syntax would
-// reject them.
+// ValidateEndpointSlice checks a (defaulted) EndpointSlice as kube-apiserver
+// 1.36 does: metadata, addressType, ports, then endpoints. On update (old !=
+// nil) the endpoint errors are dropped when the endpoints are unchanged from
+// old (semantic equality); any change re-validates them all with today's
+// strict rules.
+//
+// Addresses: for IPv4 the legacy IP syntax check (strict: no leading zeros),
+// for IPv6 the plain IP check; an address of the other family is reported on
+// endpoints[i].addresses itself (no index), as kube-apiserver does (an
+// IPv4-mapped IPv6 address is refused by the strict IPv4 syntax check). Then
+// the endpoint-IP ranges
+// (loopback, link-local, link-local multicast, unspecified) apply.
 func ValidateEndpointSlice(s *discoveryv1.EndpointSlice, old *discoveryv1.EndpointSlice) field.ErrorList {
 	allErrs := apivalidation.ValidateObjectMeta(&s.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
 	atPath := field.NewPath("addressType")
@@ -109,18 +119,15 @@ func ValidateEndpointSlice(s *discoveryv1.EndpointSlice, old *discoveryv1.Endpoi
 	} else if !supportedAddressTypes.Has(string(s.AddressType)) {
 		allErrs = append(allErrs, field.NotSupported(atPath, s.AddressType, sets.List(supportedAddressTypes)))
 	}
-	var oldAddrs []string
-	if old != nil {
-		for _, e := range old.Endpoints {
-			oldAddrs = append(oldAddrs, e.Addresses...)
-		}
-	}
-	allErrs = append(allErrs, validateEndpoints(s.Endpoints, s.AddressType, oldAddrs, field.NewPath("endpoints"))...)
 	allErrs = append(allErrs, validatePorts(s.Ports, field.NewPath("ports"))...)
-	return allErrs
+	epErrs := validateEndpoints(s.Endpoints, s.AddressType, field.NewPath("endpoints"))
+	if len(epErrs) != 0 && old != nil && equality.Semantic.DeepEqual(old.Endpoints, s.Endpoints) {
+		epErrs = nil
+	}
+	return append(allErrs, epErrs...)
 }
 
-func validateEndpoints(eps []discoveryv1.Endpoint, at discoveryv1.AddressType, oldAddrs []string, fp *field.Path) field.ErrorList {
+func validateEndpoints(eps []discoveryv1.Endpoint, at discoveryv1.AddressType, fp *field.Path) field.ErrorList {
 	if len(eps) > maxEndpoints {
 		return field.ErrorList{field.TooMany(fp, len(eps), maxEndpoints)}
 	}
@@ -137,22 +144,24 @@ func validateEndpoints(eps []discoveryv1.Endpoint, at discoveryv1.AddressType, o
 		for j, addr := range ep.Addresses {
 			p := ap.Index(j)
 			switch at {
-			case discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6:
-				errs := validation.IsValidIPForLegacyField(p, addr, true, oldAddrs)
-				if len(errs) > 0 {
+			case discoveryv1.AddressTypeIPv4:
+				if errs := validation.IsValidIPForLegacyField(p, addr, true, nil); len(errs) > 0 {
 					allErrs = append(allErrs, errs...)
 					continue
 				}
-				if slices.Contains(oldAddrs, addr) {
+				if !netutils.IsIPv4String(addr) {
+					allErrs = append(allErrs, field.Invalid(ap, addr, "must be an IPv4 address"))
+				}
+				allErrs = append(allErrs, service.ValidateEndpointIPSloppy(addr, p)...)
+			case discoveryv1.AddressTypeIPv6:
+				if errs := validation.IsValidIP(p, addr); len(errs) > 0 {
+					allErrs = append(allErrs, errs...)
 					continue
 				}
-				a, _ := netip.ParseAddr(addr)
-				if at == discoveryv1.AddressTypeIPv4 && !a.Is4() {
-					allErrs = append(allErrs, field.Invalid(p, addr, "must be an IPv4 address"))
-				} else if at == discoveryv1.AddressTypeIPv6 && !a.Is6() {
-					allErrs = append(allErrs, field.Invalid(p, addr, "must be an IPv6 address"))
+				if !netutils.IsIPv6String(addr) {
+					allErrs = append(allErrs, field.Invalid(ap, addr, "must be an IPv6 address"))
 				}
-				allErrs = append(allErrs, service.ValidateEndpointIP(addr, p)...)
+				allErrs = append(allErrs, service.ValidateEndpointIPSloppy(addr, p)...)
 			case discoveryv1.AddressTypeFQDN:
 				allErrs = append(allErrs, validation.IsFullyQualifiedDomainName(p, addr)...)
 			}
@@ -179,38 +188,38 @@ func validateEndpoints(eps []discoveryv1.Endpoint, at discoveryv1.AddressType, o
 	return allErrs
 }
 
+// validateHints: zone names are label values, node names DNS subdomains,
+// each unique; too many zone hints stops the check before the node hints.
 func validateHints(h *discoveryv1.EndpointHints, fp *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
 	zp := fp.Child("forZones")
 	if len(h.ForZones) > maxZoneHints {
-		allErrs = append(allErrs, field.TooMany(zp, len(h.ForZones), maxZoneHints))
-	} else {
-		seen := sets.New[string]()
-		for i, z := range h.ForZones {
-			np := zp.Index(i).Child("name")
-			if seen.Has(z.Name) {
-				allErrs = append(allErrs, field.Duplicate(np, z.Name))
-			}
-			seen.Insert(z.Name)
-			for _, msg := range validation.IsValidLabelValue(z.Name) {
-				allErrs = append(allErrs, field.Invalid(np, z.Name, msg))
-			}
+		return append(allErrs, field.TooMany(zp, len(h.ForZones), maxZoneHints))
+	}
+	seen := sets.New[string]()
+	for i, z := range h.ForZones {
+		np := zp.Index(i).Child("name")
+		if seen.Has(z.Name) {
+			allErrs = append(allErrs, field.Duplicate(np, z.Name))
+		}
+		seen.Insert(z.Name)
+		for _, msg := range validation.IsValidLabelValue(z.Name) {
+			allErrs = append(allErrs, field.Invalid(np, z.Name, msg))
 		}
 	}
 	np := fp.Child("forNodes")
 	if len(h.ForNodes) > maxNodeHints {
-		allErrs = append(allErrs, field.TooMany(np, len(h.ForNodes), maxNodeHints))
-	} else {
-		seen := sets.New[string]()
-		for i, n := range h.ForNodes {
-			p := np.Index(i).Child("name")
-			if seen.Has(n.Name) {
-				allErrs = append(allErrs, field.Duplicate(p, n.Name))
-			}
-			seen.Insert(n.Name)
-			for _, msg := range validation.IsValidLabelValue(n.Name) {
-				allErrs = append(allErrs, field.Invalid(p, n.Name, msg))
-			}
+		return append(allErrs, field.TooMany(np, len(h.ForNodes), maxNodeHints))
+	}
+	seen = sets.New[string]()
+	for i, n := range h.ForNodes {
+		p := np.Index(i).Child("name")
+		if seen.Has(n.Name) {
+			allErrs = append(allErrs, field.Duplicate(p, n.Name))
+		}
+		seen.Insert(n.Name)
+		for _, msg := range apivalidation.NameIsDNSSubdomain(n.Name, false) {
+			allErrs = append(allErrs, field.Invalid(p, n.Name, msg))
 		}
 	}
 	return allErrs

@@ -28,7 +28,7 @@ func TestEndpointSlice(t *testing.T) {
 		{"valid v4", mk("IPv4", "10.244.1.5"), ""},
 		{"valid v6", mk("IPv6", "fd00::5"), ""},
 		{"valid fqdn", mk("FQDN", "db.example.com"), ""},
-		{"v6 in v4 slice", mk("IPv4", "fd00::5"), `endpoints[0].addresses[0]: Invalid value: "fd00::5": must be an IPv4 address`},
+		{"v6 in v4 slice", mk("IPv4", "fd00::5"), `endpoints[0].addresses: Invalid value: "fd00::5": must be an IPv4 address`},
 		{"loopback", mk("IPv4", "127.0.0.1"), `endpoints[0].addresses[0]: Invalid value: "127.0.0.1": may not be in the loopback range (127.0.0.0/8, ::1/128)`},
 		{"link-local v6", mk("IPv6", "fe80::1"), `endpoints[0].addresses[0]: Invalid value: "fe80::1": may not be in the link-local range (169.254.0.0/16, fe80::/10)`},
 		{"no address", mk("IPv4"), "endpoints[0].addresses: Required value: must contain at least 1 address"},

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	netutils "k8s.io/utils/net"
 )
 
 // ValidateServiceName is the name rule for Services in Kubernetes 1.36: an
@@ -44,13 +45,18 @@ var (
 // kube-apiserver 1.36's field paths and messages. validOldIPs lists IPs
 // (clusterIPs, externalIPs) that the stored object already had; they are
 // accepted even if they would fail today's strict IP syntax check.
+//
+// The object metadata (name, namespace, labels, annotations) is checked here,
+// on create only: on update kube-apiserver checks just the metadata update
+// rules (ValidateServiceUpdate), never the name syntax again.
 func ValidateService(svc *corev1.Service) field.ErrorList {
-	return validateService(svc, nil)
+	allErrs := apivalidation.ValidateObjectMeta(&svc.ObjectMeta, true, ValidateServiceName, field.NewPath("metadata"))
+	return append(allErrs, validateService(svc, nil)...)
 }
 
 func validateService(svc *corev1.Service, old *corev1.Service) field.ErrorList {
 	metaPath := field.NewPath("metadata")
-	allErrs := apivalidation.ValidateObjectMeta(&svc.ObjectMeta, true, ValidateServiceName, metaPath)
+	var allErrs field.ErrorList
 
 	hintsVal, hintsSet := svc.Annotations[annotationTopologyAwareHintsOld]
 	modeVal, modeSet := svc.Annotations[annotationTopologyMode]
@@ -209,12 +215,15 @@ func validateService(svc *corev1.Service, old *corev1.Service) field.ErrorList {
 		allErrs = append(allErrs, field.Required(field.NewPath("allocateLoadBalancerNodePorts"), ""))
 	}
 
-	allErrs = append(allErrs, validateLoadBalancerClass(old, svc)...)
+	// On update the class was already checked against old (and, as in
+	// kube-apiserver, a format or type error is then reported twice).
+	allErrs = append(allErrs, validateLoadBalancerClass(nil, svc)...)
 	allErrs = append(allErrs, validateExternalTrafficPolicy(svc)...)
 	allErrs = append(allErrs, validateInternalTrafficPolicy(svc)...)
 	if td := svc.Spec.TrafficDistribution; td != nil {
+		// kube-apiserver lists the supported values in this (unsorted) order.
 		valid := []string{corev1.ServiceTrafficDistributionPreferClose,
-			corev1.ServiceTrafficDistributionPreferSameNode, corev1.ServiceTrafficDistributionPreferSameZone}
+			corev1.ServiceTrafficDistributionPreferSameZone, corev1.ServiceTrafficDistributionPreferSameNode}
 		if !sets.New(valid...).Has(*td) {
 			allErrs = append(allErrs, field.NotSupported(specPath.Child("trafficDistribution"), *td, valid))
 		}
@@ -332,7 +341,10 @@ func ValidateEndpointIP(ip string, fp *field.Path) field.ErrorList {
 	if err != nil {
 		return nil
 	}
-	addr = addr.Unmap()
+	return endpointIPRanges(addr.Unmap(), ip, fp)
+}
+
+func endpointIPRanges(addr netip.Addr, ip string, fp *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
 	if addr.IsUnspecified() {
 		allErrs = append(allErrs, field.Invalid(fp, ip, fmt.Sprintf("may not be unspecified (%v)", ip)))
@@ -347,6 +359,19 @@ func ValidateEndpointIP(ip string, fp *field.Path) field.ErrorList {
 		allErrs = append(allErrs, field.Invalid(fp, ip, "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)"))
 	}
 	return allErrs
+}
+
+// ValidateEndpointIPSloppy is kube-apiserver's endpoint-address check as
+// Endpoints addresses get it: the address is parsed leniently (leading zeros
+// read as decimal, as Go before 1.17 did); one that does not parse even so is
+// "must be a valid IP address"; otherwise the ValidateEndpointIP ranges apply.
+func ValidateEndpointIPSloppy(ip string, fp *field.Path) field.ErrorList {
+	parsed := netutils.ParseIPSloppy(ip)
+	if parsed == nil {
+		return field.ErrorList{field.Invalid(fp, ip, "must be a valid IP address")}
+	}
+	addr, _ := netip.AddrFromSlice(parsed)
+	return endpointIPRanges(addr.Unmap(), ip, fp)
 }
 
 // validateClusterIPsRelatedFields checks clusterIP, clusterIPs, ipFamilies and
@@ -523,11 +548,12 @@ func validateInternalTrafficPolicy(svc *corev1.Service) field.ErrorList {
 // update rules, the clusterIPs/ipFamilies upgrade-downgrade rules (the
 // primary clusterIP "may not change once set", except to or from
 // ExternalName), loadBalancerClass and healthCheckNodePort immutability,
-// then every create-time rule on svc.
+// then every create-time spec rule on svc (not the metadata syntax rules).
 func ValidateServiceUpdate(svc, old *corev1.Service) field.ErrorList {
 	allErrs := apivalidation.ValidateObjectMetaUpdate(&svc.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
 	allErrs = append(allErrs, validateUpgradeDowngradeClusterIPs(old, svc)...)
 	allErrs = append(allErrs, validateUpgradeDowngradeIPFamilies(old, svc)...)
+	allErrs = append(allErrs, validateLoadBalancerClass(old, svc)...)
 	if NeedsHealthCheck(old) && NeedsHealthCheck(svc) && svc.Spec.HealthCheckNodePort != old.Spec.HealthCheckNodePort {
 		allErrs = append(allErrs, field.Forbidden(field.NewPath("spec", "healthCheckNodePort"), "field is immutable"))
 	}

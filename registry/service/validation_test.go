@@ -239,7 +239,7 @@ func TestValidateService(t *testing.T) {
 		}, `metadata.annotations[service.kubernetes.io/topology-mode]: Invalid value: "Auto": must match annotations[service.kubernetes.io/topology-aware-hints] when both are specified`},
 		{"trafficDistribution PreferClose accepted", func(s *corev1.Service) { s.Spec.TrafficDistribution = ptr("PreferClose") }, ""},
 		{"trafficDistribution unsupported", func(s *corev1.Service) { s.Spec.TrafficDistribution = ptr("Nearest") },
-			`spec.trafficDistribution: Unsupported value: "Nearest": supported values: "PreferClose", "PreferSameNode", "PreferSameZone"`},
+			`spec.trafficDistribution: Unsupported value: "Nearest": supported values: "PreferClose", "PreferSameZone", "PreferSameNode"`},
 		{"loadBalancerClass invalid", func(s *corev1.Service) {
 			toNodePort(s)
 			s.Spec.Type = corev1.ServiceTypeLoadBalancer
