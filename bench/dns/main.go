@@ -4,7 +4,7 @@
 // Kubernetes API on 127.0.0.1, starts both DNS servers against it, waits for
 // /ready, then runs dnsperf against each in turn (never concurrently) and
 // prints QPS, average and p99 latency (from dnsperf -v per-query times) and
-// the servers' RSS after the run.
+// the servers' RSS when idle after sync and after the run.
 //
 // It is a benchmark, not a test; everything stays on loopback. Usage:
 //
@@ -306,14 +306,15 @@ func runSize(n int, svcnetBin, corednsBin string, seconds, clients, outstanding 
 	}
 	fmt.Printf("\n== %d Services (%d namespaces, 2 ready endpoints each, every 10th headless); dnsperf -c %d -q %d -l %d, 80%% A / 10%% SRV / 10%% NXDOMAIN\n",
 		n, namespaces, clients, outstanding, seconds)
-	fmt.Printf("%-16s %10s %10s %10s %10s  %s\n", "server", "QPS", "avg ms", "p99 ms", "RSS MiB", "completed / lost")
+	fmt.Printf("%-16s %10s %10s %10s %10s %10s  %s\n", "server", "QPS", "avg ms", "p99 ms", "RSS idle", "RSS load", "completed / lost")
 	for _, t := range targets {
+		idle := rssKiB(t.cmd.Process.Pid)
 		r, err := dnsperf(t.dnsPort, qf, seconds, clients, outstanding)
 		if err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
 		}
-		fmt.Printf("%-16s %10.0f %10.3f %10.3f %10.1f  %s / %s\n", t.name, r.qps, r.avgMs, r.p99Ms,
-			float64(rssKiB(t.cmd.Process.Pid))/1024, r.completed, r.lost)
+		fmt.Printf("%-16s %10.0f %10.3f %10.3f %9.1fM %9.1fM  %s / %s\n", t.name, r.qps, r.avgMs, r.p99Ms,
+			float64(idle)/1024, float64(rssKiB(t.cmd.Process.Pid))/1024, r.completed, r.lost)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -86,6 +87,9 @@ func (w *Watcher) Run(ctx context.Context) {
 		w.done.Store(true)
 		s, e := w.idx.Counts()
 		w.log.Info("dns index synced", "services", s, "endpointslices", e)
+		// The initial lists leave much garbage behind; hand it back to the OS
+		// once instead of carrying it as RSS.
+		debug.FreeOSMemory()
 	}
 	<-ctx.Done()
 	w.factory.Shutdown()
