@@ -42,10 +42,18 @@ func main() {
 	seconds := flag.Int("seconds", 10, "dnsperf run length per server")
 	clients := flag.Int("clients", 4, "dnsperf -c")
 	outstanding := flag.Int("outstanding", 100, "dnsperf -q")
+	compareOnly := flag.Bool("compare", false, "instead of measuring, ask both servers the same questions about a small fixed cluster and print the differences")
 	flag.Parse()
 	if *svcnetBin == "" {
 		fmt.Fprintln(os.Stderr, "--svcnet is required")
 		os.Exit(2)
+	}
+	if *compareOnly {
+		if err := compare(*svcnetBin, *corednsBin); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
 	}
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -252,12 +260,35 @@ func runSize(n int, svcnetBin, corednsBin string, seconds, clients, outstanding 
 		return err
 	}
 
+	targets, err := startTargets(dir, kc, up, svcnetBin, corednsBin, "30")
+	if err != nil {
+		return err
+	}
+	defer stopTargets(targets)
+	fmt.Printf("\n== %d Services (%d namespaces, 2 ready endpoints each, every 10th headless); dnsperf -c %d -q %d -l %d, 80%% A / 10%% SRV / 10%% NXDOMAIN\n",
+		n, namespaces, clients, outstanding, seconds)
+	fmt.Printf("%-16s %10s %10s %10s %10s %10s  %s\n", "server", "QPS", "avg ms", "p99 ms", "RSS idle", "RSS load", "completed / lost")
+	for _, t := range targets {
+		idle := rssKiB(t.cmd.Process.Pid)
+		r, err := dnsperf(t.dnsPort, qf, seconds, clients, outstanding)
+		if err != nil {
+			return fmt.Errorf("%s: %w", t.name, err)
+		}
+		fmt.Printf("%-16s %10.0f %10.3f %10.3f %9.1fM %9.1fM  %s / %s\n", t.name, r.qps, r.avgMs, r.p99Ms,
+			float64(idle)/1024, float64(rssKiB(t.cmd.Process.Pid))/1024, r.completed, r.lost)
+	}
+	return nil
+}
+
+// startTargets starts svcnet dns (and CoreDNS, if corednsBin is set) against
+// the kubeconfig and waits until both report ready.
+func startTargets(dir, kc, up, svcnetBin, corednsBin, ttl string) ([]*target, error) {
 	var targets []*target
 	{
 		p, h, rd, m := freePort(), freePort(), freePort(), freePort()
 		cmd := exec.Command(svcnetBin, "dns", "--kubeconfig", kc, "--listen", fmt.Sprintf("127.0.0.1:%d", p),
 			"--health-listen", fmt.Sprintf("127.0.0.1:%d", h), "--ready-listen", fmt.Sprintf("127.0.0.1:%d", rd),
-			"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", m), "--upstream", up, "--ttl", "30", "--log-level", "warn")
+			"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", m), "--upstream", up, "--ttl", ttl, "--log-level", "warn")
 		targets = append(targets, &target{name: "svcnet dns", cmd: cmd, dnsPort: p, ready: fmt.Sprintf("http://127.0.0.1:%d/ready", rd)})
 	}
 	if corednsBin != "" {
@@ -272,7 +303,7 @@ func runSize(n int, svcnetBin, corednsBin string, seconds, clients, outstanding 
        kubeconfig %s
        pods insecure
        fallthrough in-addr.arpa ip6.arpa
-       ttl 30
+       ttl %s
     }
     prometheus 127.0.0.1:%d
     forward . %s {
@@ -284,10 +315,10 @@ func runSize(n int, svcnetBin, corednsBin string, seconds, clients, outstanding 
     }
     loadbalance
 }
-`, p, h, rd, kc, m, up)
+`, p, h, rd, kc, ttl, m, up)
 		cf := filepath.Join(dir, "Corefile")
 		if err := os.WriteFile(cf, []byte(corefile), 0o644); err != nil {
-			return err
+			return nil, err
 		}
 		cmd := exec.Command(corednsBin, "-conf", cf, "-quiet")
 		targets = append(targets, &target{name: "CoreDNS 1.15.0", cmd: cmd, dnsPort: p, ready: fmt.Sprintf("http://127.0.0.1:%d/ready", rd)})
@@ -295,26 +326,24 @@ func runSize(n int, svcnetBin, corednsBin string, seconds, clients, outstanding 
 	for _, t := range targets {
 		t.cmd.Stdout, t.cmd.Stderr = os.Stderr, os.Stderr
 		if err := t.cmd.Start(); err != nil {
-			return fmt.Errorf("start %s: %w", t.name, err)
+			stopTargets(targets)
+			return nil, fmt.Errorf("start %s: %w", t.name, err)
 		}
-		defer func() { _ = t.cmd.Process.Kill(); _ = t.cmd.Wait() }()
 	}
 	for _, t := range targets {
 		if err := waitReady(t.ready, 60*time.Second); err != nil {
-			return fmt.Errorf("%s: %w", t.name, err)
+			stopTargets(targets)
+			return nil, fmt.Errorf("%s: %w", t.name, err)
 		}
 	}
-	fmt.Printf("\n== %d Services (%d namespaces, 2 ready endpoints each, every 10th headless); dnsperf -c %d -q %d -l %d, 80%% A / 10%% SRV / 10%% NXDOMAIN\n",
-		n, namespaces, clients, outstanding, seconds)
-	fmt.Printf("%-16s %10s %10s %10s %10s %10s  %s\n", "server", "QPS", "avg ms", "p99 ms", "RSS idle", "RSS load", "completed / lost")
-	for _, t := range targets {
-		idle := rssKiB(t.cmd.Process.Pid)
-		r, err := dnsperf(t.dnsPort, qf, seconds, clients, outstanding)
-		if err != nil {
-			return fmt.Errorf("%s: %w", t.name, err)
+	return targets, nil
+}
+
+func stopTargets(ts []*target) {
+	for _, t := range ts {
+		if t.cmd.Process != nil {
+			_ = t.cmd.Process.Kill()
+			_ = t.cmd.Wait()
 		}
-		fmt.Printf("%-16s %10.0f %10.3f %10.3f %9.1fM %9.1fM  %s / %s\n", t.name, r.qps, r.avgMs, r.p99Ms,
-			float64(idle)/1024, float64(rssKiB(t.cmd.Process.Pid))/1024, r.completed, r.lost)
 	}
-	return nil
 }
