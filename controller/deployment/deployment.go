@@ -229,7 +229,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	var owned []*appsv1.ReplicaSet
 	for _, rs := range all {
 		if ref := metav1.GetControllerOf(rs); ref != nil && ref.UID == d.UID {
-			owned = append(owned, rs)
+			// Copies: scale and syncRevision update them in place, and the
+			// informer cache must never be written.
+			owned = append(owned, rs.DeepCopy())
 		}
 	}
 	sort.Slice(owned, func(i, j int) bool {
