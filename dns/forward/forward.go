@@ -11,7 +11,9 @@
 // The cache keeps positive answers for their smallest TTL (at most MaxTTL)
 // and NXDOMAIN/NODATA answers for the SOA minimum (at most MaxDenialTTL);
 // SERVFAIL, REFUSED and truncated answers are not cached. Cached answers are
-// served with their TTLs decreased by the time spent in the cache.
+// served with their TTLs decreased by the time spent in the cache. Like
+// kubeadm's CoreDNS ("cache 30"), every forwarded answer leaves with its TTLs
+// capped at 30 seconds, cached or not.
 package forward
 
 import (
@@ -31,8 +33,8 @@ import (
 const (
 	DefaultTimeout      = 2 * time.Second
 	DefaultCacheSize    = 10000
-	MaxTTL              = 3600 * time.Second
-	MaxDenialTTL        = 1800 * time.Second
+	MaxTTL              = 30 * time.Second
+	MaxDenialTTL        = 30 * time.Second
 	upstreamEDNSBufSize = 1232
 )
 
@@ -132,6 +134,7 @@ func (f *Forwarder) Exchange(ctx context.Context, req *dns.Msg, tcp bool) (resp 
 		stripOPT(resp)
 	}
 	resp.Id = req.Id
+	capTTL(resp, uint32(MaxTTL/time.Second))
 	if f.cache != nil {
 		f.cache.Put(k, resp, time.Now())
 	}
@@ -180,6 +183,17 @@ func (f *Forwarder) Lookup(ctx context.Context, name string, qtype uint16) (*dns
 	m.SetQuestion(dns.Fqdn(name), qtype)
 	r, _, err := f.Exchange(ctx, m, false)
 	return r, err
+}
+
+// capTTL lowers every TTL above max to max.
+func capTTL(m *dns.Msg, max uint32) {
+	for _, sec := range [][]dns.RR{m.Answer, m.Ns, m.Extra} {
+		for _, rr := range sec {
+			if h := rr.Header(); h.Rrtype != dns.TypeOPT && h.Ttl > max {
+				h.Ttl = max
+			}
+		}
+	}
 }
 
 func stripOPT(m *dns.Msg) {

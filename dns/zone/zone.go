@@ -18,7 +18,7 @@
 //   - PTR for cluster IPs and ready endpoint IPs in in-addr.arpa and ip6.arpa;
 //     reverse names the index does not know are not answered here (the caller
 //     forwards them, like CoreDNS's "fallthrough in-addr.arpa ip6.arpa").
-//   - dns-version.<zone> TXT "1.1.0"; any other TXT in the zone is NODATA.
+//   - dns-version.<zone> TXT "1.1.0".
 //   - <a-b-c-d>.<ns>.pod.<zone> per PodMode.
 //   - NXDOMAIN for names that do not exist, NOERROR/NODATA for names that exist
 //     with other types, both with the zone SOA in the authority section;
@@ -44,8 +44,10 @@ import (
 // dns-version.<zone>.
 const SchemaVersion = "1.1.0"
 
-// versionTTL is the TTL CoreDNS gives the dns-version TXT record.
-const versionTTL = 28800
+// versionTTL is the TTL of the dns-version TXT record: CoreDNS's kubernetes
+// plugin sets 28800, and kubeadm's "cache 30" caps every reply at 30 s,
+// which is what clients of a kubeadm cluster see.
+const versionTTL = 30
 
 // maxCNAMEChain bounds how many ExternalName CNAMEs are followed in the zone.
 const maxCNAMEChain = 8
@@ -150,6 +152,7 @@ func (z *Zone) Serve(ctx context.Context, req *dns.Msg) *dns.Msg {
 	m := z.reply(req)
 	if q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR {
 		m.Rcode = dns.RcodeRefused
+		m.Authoritative = false
 		return m
 	}
 	if !z.synced() {
@@ -168,12 +171,10 @@ func (z *Zone) Serve(ctx context.Context, req *dns.Msg) *dns.Msg {
 		}
 	case q.Qtype == dns.TypeA || q.Qtype == dns.TypeAAAA:
 		m.Answer, err = z.address(ctx, q.Name, q.Qtype, 0)
-	case q.Qtype == dns.TypeTXT:
-		if lname == "dns-version."+z.cfg.Zone {
-			h := z.hdr(q.Name, dns.TypeTXT)
-			h.Ttl = versionTTL
-			m.Answer = append(m.Answer, &dns.TXT{Hdr: h, Txt: []string{SchemaVersion}})
-		}
+	case q.Qtype == dns.TypeTXT && lname == "dns-version."+z.cfg.Zone:
+		h := z.hdr(q.Name, dns.TypeTXT)
+		h.Ttl = versionTTL
+		m.Answer = append(m.Answer, &dns.TXT{Hdr: h, Txt: []string{SchemaVersion}})
 	case q.Qtype == dns.TypeCNAME:
 		var es []entry
 		es, err = z.lookup(lname, zoneQ)
@@ -182,8 +183,12 @@ func (z *Zone) Serve(ctx context.Context, req *dns.Msg) *dns.Msg {
 		}
 	case q.Qtype == dns.TypeSRV:
 		m.Answer, m.Extra, err = z.srv(q.Name, lname, zoneQ)
-	case q.Qtype == dns.TypeSOA && lname == z.cfg.Zone:
-		m.Answer = append(m.Answer, z.soa(zoneQ))
+	case q.Qtype == dns.TypeSOA:
+		// CoreDNS answers SOA only at the apex; below it every name is
+		// NODATA, whether it exists or not.
+		if lname == z.cfg.Zone {
+			m.Answer = append(m.Answer, z.soa(zoneQ))
+		}
 	case q.Qtype == dns.TypeNS && lname == z.cfg.Zone:
 		ns := "ns.dns." + zoneQ
 		m.Answer = append(m.Answer, &dns.NS{Hdr: z.hdr(q.Name, dns.TypeNS), Ns: ns})
