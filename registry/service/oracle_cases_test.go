@@ -97,3 +97,23 @@ func TestOracleServiceCreateNameChecked(t *testing.T) {
 		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+func TestOracleHeadlessNoneMovedToSecondPlace(t *testing.T) {
+	old := storedClusterIPService()
+	old.Spec.ClusterIP, old.Spec.ClusterIPs = "None", []string{"None"}
+	svc := old.DeepCopy()
+	svc.Spec.ClusterIPs = []string{"10.96.0.5", "None"}
+	require := corev1.IPFamilyPolicyRequireDualStack
+	svc.Spec.IPFamilyPolicy = &require
+	got := errLines(ValidateServiceUpdate(svc, old))
+	// "None" is accepted as an old value by the syntax check, so the
+	// dual-stack check meets it and fails internally, as in kube-apiserver.
+	for _, want := range []string{
+		`spec.clusterIPs: Internal error: failed to check for dual stack with error:invalid IP[1]: None`,
+		`spec.clusterIPs: Invalid value: ["10.96.0.5","None"]: may specify no more than one IP for each IP family`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("missing %q in:\n%s", want, got)
+		}
+	}
+}

@@ -432,7 +432,14 @@ func validateClusterIPsRelatedFields(svc *corev1.Service, oldClusterIPs []string
 		return allErrs
 	}
 	if len(svc.Spec.ClusterIPs) > 1 {
-		if !isDualStack(svc.Spec.ClusterIPs) {
+		// An entry accepted only because old already had it (for example
+		// "None" moved to second place) cannot be parsed here; kube-apiserver
+		// then reports an internal error besides the family error.
+		dualStack, err := netutils.IsDualStackIPStrings(svc.Spec.ClusterIPs)
+		if err != nil {
+			allErrs = append(allErrs, field.InternalError(ipsPath, fmt.Errorf("failed to check for dual stack with error:%v", err)))
+		}
+		if !dualStack {
 			allErrs = append(allErrs, field.Invalid(ipsPath, svc.Spec.ClusterIPs, "may specify no more than one IP for each IP family"))
 		}
 	}
@@ -461,18 +468,6 @@ func FamilyOf(ip string) corev1.IPFamily {
 		return corev1.IPv6Protocol
 	}
 	return corev1.IPv4Protocol
-}
-
-func isDualStack(ips []string) bool {
-	v4, v6 := 0, 0
-	for _, ip := range ips {
-		if FamilyOf(ip) == corev1.IPv6Protocol {
-			v6++
-		} else {
-			v4++
-		}
-	}
-	return v4 >= 1 && v6 >= 1
 }
 
 func validateLoadBalancerClass(old, svc *corev1.Service) field.ErrorList {
