@@ -14,6 +14,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -170,41 +171,59 @@ type WriteOptions struct {
 	SkipManagedFields bool
 }
 
-func (s *Store) validateMeta(obj runtime.Object, old runtime.Object) field.ErrorList {
+// validatePathSegment is the name rule the generic registry of
+// kube-apiserver applies to every object: a name must be usable as a URL
+// path segment.
+func validatePathSegment(name string, prefix bool) []string {
+	if prefix {
+		return content.IsPathSegmentPrefix(name)
+	}
+	return content.IsPathSegmentName(name)
+}
+
+// validateCreate returns the field errors of a new object in the order and
+// with the grouping of kube-apiserver's rest.BeforeCreate: the strategy's
+// errors alone if there are any, otherwise the generic ObjectMeta errors
+// (path-segment name rule). For strategies that do not check ObjectMeta
+// themselves, the ObjectMeta errors (with the strategy's name rule) come
+// first in the strategy's list, as Kubernetes' ValidateXxx functions put
+// them. Errors are neither sorted nor deduplicated.
+func (s *Store) validateCreate(ctx context.Context, st Strategy, obj runtime.Object) field.ErrorList {
 	acc, err := meta.Accessor(obj)
 	if err != nil {
 		return field.ErrorList{field.InternalError(field.NewPath("metadata"), err)}
 	}
-	nameFn := metavalidation.NameIsDNSSubdomain
+	metaPath := field.NewPath("metadata")
+	var errs field.ErrorList
 	if nv, ok := s.Strategy.(NameValidator); ok {
-		nameFn = nv.ValidateName
+		errs = append(errs, metavalidation.ValidateObjectMetaAccessor(acc, s.Info.Namespaced, nv.ValidateName, metaPath)...)
 	}
-	errs := metavalidation.ValidateObjectMetaAccessor(acc, s.Info.Namespaced, nameFn, field.NewPath("metadata"))
-	if old != nil {
-		oacc, err := meta.Accessor(old)
-		if err == nil {
-			errs = append(errs, metavalidation.ValidateObjectMetaAccessorUpdate(acc, oacc, field.NewPath("metadata"))...)
-		}
+	errs = append(errs, st.Validate(ctx, obj)...)
+	if len(errs) > 0 {
+		return errs
 	}
-	return errs
+	return metavalidation.ValidateObjectMetaAccessor(acc, s.Info.Namespaced, validatePathSegment, metaPath)
 }
 
-// dedupe drops repeated errors: the generic ObjectMeta checks and a strategy
-// that validates ObjectMeta itself (with its own name rule) may both report
-// the same field; the first report of a field and error type wins, so
-// callers list strategy errors first.
-func dedupe(errs field.ErrorList) field.ErrorList {
-	seen := map[string]bool{}
-	var out field.ErrorList
-	for _, e := range errs {
-		k := e.Field + "\x00" + string(e.Type)
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		out = append(out, e)
+// validateUpdate returns the field errors of an update as kube-apiserver's
+// rest.BeforeUpdate does: the common ObjectMeta checks (path-segment name
+// rule, then the update rules such as immutable name and uid) followed by
+// the strategy's ValidateUpdate errors, in one list. A strategy that checks
+// ObjectMeta itself may repeat an error of the common checks; Kubernetes
+// reports both, and so does svcnet.
+func (s *Store) validateUpdate(ctx context.Context, st Strategy, obj, old runtime.Object) field.ErrorList {
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return field.ErrorList{field.InternalError(field.NewPath("metadata"), err)}
 	}
-	return out
+	oacc, err := meta.Accessor(old)
+	if err != nil {
+		return field.ErrorList{field.InternalError(field.NewPath("metadata"), err)}
+	}
+	metaPath := field.NewPath("metadata")
+	errs := metavalidation.ValidateObjectMetaAccessor(acc, s.Info.Namespaced, validatePathSegment, metaPath)
+	errs = append(errs, metavalidation.ValidateObjectMetaAccessorUpdate(acc, oacc, metaPath)...)
+	return append(errs, st.ValidateUpdate(ctx, obj, old)...)
 }
 
 func (s *Store) invalid(obj runtime.Object, errs field.ErrorList) error {
@@ -212,7 +231,7 @@ func (s *Store) invalid(obj runtime.Object, errs field.ErrorList) error {
 	if acc, err := meta.Accessor(obj); err == nil {
 		name = acc.GetName()
 	}
-	return apierrors.NewInvalid(s.Info.GVK().GroupKind(), name, dedupe(errs))
+	return apierrors.NewInvalid(s.Info.GVK().GroupKind(), name, errs)
 }
 
 // Create stores a new object in namespace ns (ignored for cluster-scoped
@@ -276,8 +295,7 @@ func (s *Store) Create(ctx context.Context, ns string, obj runtime.Object, opts 
 		acc.SetManagedFields(nil)
 		obj = fm.UpdateNoErrors(s.Info.New(), obj, opts.FieldManager)
 	}
-	errs := append(st.Validate(ctx, obj), s.validateMeta(obj, nil)...)
-	if len(errs) > 0 {
+	if errs := s.validateCreate(ctx, st, obj); len(errs) > 0 {
 		return nil, s.invalid(obj, errs)
 	}
 	if opts.DryRun {
@@ -371,8 +389,7 @@ func (s *Store) Update(ctx context.Context, ns, name string, compute UpdateFunc,
 			}
 			acc.SetDeletionTimestamp(nil)
 			acc.SetDeletionGracePeriodSeconds(nil)
-			errs := append(st.Validate(ctx, obj), s.validateMeta(obj, nil)...)
-			if len(errs) > 0 {
+			if errs := s.validateCreate(ctx, st, obj); len(errs) > 0 {
 				return nil, s.invalid(obj, errs)
 			}
 			if opts.DryRun {
@@ -410,8 +427,7 @@ func (s *Store) Update(ctx context.Context, ns, name string, compute UpdateFunc,
 		if fm := s.FieldManagers[opts.Subresource]; fm != nil && !opts.SkipManagedFields {
 			obj = fm.UpdateNoErrors(cur, obj, opts.FieldManager)
 		}
-		errs := append(st.ValidateUpdate(ctx, obj, cur), s.validateMeta(obj, cur)...)
-		if len(errs) > 0 {
+		if errs := s.validateUpdate(ctx, st, obj, cur); len(errs) > 0 {
 			return nil, s.invalid(obj, errs)
 		}
 		if opts.DryRun {
