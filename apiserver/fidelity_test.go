@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 
@@ -49,5 +50,52 @@ func TestInvalidReportsEveryError(t *testing.T) {
 	}
 	if st.Details == nil || len(st.Details.Causes) != 1 || st.Details.Causes[0].Type != metav1.CauseTypeFieldValueNotSupported {
 		t.Errorf("single error causes: %+v", st.Details)
+	}
+}
+
+// TestEndpointsDeprecationWarning checks the warning kube-apiserver 1.33+
+// adds to core/v1 Endpoints requests (every verb, not the legacy /watch/
+// paths) and that other kinds get none.
+func TestEndpointsDeprecationWarning(t *testing.T) {
+	srv := apiservertest.Start(t)
+	hc := rawClient(t, srv.Config, true)
+	const want = `299 - "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"`
+	base := srv.Config.Host + "/api/v1/namespaces/default/endpoints"
+	ep := `{"apiVersion":"v1","kind":"Endpoints","metadata":{"name":"e"}}`
+	cases := []struct {
+		name, method, url, body string
+		want                    string
+	}{
+		{"create", "POST", base, ep, want},
+		{"get", "GET", base + "/e", "", want},
+		{"list", "GET", base, "", want},
+		{"list all namespaces", "GET", srv.Config.Host + "/api/v1/endpoints", "", want},
+		{"patch", "PATCH", base + "/e", `{"metadata":{"labels":{"a":"b"}}}`, want},
+		{"delete", "DELETE", base + "/e", "", want},
+		{"not found still warns", "GET", base + "/nope", "", want},
+		{"services do not", "GET", srv.Config.Host + "/api/v1/namespaces/default/services", "", ""},
+		{"endpointslices do not", "GET", srv.Config.Host + "/apis/discovery.k8s.io/v1/endpointslices", "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(tc.method, tc.url, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.method == "PATCH" {
+				req.Header.Set("Content-Type", "application/merge-patch+json")
+			} else if tc.body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			got := strings.Join(resp.Header.Values("Warning"), "|")
+			if got != tc.want {
+				t.Errorf("%s %s: status %d, Warning %q, want %q", tc.method, tc.url, resp.StatusCode, got, tc.want)
+			}
+		})
 	}
 }

@@ -202,8 +202,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := request{gv: gv}
+	legacyWatch := false
 	if rest[0] == "watch" {
 		req.watch = true
+		legacyWatch = true
 		rest = rest[1:]
 	}
 	if len(rest) >= 3 && rest[0] == "namespaces" && rest[2] != "status" && rest[2] != "finalize" {
@@ -250,6 +252,11 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if q.Get("watch") == "true" || q.Get("watch") == "1" {
 		req.watch = true
+	}
+	// kube-apiserver warns on every verb of a deprecated kind except the
+	// legacy /watch/ paths.
+	if msg := deprecationWarning(res.Info.New(), res.Info.GVK()); msg != "" && !legacyWatch {
+		addWarning(w, msg)
 	}
 	var err error
 	switch r.Method {
