@@ -27,7 +27,7 @@ package deployment
 
 import (
 	"context"
-	"encoding/json"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -52,6 +52,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/davecgh/go-spew/spew"
 
 	"github.com/svcnet/svcnet/controller/internal/worker"
 )
@@ -160,21 +162,33 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 }
 
 // PodTemplateHash returns the pod-template-hash label value for a template
-// and collision count: an FNV-32a hash of the template, rendered with the
-// alphabet Kubernetes uses for generated names.
+// and collision count, computed exactly as Kubernetes' ComputeHash: FNV-32a
+// over a go-spew "%#v" dump of the PodTemplateSpec value (one-space indent,
+// sorted map keys, Stringer/error methods not called, map keys dumped with
+// spew), then, when collisionCount is non-nil, its value as 8 bytes (the low
+// 4 little-endian, the rest zero), and the decimal sum rendered with
+// rand.SafeEncodeString. The template is hashed as given: the caller passes
+// the Deployment's stored template, so the same manifest on the same API
+// level gives the same ReplicaSet name as a real cluster. Struct type names
+// and field sets are part of the dump, so the value is specific to the
+// k8s.io/api version svcnet is built with (v0.36 = Kubernetes 1.36).
 func PodTemplateHash(t *corev1.PodTemplateSpec, collisionCount *int32) string {
-	cp := t.DeepCopy()
-	delete(cp.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-	b, _ := json.Marshal(cp)
 	h := fnv.New32a()
-	h.Write(b)
+	templateHasher.Fprintf(h, "%#v", *t)
 	if collisionCount != nil {
-		var buf [4]byte
-		n := uint32(*collisionCount)
-		buf[0], buf[1], buf[2], buf[3] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
-		h.Write(buf[:])
+		b := make([]byte, 8)
+		binary.LittleEndian.PutUint32(b, uint32(*collisionCount))
+		h.Write(b)
 	}
 	return rand.SafeEncodeString(fmt.Sprint(h.Sum32()))
+}
+
+// templateHasher is the spew configuration of Kubernetes' DeepHashObject.
+var templateHasher = spew.ConfigState{
+	Indent:         " ",
+	SortKeys:       true,
+	DisableMethods: true,
+	SpewKeys:       true,
 }
 
 // equalIgnoreHash compares two templates ignoring the pod-template-hash
