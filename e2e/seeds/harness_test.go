@@ -122,6 +122,9 @@ func startCluster(t *testing.T, mode string) *cluster {
 		"--data-dir", c.dir, "--prefix", c.prefix)
 	stdout, _ := up.StdoutPipe()
 	up.Stderr = logf
+	// If the test binary dies without its cleanups (a -timeout panic, a
+	// signal), the cluster still goes: svcnet up tears down on SIGTERM.
+	up.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := up.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -450,8 +450,27 @@ func ruleStructure(s *scenario) {
 		if !strings.Contains(out, "numgen random mod 3 vmap") {
 			s.errorf([]string{"nft list table ip kube-proxy"}, out, "no random choice among 3 endpoints")
 		}
+	case "userspace":
+		// kube-proxy's original mode (the seed's "userspace"): the ClusterIP
+		// is REDIRECTed to the proxy's own port, for pods/other hosts
+		// (KUBE-PORTALS-CONTAINER) and for the node itself (KUBE-PORTALS-HOST).
+		out := s.eventually(30*time.Second, "iptables-save shows the portal rules", func() ([]string, string, bool) {
+			out, _ := s.c.onNode(2, "iptables-save", "-t", "nat")
+			return []string{"iptables-save -t nat"}, out, strings.Contains(grepLines(out, "default/nginx"), "REDIRECT")
+		})
+		rules := grepLines(out, "default/nginx")
+		for _, chain := range []string{"KUBE-PORTALS-CONTAINER", "KUBE-PORTALS-HOST"} {
+			ok := false
+			for _, l := range strings.Split(rules, "\n") {
+				ok = ok || strings.HasPrefix(l, "-A "+chain+" ") && strings.Contains(l, "-d "+ip+"/32") && strings.Contains(l, "--dport 80 ") &&
+					regexp.MustCompile(`-j REDIRECT --to-ports \d+$`).MatchString(l)
+			}
+			if !ok {
+				s.errorf([]string{"iptables-save -t nat | grep default/nginx"}, rules, "no %s rule redirecting %s:80 to the proxy", chain, ip)
+			}
+		}
 	default:
-		s.Skipf("scenario %q: mode %s has no kernel rules to compare with the seed (userspace proxies in its own process)", s.name, s.c.mode)
+		s.Skipf("scenario %q: no rule structure known for mode %s", s.name, s.c.mode)
 	}
 	// nginx serves its own page through the ClusterIP.
 	s.eventually(20*time.Second, "nginx answers through the ClusterIP", func() ([]string, string, bool) {
