@@ -98,9 +98,13 @@ func (p *ServicePort) ExternallyAccessible() bool {
 }
 
 // UsesClusterEndpoints reports whether some traffic to the port is
-// balanced over every endpoint in the cluster.
+// balanced over every endpoint in the cluster: internal traffic with the
+// Cluster policy, and any externally accessible port even under
+// externalTrafficPolicy Local, because pods and the node itself reaching an
+// external address are short-circuited to the cluster-wide endpoints (as in
+// kube-proxy).
 func (p *ServicePort) UsesClusterEndpoints() bool {
-	return !p.InternalPolicyLocal || (p.ExternallyAccessible() && !p.ExternalPolicyLocal)
+	return !p.InternalPolicyLocal || p.ExternallyAccessible()
 }
 
 // UsesLocalEndpoints reports whether some traffic to the port may only go to
