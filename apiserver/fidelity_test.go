@@ -99,3 +99,39 @@ func TestEndpointsDeprecationWarning(t *testing.T) {
 		})
 	}
 }
+
+// TestIPAddressPoolAdmission checks that invalid and overlapping pools are
+// denied as MetalLB's validating webhook denies them through kube-apiserver.
+func TestIPAddressPoolAdmission(t *testing.T) {
+	srv := apiservertest.Start(t)
+	hc := rawClient(t, srv.Config, true)
+	base := srv.Config.Host + "/apis/metallb.io/v1beta1/namespaces/kube-system/ipaddresspools"
+	pool := func(name, addr string) []byte {
+		return []byte(`{"apiVersion":"metallb.io/v1beta1","kind":"IPAddressPool","metadata":{"name":"` + name + `"},"spec":{"addresses":["` + addr + `"]}}`)
+	}
+	const prefix = `admission webhook "ipaddresspoolvalidationwebhook.metallb.io" denied the request: `
+	if code, st := do(t, hc, "POST", base, "application/json", pool("first", "172.18.255.200-172.18.255.250")); code != 201 {
+		t.Fatalf("valid pool: %d %s", code, st.Message)
+	}
+	code, st := do(t, hc, "POST", base, "application/json", pool("second", "172.18.255.240/28"))
+	if code != 403 || st.Reason != metav1.StatusReasonForbidden ||
+		st.Message != prefix+`CIDR "172.18.255.240/28" in pool "second" overlaps with already defined CIDR "172.18.255.200-172.18.255.250" in pool "first"` {
+		t.Errorf("overlap: %d %q %s", code, st.Reason, st.Message)
+	}
+	code, st = do(t, hc, "POST", base, "application/json", pool("bad", "not-an-ip"))
+	if code != 403 || !strings.HasPrefix(st.Message, prefix) || !strings.Contains(st.Message, "not-an-ip") {
+		t.Errorf("invalid range: %d %q %s", code, st.Reason, st.Message)
+	}
+	// Updating a pool is checked against the others but not against itself.
+	code, st = do(t, hc, "PATCH", base+"/first", "application/merge-patch+json", []byte(`{"spec":{"addresses":["172.18.255.200-172.18.255.251"]}}`))
+	if code != 200 {
+		t.Errorf("update of own range: %d %s", code, st.Message)
+	}
+	if code, st := do(t, hc, "POST", base, "application/json", pool("third", "172.18.0.0/24")); code != 201 {
+		t.Fatalf("disjoint pool: %d %s", code, st.Message)
+	}
+	code, st = do(t, hc, "PATCH", base+"/third", "application/merge-patch+json", []byte(`{"spec":{"addresses":["172.18.255.0/24"]}}`))
+	if code != 403 || !strings.HasPrefix(st.Message, prefix) {
+		t.Errorf("overlapping update: %d %s", code, st.Message)
+	}
+}

@@ -229,6 +229,7 @@ func (s *Server) buildStores() error {
 		s.byGR[info.GroupResource()] = st
 		s.order = append(s.order, st)
 	}
+	s.installPoolAdmission()
 	return nil
 }
 
