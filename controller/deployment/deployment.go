@@ -14,8 +14,16 @@
 //     first.
 //   - Recreate: old ReplicaSets go to 0 and their pods must be gone before
 //     the new one is scaled up.
-//   - Scaling a Deployment that is not mid-rollout resizes the current
-//     ReplicaSet; mid-rollout, the change is shared out in proportion.
+//   - Scaling a Deployment (spec.replicas differs from an active
+//     ReplicaSet's desired-replicas annotation), or syncing a paused one,
+//     only resizes: a single active ReplicaSet (or, with none, the newest)
+//     is set to spec.replicas; a saturated new ReplicaSet makes the old ones
+//     go to 0; otherwise, for RollingUpdate, replicas+maxSurge minus the
+//     current total is shared out in proportion to each active ReplicaSet's
+//     size over its max-replicas annotation (rounded half away from zero),
+//     largest first (newest first on ties when growing, oldest first when
+//     shrinking), the rounding leftover going to the first — as Kubernetes'
+//     scale() in pkg/controller/deployment/sync.go.
 //   - ReplicaSets carry deployment.kubernetes.io/revision,
 //     desired-replicas and max-replicas annotations; old ReplicaSets with no
 //     replicas beyond revisionHistoryLimit (default 10) are deleted.
@@ -32,6 +40,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math"
 	"sort"
 	"strconv"
 	"time"
@@ -264,12 +273,13 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		olds = append(olds, rs)
 	}
 
-	if d.Spec.Paused {
-		// Paused: only keep the replica count of the current ReplicaSet.
-		if newRS != nil && replicas(newRS.Spec.Replicas) != replicas(d.Spec.Replicas) && allZero(olds) {
-			if _, err := c.scale(ctx, d, newRS, replicas(d.Spec.Replicas)); err != nil {
-				return err
-			}
+	// Paused, or a change of spec.replicas (some active ReplicaSet's
+	// desired-replicas annotation differs): only resize, proportionally,
+	// without creating a ReplicaSet or advancing the rollout — Kubernetes'
+	// sync() path.
+	if d.Spec.Paused || isScalingEvent(d, newRS, olds) {
+		if err := c.scaleAll(ctx, d, newRS, olds); err != nil {
+			return err
 		}
 		return c.syncStatus(ctx, d, newRS, olds, "")
 	}
@@ -732,4 +742,166 @@ func (c *Controller) syncStatus(ctx context.Context, d *appsv1.Deployment, newRS
 		return fmt.Errorf("update status of deployment %s/%s: %w", d.Namespace, d.Name, err)
 	}
 	return nil
+}
+
+// active returns the ReplicaSets with spec.replicas > 0, skipping nil.
+func active(rss ...*appsv1.ReplicaSet) []*appsv1.ReplicaSet {
+	var out []*appsv1.ReplicaSet
+	for _, rs := range rss {
+		if rs != nil && replicas(rs.Spec.Replicas) > 0 {
+			out = append(out, rs)
+		}
+	}
+	return out
+}
+
+// isScalingEvent reports whether spec.replicas changed since the active
+// ReplicaSets were last sized: one of them carries a desired-replicas
+// annotation that differs. ReplicaSets without a parsable annotation do not
+// count.
+func isScalingEvent(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, olds []*appsv1.ReplicaSet) bool {
+	for _, rs := range active(append([]*appsv1.ReplicaSet{newRS}, olds...)...) {
+		v, err := strconv.ParseInt(rs.Annotations[DesiredReplicasAnnotation], 10, 32)
+		if err != nil {
+			continue
+		}
+		if int32(v) != replicas(d.Spec.Replicas) {
+			return true
+		}
+	}
+	return false
+}
+
+// olderFirst orders by creation time, then name.
+func olderFirst(a, b *appsv1.ReplicaSet) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
+}
+
+// saturated reports whether rs already runs the whole Deployment: its
+// replicas, desired-replicas annotation and available replicas all equal
+// spec.replicas.
+func saturated(d *appsv1.Deployment, rs *appsv1.ReplicaSet) bool {
+	if rs == nil {
+		return false
+	}
+	want := replicas(d.Spec.Replicas)
+	v, err := strconv.ParseInt(rs.Annotations[DesiredReplicasAnnotation], 10, 32)
+	return err == nil && int32(v) == want && replicas(rs.Spec.Replicas) == want && rs.Status.AvailableReplicas == want
+}
+
+// scaleAll resizes the Deployment's ReplicaSets after a change of
+// spec.replicas (see the package doc); newRS may be nil.
+func (c *Controller) scaleAll(ctx context.Context, d *appsv1.Deployment, newRS *appsv1.ReplicaSet, olds []*appsv1.ReplicaSet) error {
+	want := replicas(d.Spec.Replicas)
+	newestFirst := append([]*appsv1.ReplicaSet(nil), olds...)
+	sort.SliceStable(newestFirst, func(i, j int) bool { return olderFirst(newestFirst[j], newestFirst[i]) })
+	act := active(append(newestFirst, newRS)...)
+	var only *appsv1.ReplicaSet
+	switch {
+	case len(act) == 1:
+		only = act[0]
+	case len(act) == 0 && newRS != nil:
+		only = newRS
+	case len(act) == 0 && len(newestFirst) > 0:
+		only = newestFirst[0]
+	}
+	if only != nil {
+		// Unlike Kubernetes, an unchanged size still refreshes stale
+		// replica annotations (scale writes nothing when they match), so
+		// the scaling event cannot repeat and hold back a rollout.
+		_, err := c.scale(ctx, d, only, want)
+		return err
+	}
+	if len(act) == 0 {
+		return nil
+	}
+	if saturated(d, newRS) {
+		for _, rs := range active(olds...) {
+			if _, err := c.scale(ctx, d, rs, 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {
+		return nil
+	}
+	var total int32
+	for _, rs := range act {
+		total += replicas(rs.Spec.Replicas)
+	}
+	var allowed int32
+	if want > 0 {
+		allowed = want + maxSurge(d)
+	}
+	toAdd := allowed - total
+	switch {
+	case toAdd > 0:
+		sort.SliceStable(act, func(i, j int) bool {
+			ri, rj := replicas(act[i].Spec.Replicas), replicas(act[j].Spec.Replicas)
+			if ri != rj {
+				return ri > rj
+			}
+			return olderFirst(act[j], act[i])
+		})
+	case toAdd < 0:
+		sort.SliceStable(act, func(i, j int) bool {
+			ri, rj := replicas(act[i].Spec.Replicas), replicas(act[j].Spec.Replicas)
+			if ri != rj {
+				return ri > rj
+			}
+			return olderFirst(act[i], act[j])
+		})
+	}
+	sizes := make([]int32, len(act))
+	var added int32
+	for i, rs := range act {
+		sizes[i] = replicas(rs.Spec.Replicas)
+		if toAdd != 0 {
+			p := proportion(d, rs, toAdd, added)
+			sizes[i] += p
+			added += p
+		}
+	}
+	if toAdd != 0 {
+		sizes[0] = max(sizes[0]+toAdd-added, 0)
+	}
+	for i, rs := range act {
+		if _, err := c.scale(ctx, d, rs, sizes[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// proportion is rs's share of toAdd (of which added is already handed out):
+// its size scaled by (replicas+maxSurge)/max-replicas annotation, rounded
+// half away from zero, capped by what remains. Without a usable annotation
+// status.replicas is the base, and with that 0 the share is 0. Scaling to 0
+// takes the whole ReplicaSet.
+func proportion(d *appsv1.Deployment, rs *appsv1.ReplicaSet, toAdd, added int32) int32 {
+	size := replicas(rs.Spec.Replicas)
+	if size == 0 || toAdd == 0 || toAdd == added {
+		return 0
+	}
+	var frac int32
+	if want := replicas(d.Spec.Replicas); want == 0 {
+		frac = -size
+	} else {
+		before, err := strconv.ParseInt(rs.Annotations[MaxReplicasAnnotation], 10, 32)
+		if err != nil || before == 0 {
+			before = int64(d.Status.Replicas)
+		}
+		if before != 0 {
+			frac = int32(math.Round(float64(size)*float64(want+maxSurge(d))/float64(before))) - size
+		}
+	}
+	allowed := toAdd - added
+	if toAdd > 0 {
+		return min(frac, allowed)
+	}
+	return max(frac, allowed)
 }
