@@ -266,7 +266,7 @@ func (p *Proxier) setup(tx *knftables.Transaction, node proxy.NodeInfo) {
 	tx.Add(&knftables.Rule{Chain: clusterIPsCheckChain, Rule: knftables.Concat(p.ipX, "daddr", "@", clusterIPsSet, "reject"),
 		Comment: ptrTo("Reject traffic to invalid ports of ClusterIPs")})
 	if len(p.cfg.ServiceCIDRs) > 0 {
-		tx.Add(&knftables.Rule{Chain: clusterIPsCheckChain, Rule: knftables.Concat(p.ipX, "daddr {", cidrList(p.cfg.ServiceCIDRs), "} drop"),
+		tx.Add(&knftables.Rule{Chain: clusterIPsCheckChain, Rule: knftables.Concat(p.ipX, "daddr {", strings.ReplaceAll(cidrList(p.cfg.ServiceCIDRs), ", ", ","), "} drop"),
 			Comment: ptrTo("Drop traffic to unallocated ClusterIPs")})
 	}
 
@@ -546,7 +546,7 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 					src = append(src, ip.String())
 				}
 			}
-			tx.Add(&knftables.Rule{Chain: fwChain, Rule: knftables.Concat(p.ipX, "saddr != {", strings.Join(src, ", "), "} drop")})
+			tx.Add(&knftables.Rule{Chain: fwChain, Rule: knftables.Concat(p.ipX, "saddr != {", strings.Join(src, " , "), "} drop")})
 		}
 		if affinity {
 			for _, ep := range reachable {
