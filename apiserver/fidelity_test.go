@@ -1,11 +1,19 @@
 package apiserver_test
 
 import (
+	"context"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/svcnet/svcnet/apiserver"
 
 	"github.com/svcnet/svcnet/apiserver/apiservertest"
 )
@@ -133,5 +141,51 @@ func TestIPAddressPoolAdmission(t *testing.T) {
 	code, st = do(t, hc, "PATCH", base+"/third", "application/merge-patch+json", []byte(`{"spec":{"addresses":["172.18.255.0/24"]}}`))
 	if code != 403 || !strings.HasPrefix(st.Message, prefix) {
 		t.Errorf("overlapping update: %d %s", code, st.Message)
+	}
+}
+
+// TestRepairConflictEvent checks that a Service whose ClusterIP the
+// allocator repair finds out of range gets a Warning Event, as
+// kube-apiserver's repair controller emits it, findable with kubectl
+// describe's field selector.
+func TestRepairConflictEvent(t *testing.T) {
+	dir := t.TempDir()
+	srv := apiservertest.Start(t, apiservertest.WithDataDir(dir))
+	ctx := ctxT(t)
+	c := kubernetes.NewForConfigOrDie(srv.Config)
+	svc, err := c.CoreV1().Services("default").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	// Restart with another service range: the stored ClusterIP is now out of range.
+	srv = apiservertest.Start(t, apiservertest.WithDataDir(dir), apiservertest.WithConfig(func(cfg *apiserver.Config) {
+		cfg.ServiceClusterIPRange = netip.MustParsePrefix("10.200.0.0/16")
+	}))
+	c = kubernetes.NewForConfigOrDie(srv.Config)
+	sel := "involvedObject.name=web,involvedObject.namespace=default,involvedObject.kind=Service,involvedObject.uid=" + string(svc.UID)
+	var ev *corev1.Event
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := c.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: sel})
+		if err != nil {
+			return false, err
+		}
+		for i := range l.Items {
+			if l.Items[i].Reason == "ClusterIPOutOfRange" {
+				ev = &l.Items[i]
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no ClusterIPOutOfRange event: %v", err)
+	}
+	if ev.Type != corev1.EventTypeWarning || ev.ReportingController != "ipallocator-repair-controller" || ev.Action != "ClusterIPAllocation" ||
+		!strings.Contains(ev.Message, svc.Spec.ClusterIP) || ev.InvolvedObject.UID != svc.UID {
+		t.Errorf("event = %+v", ev)
 	}
 }

@@ -343,7 +343,10 @@ func (s *Server) repairLoop(ctx context.Context) {
 		return
 	}
 	rep := s.serviceCfg.Repairer(func(c allocator.Conflict) {
-		s.log.Warn("service allocation repair", "conflict", fmt.Sprintf("%+v", c))
+		s.log.Warn("service allocation repair", "service", c.Service.Namespace+"/"+c.Service.Name, "reason", c.Reason, "message", c.Message)
+		if err := s.recordRepairConflict(ctx, c); err != nil {
+			s.log.Warn("service allocation repair", "err", err)
+		}
 	})
 	list := func(ctx context.Context) ([]corev1.Service, error) {
 		l, err := s.byGR[ServicesResource].List(ctx, "", registry.ListOptions{})
