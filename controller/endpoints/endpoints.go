@@ -16,7 +16,8 @@
 //     without ports publishes its pods only when it is headless.
 //   - hostname is set when the pod's subdomain names the Service.
 //   - Subsets are repacked (one subset per distinct set of ports, addresses
-//     sorted); at most 1000 addresses are kept, ready ones first, and then
+//     and ports ordered exactly as Kubernetes' RepackSubsets does, so
+//     kubectl lists them in the same order); at most 1000 addresses are kept, ready ones first, and then
 //     the endpoints.kubernetes.io/over-capacity annotation says "truncated".
 //   - Labels are the Service's plus endpoints.kubernetes.io/managed-by and,
 //     for a headless Service, service.kubernetes.io/headless.
@@ -25,14 +26,18 @@
 package endpoints
 
 import (
+	"bytes"
 	"context"
+	"crypto/md5"
 	"fmt"
 	"log/slog"
 	"maps"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
+	"github.com/davecgh/go-spew/spew"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -390,9 +395,10 @@ type addrKey struct {
 
 // Repack regroups subsets so that each distinct set of ports appears once
 // with all the addresses that offer exactly those ports. An address listed
-// as not ready for a port anywhere is not ready for it. Addresses are sorted
-// by IP then pod UID, ports by name, port and protocol, subsets by their
-// first address.
+// as not ready for a port anywhere is not ready for it. The result is
+// ordered as Kubernetes' RepackSubsets/SortSubsets orders it: addresses by
+// IP string then pod UID, ports and then subsets by the MD5 of their
+// go-spew dump.
 func Repack(subsets []corev1.EndpointSubset) []corev1.EndpointSubset {
 	addrs := map[addrKey]corev1.EndpointAddress{}
 	portAddrs := map[corev1.EndpointPort]map[addrKey]bool{}
@@ -460,54 +466,55 @@ func Repack(subsets []corev1.EndpointSubset) []corev1.EndpointSubset {
 		}
 		sortAddrs(s.Addresses)
 		sortAddrs(s.NotReadyAddresses)
-		sort.Slice(g.ports, func(i, j int) bool {
-			a, b := g.ports[i], g.ports[j]
-			if a.Name != b.Name {
-				return a.Name < b.Name
-			}
-			if a.Port != b.Port {
-				return a.Port < b.Port
-			}
-			return a.Protocol < b.Protocol
-		})
+		sortByHash(g.ports)
 		s.Ports = g.ports
 		out = append(out, s)
 	}
-	sort.Slice(out, func(i, j int) bool { return subsetKey(out[i]) < subsetKey(out[j]) })
+	sortByHash(out)
 	if len(out) == 0 {
 		return nil
 	}
 	return out
 }
 
-func subsetKey(s corev1.EndpointSubset) string {
-	k := ""
-	if len(s.Addresses) > 0 {
-		k += s.Addresses[0].IP
+// hashDump is the spew configuration of Kubernetes' DeepHashObject.
+var hashDump = spew.ConfigState{Indent: " ", SortKeys: true, DisableMethods: true, SpewKeys: true}
+
+// sortByHash orders ports or subsets by the MD5 of their spew "%#v" dump,
+// as Kubernetes' SortSubsets does (portsByHash, subsetsByHash); the order
+// looks arbitrary but is the one kube-controller-manager writes.
+func sortByHash[T any](items []T) {
+	keys := make(map[int][]byte, len(items))
+	idx := make([]int, len(items))
+	for i := range items {
+		h := md5.New()
+		hashDump.Fprintf(h, "%#v", items[i])
+		keys[i] = h.Sum(nil)
+		idx[i] = i
 	}
-	k += "|"
-	if len(s.NotReadyAddresses) > 0 {
-		k += s.NotReadyAddresses[0].IP
+	sort.SliceStable(idx, func(i, j int) bool { return bytes.Compare(keys[idx[i]], keys[idx[j]]) < 0 })
+	sorted := make([]T, len(items))
+	for i, k := range idx {
+		sorted[i] = items[k]
 	}
-	for _, p := range s.Ports {
-		k += fmt.Sprintf("|%s/%d/%s", p.Name, p.Port, p.Protocol)
-	}
-	return k
+	copy(items, sorted)
 }
 
+// sortAddrs orders addresses as Kubernetes' LessEndpointAddress: by the IP
+// string's bytes (so "10.0.0.10" sorts before "10.0.0.9"), then an address
+// without targetRef first, then by targetRef UID.
 func sortAddrs(a []corev1.EndpointAddress) {
-	sort.Slice(a, func(i, j int) bool {
-		if a[i].IP != a[j].IP {
-			return a[i].IP < a[j].IP
+	sort.SliceStable(a, func(i, j int) bool {
+		if c := strings.Compare(a[i].IP, a[j].IP); c != 0 {
+			return c < 0
 		}
-		var ui, uj string
-		if a[i].TargetRef != nil {
-			ui = string(a[i].TargetRef.UID)
+		if a[j].TargetRef == nil {
+			return false
 		}
-		if a[j].TargetRef != nil {
-			uj = string(a[j].TargetRef.UID)
+		if a[i].TargetRef == nil {
+			return true
 		}
-		return ui < uj
+		return a[i].TargetRef.UID < a[j].TargetRef.UID
 	})
 }
 
