@@ -141,6 +141,9 @@ type ModeConfig struct {
 	// other ways ignore it.
 	Scheduler string
 	Metrics   *Metrics
+	// Events, when set, receives Service events a mode wants users to see
+	// (for example a scheduler it cannot honour: see SchedulerReporter).
+	Events EventSink
 }
 
 // NewModeFunc constructs a mode. It must not start goroutines.
