@@ -93,7 +93,9 @@ func state(client *fake.Clientset, ctx context.Context, name string) string {
 func waitState(t *testing.T, client *fake.Clientset, ctx context.Context, name, step, want string) {
 	t.Helper()
 	var got string
-	for i := 0; i < 1000; i++ {
+	// Generous: under a loaded CI machine the informers and rate-limited
+	// requeues can take seconds; the state is what is checked, not the time.
+	for i := 0; i < 3000; i++ {
 		if got = state(client, ctx, name); got == want {
 			return
 		}

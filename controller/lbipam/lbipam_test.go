@@ -190,7 +190,16 @@ func TestControllerStates(t *testing.T) {
 	th.Labels = map[string]string{"poke": "1"}
 	client.CoreV1().Services("default").Update(ctx, th, metav1.UpdateOptions{})
 	expect("released address reused", "third", "192.168.4.10")
-	got, _ := client.CoreV1().Services("default").Get(ctx, "third", metav1.GetOptions{})
+	// The pool annotation is a separate write from the status (as MetalLB
+	// does it), so it may land a moment after the ingress address.
+	var got *corev1.Service
+	for i := 0; i < 500; i++ {
+		got, _ = client.CoreV1().Services("default").Get(ctx, "third", metav1.GetOptions{})
+		if got.Annotations[AnnotationAllocatedFrom] == "first-pool" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if got.Annotations[AnnotationAllocatedFrom] != "first-pool" {
 		t.Errorf("annotations = %v", got.Annotations)
 	}

@@ -54,10 +54,6 @@ func DefaultPodSpec(s *corev1.PodSpec) {
 	if s.RestartPolicy == "" {
 		s.RestartPolicy = corev1.RestartPolicyAlways
 	}
-	if s.EnableServiceLinks == nil {
-		t := true
-		s.EnableServiceLinks = &t
-	}
 	if s.TerminationGracePeriodSeconds == nil {
 		g := int64(corev1.DefaultTerminationGracePeriodSeconds)
 		s.TerminationGracePeriodSeconds = &g
@@ -86,16 +82,22 @@ func defaultContainer(c *corev1.Container) {
 		c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
 	}
 	if c.ImagePullPolicy == "" {
-		c.ImagePullPolicy = corev1.PullIfNotPresent
-		img := c.Image
-		if i := strings.LastIndexByte(img, '@'); i >= 0 {
-			img = ""
+		// As Kubernetes: Always when the reference's tag is "latest" (which
+		// an image with neither tag nor digest implicitly has), else
+		// IfNotPresent; a digest does not override an explicit latest tag.
+		ref, digest := c.Image, false
+		if i := strings.IndexByte(ref, '@'); i >= 0 {
+			ref, digest = ref[:i], true
 		}
 		tag := ""
-		if i := strings.LastIndexByte(img, ':'); i >= 0 && !strings.Contains(img[i:], "/") {
-			tag = img[i+1:]
+		if i := strings.LastIndexByte(ref, ':'); i >= 0 && !strings.Contains(ref[i:], "/") {
+			tag = ref[i+1:]
 		}
-		if c.Image != "" && !strings.Contains(c.Image, "@") && (tag == "" || tag == "latest") {
+		if tag == "" && !digest && c.Image != "" {
+			tag = "latest"
+		}
+		c.ImagePullPolicy = corev1.PullIfNotPresent
+		if tag == "latest" {
 			c.ImagePullPolicy = corev1.PullAlways
 		}
 	}
@@ -169,7 +171,15 @@ func NewPodStrategy() registry.Strategy {
 		Namespaced: true,
 		HasStatus:  true,
 		Defaulter: func(obj runtime.Object) {
-			DefaultPodSpec(&obj.(*corev1.Pod).Spec)
+			spec := &obj.(*corev1.Pod).Spec
+			DefaultPodSpec(spec)
+			// Kubernetes defaults enableServiceLinks on Pods only, never on
+			// the pod templates of Deployments and ReplicaSets (where it
+			// would change the pod-template-hash).
+			if spec.EnableServiceLinks == nil {
+				t := true
+				spec.EnableServiceLinks = &t
+			}
 		},
 		OnCreate: func(obj runtime.Object) {
 			pod := obj.(*corev1.Pod)

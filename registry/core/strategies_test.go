@@ -40,6 +40,8 @@ func TestPodDefaults(t *testing.T) {
 		{"registry:5000/app", corev1.PullAlways},
 		{"registry:5000/app:v1", corev1.PullIfNotPresent},
 		{"app@sha256:abcd", corev1.PullIfNotPresent},
+		{"app:latest@sha256:abcd", corev1.PullAlways},
+		{"app:v1@sha256:abcd", corev1.PullIfNotPresent},
 	}
 	for _, tc := range cases {
 		pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: tc.image, Ports: []corev1.ContainerPort{{ContainerPort: 80}}}}}}
@@ -124,5 +126,23 @@ func TestStatusStrategyKeepsSpec(t *testing.T) {
 	main.PrepareForUpdate(context.Background(), upd2, old)
 	if upd2.Status.Replicas != 0 || *upd2.Spec.Replicas != 5 {
 		t.Errorf("main update: spec %d status %d", *upd2.Spec.Replicas, upd2.Status.Replicas)
+	}
+}
+
+// Kubernetes defaults enableServiceLinks on Pods only: on a Deployment's or
+// ReplicaSet's template it stays unset (it is part of the pod-template-hash).
+func TestEnableServiceLinksOnlyOnPods(t *testing.T) {
+	d := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}
+	DefaultDeployment(d)
+	if d.Spec.Template.Spec.EnableServiceLinks != nil {
+		t.Errorf("deployment template enableServiceLinks = %v, want unset", *d.Spec.Template.Spec.EnableServiceLinks)
+	}
+	if d.Spec.Template.Spec.DNSPolicy != corev1.DNSClusterFirst {
+		t.Errorf("deployment template dnsPolicy = %q", d.Spec.Template.Spec.DNSPolicy)
+	}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}
+	NewPodStrategy().Default(pod)
+	if pod.Spec.EnableServiceLinks == nil || !*pod.Spec.EnableServiceLinks {
+		t.Errorf("pod enableServiceLinks = %v, want true", pod.Spec.EnableServiceLinks)
 	}
 }
