@@ -199,10 +199,24 @@ func (c *cluster) nodeNS(i int) string { return fmt.Sprintf("%s-node-%d", c.pref
 
 // kubectl runs the real kubectl against the cluster (from the lab namespace,
 // where the apiserver listens on the node bridge).
+// Its standard error (warnings such as kube-apiserver's deprecation notice
+// for v1 Endpoints) is returned only when kubectl fails.
 func (c *cluster) kubectl(args ...string) (string, error) {
-	full := append([]string{"ip", "netns", "exec", c.lab.Name, "kubectl", "--kubeconfig", c.kubecfg}, args...)
-	out, err := runCmd(60*time.Second, "lab", full...)
-	record(c.mode+" machine", append([]string{"kubectl"}, args...), out)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", c.lab.Name, "kubectl", "--kubeconfig", c.kubecfg}, args...)...)
+	cmd.WaitDelay = 2 * time.Second
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("timed out after 60s")
+	}
+	out := string(stdout)
+	record(c.mode+" machine", append([]string{"kubectl"}, args...), stderr.String()+out)
+	if err != nil {
+		out = stderr.String() + out
+	}
 	return out, err
 }
 
