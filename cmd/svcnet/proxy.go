@@ -225,6 +225,11 @@ func runProxy(ctx context.Context, args []string) error {
 			modeCfg.NodePortAddresses = append(modeCfg.NodePortAddresses, netip.PrefixFrom(ip, ip.BitLen()))
 		}
 	}
+	if !a.dump {
+		events, stopEvents := newServiceEvents(client, a.hostnameOverride, log)
+		defer stopEvents()
+		modeCfg.Events = events
+	}
 	prov, err := proxy.NewMode(a.mode, modeCfg)
 	if err != nil {
 		return err

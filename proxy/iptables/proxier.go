@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/proxy"
+	"github.com/svcnet/svcnet/proxy/lb"
 )
 
 func init() {
@@ -73,6 +74,8 @@ type Proxier struct {
 	localnetDone       bool
 	// LastPlan is the last plan applied per family (for tests and benches).
 	LastPlan map[bool]*Plan
+	// events reports scheduler annotations this mode cannot honour.
+	events *proxy.SchedulerReporter
 }
 
 var _ proxy.Provider = (*Proxier)(nil)
@@ -92,7 +95,20 @@ func New(cfg proxy.ModeConfig, ipt Interface) *Proxier {
 		fams = append(fams, true)
 	}
 	return &Proxier{cfg: cfg, ipt: ipt, log: log.With("mode", "iptables"), families: fams, needFull: true,
-		LocalhostNodePorts: true, LastPlan: map[bool]*Plan{}}
+		LocalhostNodePorts: true, LastPlan: map[bool]*Plan{}, events: proxy.NewSchedulerReporter(cfg.Events, "iptables")}
+}
+
+// reportSchedulers tells users (as Warning Events) that iptables mode
+// balances every Service with random probabilities, whatever its
+// service.kubernetes.io/ipvs-scheduler annotation asks for.
+func (p *Proxier) reportSchedulers(req *proxy.SyncRequest) {
+	for name, sp := range req.Services {
+		if sp.Scheduler == "" {
+			p.events.Forget(name.NamespacedName)
+			continue
+		}
+		p.events.Report(name.NamespacedName, sp.Scheduler, "random", lb.Known(sp.Scheduler))
+	}
 }
 
 func (p *Proxier) mark() string {
@@ -105,6 +121,7 @@ func (p *Proxier) mark() string {
 
 // Sync implements proxy.Provider.
 func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
+	p.reportSchedulers(req)
 	full := req.Full || p.needFull
 	if !full {
 		// Someone flushed our tables (firewalld reload, iptables -F ...):

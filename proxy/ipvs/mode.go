@@ -63,7 +63,10 @@ var (
 // NewMode builds the mode with the real kernel interfaces. It fails when
 // the kernel has no IPVS (ErrNoIPVS, naming the ip_vs module).
 func NewMode(cfg proxy.ModeConfig) (proxy.Provider, error) {
-	return New(Config{ModeConfig: cfg})
+	events := proxy.NewSchedulerReporter(cfg.Events, ModeName)
+	return New(Config{ModeConfig: cfg, Report: func(svc proxy.ServicePortName, requested, used string) {
+		events.Report(svc.NamespacedName, requested, used, false)
+	}})
 }
 
 // New builds the mode from cfg.

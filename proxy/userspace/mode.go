@@ -29,6 +29,8 @@ type Mode struct {
 	// warned remembers the Services already reported for an unknown
 	// scheduler, so the warning is given once per value.
 	warned map[proxy.ServicePortName]string
+	// events turns scheduler fallbacks into Warning Events on the Service.
+	events *proxy.SchedulerReporter
 }
 
 var (
@@ -50,7 +52,8 @@ func NewMode(cfg proxy.ModeConfig) (proxy.Provider, error) {
 	if cfg.IPv6 {
 		opt.IPv6 = Iptables{IPv6: true, Exec: cfg.Exec}
 	}
-	return &Mode{cfg: cfg, px: New(opt), log: log, warned: map[proxy.ServicePortName]string{}}, nil
+	return &Mode{cfg: cfg, px: New(opt), log: log, warned: map[proxy.ServicePortName]string{},
+		events: proxy.NewSchedulerReporter(cfg.Events, ModeName)}, nil
 }
 
 // Sync implements proxy.Provider. Userspace mode always applies the whole
@@ -58,6 +61,7 @@ func NewMode(cfg proxy.ModeConfig) (proxy.Provider, error) {
 // iptables-restore per family.
 func (m *Mode) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	desired := Plan(req, m.cfg.Scheduler, func(n proxy.ServicePortName, sched string) {
+		m.events.Report(n.NamespacedName, sched, defaultSched(m.cfg.Scheduler), false)
 		if m.warned[n] != sched {
 			m.warned[n] = sched
 			m.log.Warn("unknown scheduler, using the default", "service", n.String(),
