@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/svcnet/svcnet/proxy"
+	"github.com/svcnet/svcnet/proxy/lb"
 )
 
 // ModeName is the --proxy-mode value of this mode.
@@ -25,6 +26,10 @@ type Mode struct {
 	families []*Proxier
 	nfts     []NFT
 	log      *slog.Logger
+
+	// reporter turns scheduler fallbacks into Warning Events on the
+	// Service (once per Service and fallback).
+	reporter *proxy.SchedulerReporter
 
 	mu     sync.Mutex
 	warned map[proxy.ServicePortName]string
@@ -50,7 +55,7 @@ func NewModeWithServiceCIDRs(cfg proxy.ModeConfig, serviceCIDRs []netip.Prefix, 
 	if log == nil {
 		log = slog.Default()
 	}
-	m := &Mode{log: log, warned: map[proxy.ServicePortName]string{}}
+	m := &Mode{log: log, warned: map[proxy.ServicePortName]string{}, reporter: proxy.NewSchedulerReporter(cfg.Events, ModeName)}
 	fams := []bool{}
 	if cfg.IPv4 || !cfg.IPv6 {
 		fams = append(fams, false)
@@ -99,7 +104,13 @@ func ofFamily(ps []netip.Prefix, v6 bool) []netip.Prefix {
 	return out
 }
 
+// unsupported logs (once per Service port and scheduler) and reports
+// (once per Service, see proxy.SchedulerReporter) that sched cannot be
+// honoured and the Service gets random; unknown names are reported as
+// UnknownScheduler, known ones nftables cannot express (lc, wlc, sed, nq)
+// as UnsupportedScheduler.
 func (m *Mode) unsupported(n proxy.ServicePortName, sched string) {
+	m.reporter.Report(n.NamespacedName, sched, lb.Random, lb.Known(sched))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.warned[n] == sched {

@@ -37,8 +37,8 @@ const (
 	rejectChain                 = "reject-chain"
 	firewallIPsMap              = "firewall-ips"
 	firewallCheckChain          = "firewall-check"
-	markMasqChain               = "mark-for-masquerade"
 	masqueradingChain           = "masquerading"
+	hairpinConnectionsSet       = "hairpin-connections"
 
 	filterPreroutingPreDNATChain = "filter-prerouting-pre-dnat"
 	filterOutputPreDNATChain     = "filter-output-pre-dnat"
@@ -151,7 +151,7 @@ type Proxier struct {
 	knownChains, knownAffinity sets.Set[string]
 	now                        func() time.Time
 
-	clusterIPs, serviceIPs, firewallIPs, noEndpointServices, noEndpointNodePorts, serviceNodePorts *elementStore
+	clusterIPs, serviceIPs, firewallIPs, noEndpointServices, noEndpointNodePorts, serviceNodePorts, hairpin *elementStore
 }
 
 // NewProxier returns a Proxier writing through nft. Nothing runs until Sync.
@@ -171,6 +171,7 @@ func NewProxier(cfg Config, nft NFT) *Proxier {
 		noEndpointServices:  newElementStore(false, noEndpointServicesMap),
 		noEndpointNodePorts: newElementStore(false, noEndpointNodePortsMap),
 		serviceNodePorts:    newElementStore(false, serviceNodePortsMap),
+		hairpin:             newElementStore(true, hairpinConnectionsSet),
 	}
 	if cfg.IPv6 {
 		p.ipX, p.addrType, p.family = "ip6", "ipv6_addr", knftables.IPv6Family
@@ -253,14 +254,18 @@ func (p *Proxier) setup(tx *knftables.Transaction, node proxy.NodeInfo) {
 		ensureChain(j.dst, tx, created, false)
 		tx.Add(&knftables.Rule{Chain: j.src, Rule: knftables.Concat(j.match, "jump", j.dst)})
 	}
-	for _, c := range []string{servicesChain, clusterIPsCheckChain, masqueradingChain, markMasqChain, firewallCheckChain} {
+	for _, c := range []string{servicesChain, clusterIPsCheckChain, masqueradingChain, firewallCheckChain} {
 		ensureChain(c, tx, created, false)
 	}
+	// Marked connections (see masqueradeRule) and hairpin connections (a
+	// local endpoint reaching itself through its Service: same source and
+	// destination after DNAT) are masqueraded.
 	mark := p.cfg.MasqueradeMark
-	tx.Add(&knftables.Rule{Chain: markMasqChain, Rule: knftables.Concat("mark set mark or", mark)})
-	tx.Add(&knftables.Rule{Chain: masqueradingChain, Rule: knftables.Concat("mark and", mark, "== 0 return")})
-	tx.Add(&knftables.Rule{Chain: masqueradingChain, Rule: knftables.Concat("mark set mark xor", mark)})
-	tx.Add(&knftables.Rule{Chain: masqueradingChain, Rule: "masquerade fully-random"})
+	tx.Add(&knftables.Set{Name: hairpinConnectionsSet, Type: p.addrType + " . " + p.addrType + " . inet_proto . inet_service",
+		Comment: ptrTo("service hairpin connections")})
+	tx.Add(&knftables.Rule{Chain: masqueradingChain, Rule: knftables.Concat("mark and", mark, "!= 0 mark set mark xor", mark, "masquerade fully-random")})
+	tx.Add(&knftables.Rule{Chain: masqueradingChain, Rule: knftables.Concat("ct status dnat",
+		p.ipX, "saddr .", p.ipX, "daddr . meta l4proto . th dport", "@", hairpinConnectionsSet, "masquerade fully-random")})
 
 	tx.Add(&knftables.Set{Name: clusterIPsSet, Type: p.addrType, Comment: ptrTo("Active ClusterIPs")})
 	tx.Add(&knftables.Rule{Chain: clusterIPsCheckChain, Rule: knftables.Concat(p.ipX, "daddr", "@", clusterIPsSet, "reject"),
@@ -314,6 +319,15 @@ func (p *Proxier) setup(tx *knftables.Transaction, node proxy.NodeInfo) {
 	tx.Add(&knftables.Map{Name: serviceIPsMap, Type: p.addrType + " . inet_proto . inet_service : verdict",
 		Comment: ptrTo("ClusterIP, ExternalIP and LoadBalancer IP traffic")})
 	tx.Add(&knftables.Map{Name: serviceNodePortsMap, Type: "inet_proto . inet_service : verdict", Comment: ptrTo("NodePort traffic")})
+	// ClusterIP traffic from outside the pod network (or all of it with
+	// masquerade-all) is marked before dispatch: it may leave the node.
+	if p.cfg.MasqueradeAll {
+		tx.Add(&knftables.Rule{Chain: servicesChain, Rule: knftables.Concat(p.ipX, "daddr", "@", clusterIPsSet, p.masqueradeRule()),
+			Comment: ptrTo("masquerade all clusterIP traffic")})
+	} else if m := p.podMatch(true); m != "" {
+		tx.Add(&knftables.Rule{Chain: servicesChain, Rule: knftables.Concat(p.ipX, "daddr", "@", clusterIPsSet, m, p.masqueradeRule()),
+			Comment: ptrTo("masquerade clusterIP traffic from outside cluster")})
+	}
 	tx.Add(&knftables.Rule{Chain: servicesChain, Rule: knftables.Concat(p.ipX, "daddr . meta l4proto . th dport vmap", "@", serviceIPsMap)})
 	if matchAll {
 		tx.Add(&knftables.Rule{Chain: servicesChain,
@@ -328,7 +342,13 @@ func (p *Proxier) setup(tx *knftables.Transaction, node proxy.NodeInfo) {
 }
 
 func (p *Proxier) stores() []*elementStore {
-	return []*elementStore{p.clusterIPs, p.serviceIPs, p.firewallIPs, p.noEndpointServices, p.noEndpointNodePorts, p.serviceNodePorts}
+	return []*elementStore{p.clusterIPs, p.serviceIPs, p.firewallIPs, p.noEndpointServices, p.noEndpointNodePorts, p.serviceNodePorts, p.hairpin}
+}
+
+// masqueradeRule sets the masquerade mark, which the masquerading chain
+// turns into SNAT when the packet leaves.
+func (p *Proxier) masqueradeRule() string {
+	return "mark set mark or " + p.cfg.MasqueradeMark
 }
 
 // ensureChain adds and flushes chain once per transaction; with skip it
@@ -405,9 +425,15 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 		affSet := func(ep *proxy.Endpoint) string { return affinitySetPrefix + endpointChainBase(name, protocol, ep) }
 		affinity := sp.SessionAffinity == v1.ServiceAffinityClientIP
 		for _, ep := range reachable {
-			ensureChain(epChain(ep), tx, active, skip)
+			// Endpoint chains exist only for session affinity (they
+			// record the client); otherwise the Service chain DNATs.
 			if affinity {
+				ensureChain(epChain(ep), tx, active, skip)
 				activeAffinity.Insert(affSet(ep))
+			}
+			if ep.IsLocal {
+				p.hairpin.ensure(tx, &knftables.Element{Set: hairpinConnectionsSet,
+					Key: []string{ep.Addr.String(), ep.Addr.String(), protocol, strconv.Itoa(ep.Port)}})
 			}
 		}
 		clusterChain := clusterChainPrefix + base
@@ -504,24 +530,15 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 			continue
 		}
 
-		if hasInternal {
-			for _, cip := range sp.ClusterIPs {
-				if p.cfg.MasqueradeAll {
-					tx.Add(&knftables.Rule{Chain: internalChain, Rule: knftables.Concat(p.ipX, "daddr", cip, "jump", markMasqChain)})
-				} else if m := p.podMatch(true); m != "" {
-					tx.Add(&knftables.Rule{Chain: internalChain, Rule: knftables.Concat(p.ipX, "daddr", cip, m, "jump", markMasqChain)})
-				}
-			}
-		}
 		if usesExternal {
 			if !sp.ExternalPolicyLocal {
-				tx.Add(&knftables.Rule{Chain: externalChain, Rule: "jump " + markMasqChain})
+				tx.Add(&knftables.Rule{Chain: externalChain, Rule: p.masqueradeRule(), Comment: ptrTo("masquerade")})
 			} else {
 				if m := p.podMatch(false); m != "" {
 					tx.Add(&knftables.Rule{Chain: externalChain, Rule: knftables.Concat(m, "goto", clusterChain),
 						Comment: ptrTo("short-circuit pod traffic")})
 				}
-				tx.Add(&knftables.Rule{Chain: externalChain, Rule: "fib saddr type local jump " + markMasqChain,
+				tx.Add(&knftables.Rule{Chain: externalChain, Rule: "fib saddr type local " + p.masqueradeRule(),
 					Comment: ptrTo("masquerade local traffic")})
 				tx.Add(&knftables.Rule{Chain: externalChain, Rule: "fib saddr type local goto " + clusterChain,
 					Comment: ptrTo("short-circuit local traffic")})
@@ -556,18 +573,17 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 			}
 		}
 		if usesCluster {
-			p.writeEndpointChoice(tx, sp, clusterChain, clusterEps, epChain, affSet)
+			p.writeEndpointChoice(tx, sp, protocol, clusterChain, clusterEps, epChain, affSet)
 		}
 		if usesLocal {
-			p.writeEndpointChoice(tx, sp, localChain, localEps, epChain, affSet)
+			p.writeEndpointChoice(tx, sp, protocol, localChain, localEps, epChain, affSet)
 		}
-		for _, ep := range reachable {
-			c := epChain(ep)
-			tx.Add(&knftables.Rule{Chain: c, Rule: knftables.Concat(p.ipX, "saddr", ep.Addr, "jump", markMasqChain)})
-			if affinity {
+		if affinity {
+			for _, ep := range reachable {
+				c := epChain(ep)
 				tx.Add(&knftables.Rule{Chain: c, Rule: knftables.Concat("update", "@", affSet(ep), "{", p.ipX, "saddr }")})
+				tx.Add(&knftables.Rule{Chain: c, Rule: knftables.Concat("meta l4proto", protocol, "dnat to", ep.String())})
 			}
-			tx.Add(&knftables.Rule{Chain: c, Rule: knftables.Concat("meta l4proto", protocol, "dnat to", ep.String())})
 		}
 	}
 
@@ -628,20 +644,51 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	return nil
 }
 
-// writeEndpointChoice writes the affinity checks and the rule that picks an
-// endpoint for a new connection. The default (no scheduler annotation) is
-// kube-proxy's `numgen random mod N vmap`. Per-Service schedulers that
-// nftables can express: rr (`numgen inc`), wrr (weighted `numgen random`
-// intervals), sh / dh (weighted `jhash` of the source / destination
-// address) and mh (a Maglev table of 251 slots indexed by `jhash ip
-// saddr`). Others fall back to random and are reported.
-func (p *Proxier) writeEndpointChoice(tx *knftables.Transaction, sp *proxy.ServicePort, chain string, eps []*proxy.Endpoint,
+// writeEndpointChoice writes the rules of a Service policy chain that pick
+// an endpoint for a new connection. Without session affinity the chain
+// DNATs directly, as kube-proxy 1.36 does: `meta l4proto P dnat ip addr .
+// port to numgen random mod N map { 0 : IP . PORT , ... }`. With ClientIP
+// affinity it first sends clients found in an endpoint's affinity set to
+// that endpoint's chain, then picks an endpoint chain with `numgen random
+// mod N vmap { 0 : goto CHAIN , ... }`; the endpoint chain records the
+// client and DNATs.
+//
+// Per-Service schedulers (annotation service.kubernetes.io/ipvs-scheduler)
+// replace the numgen expression and keep the same targets: rr (`numgen
+// inc`), wrr (weighted `numgen random` intervals), sh / dh (weighted
+// `jhash` of the source / destination address) and mh (a Maglev table of
+// 251 slots indexed by `jhash ip saddr`). Others (lc, wlc, sed, nq, or an
+// unknown name) fall back to random and are reported through
+// Config.UnsupportedScheduler.
+func (p *Proxier) writeEndpointChoice(tx *knftables.Transaction, sp *proxy.ServicePort, protocol, chain string, eps []*proxy.Endpoint,
 	epChain, affSet func(*proxy.Endpoint) string) {
-	if sp.SessionAffinity == v1.ServiceAffinityClientIP {
+	affinity := sp.SessionAffinity == v1.ServiceAffinityClientIP
+	if affinity {
 		for _, ep := range eps {
 			tx.Add(&knftables.Rule{Chain: chain, Rule: knftables.Concat(p.ipX, "saddr", "@", affSet(ep), "goto", epChain(ep))})
 		}
 	}
+	// target is one map value; emit writes the rule around the generator.
+	target := func(ep *proxy.Endpoint) string { return ep.Addr.String() + " . " + strconv.Itoa(ep.Port) }
+	emit := func(gen string, parts []string) {
+		tx.Add(&knftables.Rule{Chain: chain, Rule: knftables.Concat("meta l4proto", protocol, "dnat", p.ipX, "addr . port to",
+			gen, "map {", strings.Join(parts, " , "), "}")})
+	}
+	if affinity {
+		target = func(ep *proxy.Endpoint) string { return "goto " + epChain(ep) }
+		emit = func(gen string, parts []string) {
+			tx.Add(&knftables.Rule{Chain: chain, Rule: knftables.Concat(gen, "vmap {", strings.Join(parts, " , "), "}")})
+		}
+	}
+	even := func(eps []*proxy.Endpoint) []string {
+		parts := make([]string, len(eps))
+		for i, ep := range eps {
+			parts[i] = strconv.Itoa(i) + " : " + target(ep)
+		}
+		return parts
+	}
+	random := func() { emit("numgen random mod "+strconv.Itoa(len(eps)), even(eps)) }
+
 	sched := strings.ToLower(strings.TrimSpace(sp.Scheduler))
 	if sched == "maglev" {
 		sched = lb.Maglev
@@ -663,15 +710,15 @@ func (p *Proxier) writeEndpointChoice(tx *knftables.Transaction, sp *proxy.Servi
 	}
 	switch sched {
 	case "", lb.Random:
-		tx.Add(&knftables.Rule{Chain: chain, Rule: knftables.Concat("numgen random mod", len(eps), "vmap {", evenVmap(eps, epChain), "}")})
+		random()
 	case lb.RoundRobin:
-		tx.Add(&knftables.Rule{Chain: chain, Rule: knftables.Concat("numgen inc mod", len(weighted), "vmap {", evenVmap(weighted, epChain), "}")})
+		emit("numgen inc mod "+strconv.Itoa(len(weighted)), even(weighted))
 	case lb.WeightedRoundRobin, lb.SourceHashing, lb.DestinationHashing:
 		total := 0
 		var parts []string
 		for _, ep := range weighted {
 			w := weight(ep)
-			parts = append(parts, rangeKey(total, total+w-1)+" : goto "+epChain(ep))
+			parts = append(parts, rangeKey(total, total+w-1)+" : "+target(ep))
 			total += w
 		}
 		gen := "numgen random mod " + strconv.Itoa(total)
@@ -681,7 +728,7 @@ func (p *Proxier) writeEndpointChoice(tx *knftables.Transaction, sp *proxy.Servi
 		case lb.DestinationHashing:
 			gen = fmt.Sprintf("jhash %s daddr mod %d seed %s", p.ipX, total, hashSeed)
 		}
-		tx.Add(&knftables.Rule{Chain: chain, Rule: knftables.Concat(gen, "vmap {", strings.Join(parts, " , "), "}")})
+		emit(gen, parts)
 	case lb.Maglev:
 		var bs []*lb.Backend
 		byID := map[string]*proxy.Endpoint{}
@@ -693,7 +740,7 @@ func (p *Proxier) writeEndpointChoice(tx *knftables.Transaction, sp *proxy.Servi
 		table, err := lb.MaglevTable(bs, maglevTableSize)
 		if err != nil {
 			p.log.Warn("maglev table failed; using random", "service", sp.Name.String(), "err", err)
-			tx.Add(&knftables.Rule{Chain: chain, Rule: knftables.Concat("numgen random mod", len(eps), "vmap {", evenVmap(eps, epChain), "}")})
+			random()
 			return
 		}
 		var parts []string
@@ -702,25 +749,16 @@ func (p *Proxier) writeEndpointChoice(tx *knftables.Transaction, sp *proxy.Servi
 			for j+1 < len(table) && table[j+1] == table[i] {
 				j++
 			}
-			parts = append(parts, rangeKey(i, j)+" : goto "+epChain(byID[table[i].ID]))
+			parts = append(parts, rangeKey(i, j)+" : "+target(byID[table[i].ID]))
 			i = j + 1
 		}
-		tx.Add(&knftables.Rule{Chain: chain, Rule: knftables.Concat(
-			fmt.Sprintf("jhash %s saddr mod %d seed %s", p.ipX, len(table), hashSeed), "vmap {", strings.Join(parts, " , "), "}")})
+		emit(fmt.Sprintf("jhash %s saddr mod %d seed %s", p.ipX, len(table), hashSeed), parts)
 	default:
 		if p.cfg.UnsupportedScheduler != nil {
 			p.cfg.UnsupportedScheduler(sp.Name, sp.Scheduler)
 		}
-		tx.Add(&knftables.Rule{Chain: chain, Rule: knftables.Concat("numgen random mod", len(eps), "vmap {", evenVmap(eps, epChain), "}")})
+		random()
 	}
-}
-
-func evenVmap(eps []*proxy.Endpoint, epChain func(*proxy.Endpoint) string) string {
-	parts := make([]string, len(eps))
-	for i, ep := range eps {
-		parts[i] = strconv.Itoa(i) + " : goto " + epChain(ep)
-	}
-	return strings.Join(parts, " , ")
 }
 
 func rangeKey(a, b int) string {

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -170,7 +171,8 @@ func TestPartialSyncTouchesOnlyChangedServices(t *testing.T) {
 	if err := p.Sync(ctx, w.request(true)); err != nil {
 		t.Fatal(err)
 	}
-	// svc1 gains an endpoint; svc6 is deleted.
+	// svc1 gains an endpoint; svc6 is deleted; svc5 (ClientIP affinity,
+	// hence endpoint chains) gains an endpoint.
 	w.add(service("ns1", "svc1", "172.30.0.41"), ep("10.180.0.1", 80, false), ep("10.180.0.9", 80, false))
 	for n := range w.svcs {
 		if n.Name == "svc6" {
@@ -186,7 +188,7 @@ func TestPartialSyncTouchesOnlyChangedServices(t *testing.T) {
 	}
 	for _, want := range []string{
 		"flush chain ip kube-proxy service-ULMVA6XW-ns1/svc1/tcp/p80",
-		"numgen random mod 2 vmap { 0 : goto endpoint-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80 , 1 : goto endpoint-",
+		"add rule ip kube-proxy service-ULMVA6XW-ns1/svc1/tcp/p80 meta l4proto tcp dnat ip addr . port to numgen random mod 2 map { 0 : 10.180.0.1 . 80 , 1 : 10.180.0.9 . 80 }",
 		"delete element ip kube-proxy cluster-ips { 172.30.0.46 }",
 		"delete element ip kube-proxy no-endpoint-services { 172.30.0.46 . tcp . 80 }",
 	} {
@@ -202,20 +204,36 @@ func TestPartialSyncTouchesOnlyChangedServices(t *testing.T) {
 	if got, want := nft.Dump(), fresh.Dump(); got != want {
 		t.Errorf("partial result differs from a full sync:\n--- partial\n%s\n--- full\n%s", got, want)
 	}
-	// Removing an endpoint leaves its chain flushed and stale; a later sync
-	// deletes it.
-	w.add(service("ns1", "svc1", "172.30.0.41"), ep("10.180.0.1", 80, false))
-	if err := p.Sync(ctx, w.request(false, "ns1/svc1")); err != nil {
+	// Without affinity no endpoint chains exist.
+	if strings.Contains(nft.Dump(), "endpoint-ULMVA6XW") || strings.Contains(nft.Dump(), "ns1/svc1/tcp/p80__") {
+		t.Errorf("endpoint chain for a Service without affinity:\n%s", nft.Dump())
+	}
+	// svc5 uses ClientIP affinity: adding an endpoint adds its chain and
+	// affinity set; removing it again leaves the chain flushed and stale
+	// (a later sync deletes it) and deletes the set at once.
+	svc5 := w.svcs[proxy.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns5", Name: "svc5"}, Port: "p80", Protocol: v1.ProtocolTCP}]
+	w.eps[svc5.Name] = []*proxy.Endpoint{ep("10.180.0.3", 80, false), ep("10.180.0.9", 80, false)}
+	if err := p.Sync(ctx, w.request(false, "ns5/svc5")); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(nft.Dump(), "ns5/svc5/tcp/p80__10.180.0.9/80") {
+		t.Fatalf("no endpoint chain for the affinity Service:\n%s", nft.Dump())
+	}
+	w.eps[svc5.Name] = []*proxy.Endpoint{ep("10.180.0.3", 80, false)}
+	if err := p.Sync(ctx, w.request(false, "ns5/svc5")); err != nil {
 		t.Fatal(err)
 	}
 	if len(p.staleChains) != 1 {
 		t.Fatalf("stale chains %v", p.staleChains)
 	}
+	if strings.Contains(nft.Dump(), "ns5/svc5/tcp/p80__10.180.0.9/80 {") {
+		t.Errorf("stale affinity set kept:\n%s", nft.Dump())
+	}
 	p.now = func() time.Time { return time.Now().Add(2 * time.Second) }
 	if err := p.Sync(ctx, w.request(false)); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(nft.Dump(), "10.180.0.9") {
+	if strings.Contains(nft.Dump(), "ns5/svc5/tcp/p80__10.180.0.9") {
 		t.Errorf("stale endpoint chain not deleted:\n%s", nft.Dump())
 	}
 }
@@ -236,6 +254,15 @@ func TestSchedulers(t *testing.T) {
 			s.Annotations = map[string]string{"service.kubernetes.io/ipvs-scheduler": sched}
 		}), e1, e2)
 	}
+	// With ClientIP affinity the scheduler picks endpoint chains (vmap).
+	e1, e2 := ep("10.180.1.1", 80, false), ep("10.180.2.1", 80, false)
+	e1.Weight = 3
+	w.add(service("sched", "wrr-affinity", "172.30.1.99", func(s *v1.Service) {
+		s.Annotations = map[string]string{"service.kubernetes.io/ipvs-scheduler": "wrr"}
+		s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+		t := int32(60)
+		s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: &t}}
+	}), e1, e2)
 	if err := p.Sync(context.Background(), w.request(true)); err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +271,7 @@ func TestSchedulers(t *testing.T) {
 	}
 	var rules []string
 	for _, l := range strings.Split(nft.Dump(), "\n") {
-		if strings.Contains(l, "vmap {") && strings.Contains(l, "sched/") {
+		if (strings.Contains(l, " map {") || strings.Contains(l, " vmap {")) && strings.Contains(l, "sched/") {
 			rules = append(rules, l)
 		}
 	}
@@ -269,5 +296,44 @@ func TestCleanupDeletesOnlyOurTable(t *testing.T) {
 	}
 	if err := m.Cleanup(ctx); err != nil {
 		t.Errorf("second cleanup: %v", err)
+	}
+}
+
+type eventRecorder struct{ events []string }
+
+func (r *eventRecorder) ServiceEvent(svc types.NamespacedName, eventType, reason, message string) {
+	r.events = append(r.events, svc.String()+" "+eventType+" "+reason+": "+message)
+}
+
+// Schedulers nftables cannot honour become one Warning Event per Service
+// (UnsupportedScheduler for known ones, UnknownScheduler otherwise), not one
+// per sync.
+func TestModeReportsSchedulerFallbacks(t *testing.T) {
+	ctx := context.Background()
+	nft := knftables.NewFake(knftables.IPv4Family, TableName)
+	rec := &eventRecorder{}
+	m, err := NewModeWithServiceCIDRs(proxy.ModeConfig{IPv4: true, Events: rec}, nil, []NFT{nft})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld()
+	for i, sched := range []string{"lc", "bogus", "mh"} {
+		sched := sched
+		ip := netip.AddrFrom4([4]byte{172, 30, 2, byte(i + 1)}).String()
+		w.add(service("ev", "s"+strconv.Itoa(i), ip, func(s *v1.Service) {
+			s.Annotations = map[string]string{"service.kubernetes.io/ipvs-scheduler": sched}
+		}), ep("10.180.1.1", 80, false))
+	}
+	for i := 0; i < 2; i++ {
+		if err := m.Sync(ctx, w.request(true)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{
+		`ev/s0 Warning UnsupportedScheduler: nftables proxy mode cannot balance with scheduler "lc" (annotation service.kubernetes.io/ipvs-scheduler); using random`,
+		`ev/s1 Warning UnknownScheduler: unknown scheduler "bogus" in annotation service.kubernetes.io/ipvs-scheduler; nftables proxy mode uses random`,
+	}
+	if strings.Join(rec.events, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(rec.events, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -3,6 +3,7 @@ package nftables
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"sigs.k8s.io/knftables"
@@ -168,6 +169,18 @@ func (tr *Tracer) rule(s tpkt, rule string, depth int) (res []tpkt, cont *tpkt, 
 		switch {
 		case t == "ct" && i+2 < len(toks) && toks[i+1] == "state" && toks[i+2] == "new":
 			i += 3
+		case t == "ct" && i+2 < len(toks) && toks[i+1] == "status" && toks[i+2] == "dnat":
+			if s.dnat == "" {
+				return nil, &s, nil
+			}
+			i += 3
+		case (t == "ip" || t == "ip6") && i+9 < len(toks) && toks[i+1] == "saddr" && toks[i+2] == ".":
+			// ip saddr . ip daddr . meta l4proto . th dport @set
+			key := s.src.String() + " . " + s.dst.String() + " . " + s.proto + " . " + fmt.Sprint(s.dport)
+			if !tr.setHas(strings.TrimPrefix(toks[i+11], "@"), key) {
+				return nil, &s, nil
+			}
+			i += 12
 		case t == "fib" && i+3 < len(toks) && toks[i+2] == "type" && toks[i+3] == "local":
 			a := s.dst
 			if toks[i+1] == "saddr" {
@@ -228,15 +241,14 @@ func (tr *Tracer) rule(s tpkt, rule string, depth int) (res []tpkt, cont *tpkt, 
 				return nil, &s, nil
 			}
 			i += 3
-		case t == "mark" && toks[i+1] == "and":
-			// mark and M == 0 return
+		case t == "mark" && toks[i+1] == "and" && i+4 < len(toks):
+			// mark and M ==|!= 0
 			var m uint32
 			fmt.Sscanf(toks[i+2], "0x%x", &m)
-			if s.mark&m == 0 {
-				s.verdict = "return"
-				return []tpkt{s}, nil, nil
+			if (s.mark&m == 0) != (toks[i+3] == "==") {
+				return nil, &s, nil
 			}
-			return nil, &s, nil
+			i += 5
 		default:
 			return tr.action(s, toks[i:], depth)
 		}
@@ -257,6 +269,9 @@ func (tr *Tracer) action(s tpkt, toks []string, depth int) ([]tpkt, *tpkt, error
 			return nil, &n, nil
 		}
 		return res, nil, nil
+	case "return":
+		s.verdict = "return"
+		return []tpkt{s}, nil, nil
 	case "drop", "reject":
 		s.verdict = toks[0]
 		return []tpkt{s}, nil, nil
@@ -271,11 +286,17 @@ func (tr *Tracer) action(s tpkt, toks []string, depth int) ([]tpkt, *tpkt, error
 		} else {
 			s.mark ^= m
 		}
+		if len(toks) > 5 {
+			return tr.action(s, toks[5:], depth)
+		}
 		return nil, &s, nil
 	case "masquerade":
 		s.verdict = "masquerade"
 		return []tpkt{s}, nil, nil
 	case "dnat":
+		if len(toks) > 2 && toks[1] != "to" {
+			return tr.dnatMap(s, toks)
+		}
 		// dnat to ip:port
 		s.dnat = toks[2]
 		ap, err := netip.ParseAddrPort(toks[2])
@@ -302,6 +323,46 @@ func (tr *Tracer) action(s tpkt, toks []string, depth int) ([]tpkt, *tpkt, error
 		return all, nil, nil
 	}
 	return nil, nil, fmt.Errorf("unknown rule form at %q", strings.Join(toks, " "))
+}
+
+// dnatMap follows `dnat ip addr . port to GEN map { K : IP . PORT , ... }`:
+// every endpoint the map holds is a possible outcome.
+func (tr *Tracer) dnatMap(s tpkt, toks []string) ([]tpkt, *tpkt, error) {
+	j := 0
+	for j < len(toks) && toks[j] != "{" {
+		j++
+	}
+	if j == len(toks) || toks[j-1] != "map" {
+		return nil, nil, fmt.Errorf("unknown dnat form at %q", strings.Join(toks, " "))
+	}
+	var all []tpkt
+	seen := map[netip.AddrPort]bool{}
+	for k := j + 1; k+4 < len(toks); k += 6 {
+		// K : IP . PORT [,|}]
+		if toks[k+1] != ":" || toks[k+3] != "." {
+			return nil, nil, fmt.Errorf("unknown dnat map element at %q", strings.Join(toks[k:], " "))
+		}
+		a, err := netip.ParseAddr(toks[k+2])
+		if err != nil {
+			return nil, nil, err
+		}
+		port, err := strconv.ParseUint(toks[k+4], 10, 16)
+		if err != nil {
+			return nil, nil, err
+		}
+		ap := netip.AddrPortFrom(a, uint16(port))
+		if seen[ap] {
+			continue
+		}
+		seen[ap] = true
+		n := s
+		n.dnat, n.dst, n.dport, n.verdict = ap.String(), a, int(port), "accept"
+		all = append(all, n)
+	}
+	if len(all) == 0 {
+		return nil, nil, fmt.Errorf("empty dnat map at %q", strings.Join(toks, " "))
+	}
+	return all, nil, nil
 }
 
 func (tr *Tracer) verdict(s tpkt, v string, depth int) ([]tpkt, *tpkt, error) {
