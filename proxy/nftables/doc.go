@@ -11,15 +11,25 @@
 // firewall-ips for loadBalancerSourceRanges. Per Service port there is a
 // cluster-policy chain "service-HASH-ns/name/proto/port", a local-policy
 // chain "local-…", an "external-…" chain for NodePort/externalIP/LB traffic
-// (masquerade, or with externalTrafficPolicy Local the pod and host
-// short-circuits), a "firewall-…" chain, and one "endpoint-HASH-…__ip/port"
-// chain per endpoint doing the DNAT. Endpoints are chosen with
-// `numgen random mod N vmap`; ClientIP affinity uses one timed set per
-// endpoint ("affinity-…", `update @set { ip saddr }`). Traffic to a
-// ClusterIP on a port no Service uses is rejected, and traffic to an
-// unallocated address of the service CIDRs dropped (cluster-ips-check).
-// Masquerading marks packets with the 0x4000 bit and masquerades them in
-// nat-postrouting.
+// (sets the masquerade mark, or with externalTrafficPolicy Local the pod
+// and host short-circuits) and a "firewall-…" chain. A policy chain picks
+// and translates the endpoint in one rule, `meta l4proto tcp dnat ip addr .
+// port to numgen random mod N map { 0 : IP . PORT , … }`. Only with ClientIP
+// affinity are there per-endpoint chains "endpoint-HASH-…__ip/port" and one
+// timed set per endpoint ("affinity-…"): the policy chain sends a client in
+// an endpoint's set to its chain, else picks a chain with `numgen random mod
+// N vmap`, and the endpoint chain records the client (`update @set { ip
+// saddr }`) and DNATs. Traffic to a ClusterIP on a port no Service uses is
+// rejected, and traffic to an unallocated address of the service CIDRs
+// dropped (cluster-ips-check).
+//
+// Masquerading: the services chain marks ClusterIP traffic from outside the
+// pod CIDRs (all of it with masquerade-all) with the 0x4000 bit; the
+// masquerading chain (nat-postrouting) clears the bit and masquerades
+// marked packets, and masquerades hairpin connections — a DNATed packet
+// whose source, destination, protocol and port are in the
+// hairpin-connections set, which holds every local endpoint as
+// IP . IP . protocol . port.
 //
 // Every sync is one nft transaction. After the first, a sync is partial:
 // only the chains of Services that changed are rewritten and the dispatch
@@ -31,7 +41,10 @@
 // (numgen inc), wrr (weighted numgen random intervals), sh and dh (weighted
 // jhash of the source or destination address, seeded so rewrites keep the
 // mapping) and mh/maglev (a 251-slot Maglev table from proxy/lb in a jhash
-// vmap). lc, wlc, sed and nq need connection counts nftables does not
-// have: such Services get the random choice and a warning. Without the
-// annotation, the rules are exactly kube-proxy's.
+// map). The scheduler replaces the numgen expression of the dnat map (of
+// the endpoint-chain vmap with affinity). lc, wlc, sed and nq need
+// connection counts nftables does not have: such Services, and unknown
+// names, get the random choice, a log warning and a Warning Event on the
+// Service (proxy.SchedulerReporter: UnsupportedScheduler / UnknownScheduler).
+// Without the annotation, the rules are exactly kube-proxy's.
 package nftables
