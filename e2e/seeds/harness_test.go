@@ -236,13 +236,10 @@ func (c *cluster) onLab(args ...string) (string, error) {
 	return out, err
 }
 
-// inPod runs a command inside a pod with `svcnet exec` (kubectl exec is not
-// served by the apiserver yet: pods/exec answers NotFound).
+// inPod runs a command inside a pod with the real `kubectl exec`, through
+// the apiserver's pods/exec proxy to the node agent (as a user would).
 func (c *cluster) inPod(ns, pod string, args ...string) (string, error) {
-	full := append([]string{bin, "exec", "--data-dir", c.dir, "-n", ns, pod, "--"}, args...)
-	out, err := runCmd(30*time.Second, "pod", full...)
-	record(c.mode+" pod "+pod, args, out)
-	return out, err
+	return c.kubectl(append([]string{"exec", "-n", ns, pod, "--"}, args...)...)
 }
 
 // scenario carries a subtest's context into failure messages.
@@ -301,7 +298,7 @@ func (s *scenario) inPod(pod string, args ...string) string {
 	s.Helper()
 	out, err := s.c.inPod("default", pod, args...)
 	if err != nil {
-		s.failf(append([]string{"svcnet exec " + pod + " --"}, args...), out, err, "command failed in pod %s", pod)
+		s.failf(append([]string{"kubectl exec " + pod + " --"}, args...), out, err, "command failed in pod %s", pod)
 	}
 	return out
 }

@@ -196,7 +196,7 @@ func discovery(s *scenario) {
 		"MYAPP_SERVICE_PORT=38080",
 	}
 	if !slices.Equal(got, want) {
-		s.errorf([]string{"svcnet exec " + pod + " -- env | grep MYAPP"}, strings.Join(got, "\n"), "want the seed's seven variables:\n%s", strings.Join(want, "\n"))
+		s.errorf([]string{"kubectl exec " + pod + " -- env | grep MYAPP"}, strings.Join(got, "\n"), "want the seed's seven variables:\n%s", strings.Join(want, "\n"))
 	}
 	if out := s.inPod(pod, "cat", "/etc/resolv.conf"); out != "search default.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n" {
 		s.errorf([]string{"cat /etc/resolv.conf"}, out, "resolv.conf differs from the seed's")
@@ -345,7 +345,7 @@ func externalName(s *scenario) {
 	// that upstream a stand-in inside the sandbox answering 203.0.113.80.
 	rc, err := s.c.inPod("kube-system", "coredns-1", "cat", "/etc/resolv.conf")
 	if err != nil {
-		s.failf([]string{"svcnet exec -n kube-system coredns-1 -- cat /etc/resolv.conf"}, rc, err, "DNS pod's resolv.conf")
+		s.failf([]string{"kubectl exec -n kube-system coredns-1 -- cat /etc/resolv.conf"}, rc, err, "DNS pod's resolv.conf")
 	}
 	ns, ok := startStubUpstream(s.T, s.c, rc, netip.MustParseAddr("203.0.113.80"))
 	if !ok {
@@ -434,21 +434,25 @@ func ruleStructure(s *scenario) {
 			}
 		}
 	case "nftables":
+		// kube-proxy 1.36's layout: the Service's chain picks and
+		// translates the endpoint in one rule, through a numgen map.
+		dnatMap := regexp.MustCompile(`(?m)^\s*chain service-[A-Z0-9]{8}-default/nginx/tcp/ \{\n\s*meta l4proto tcp dnat ip to numgen random mod 3 map \{ (.*) \}$`)
 		out := s.eventually(30*time.Second, "nft table shows the service", func() ([]string, string, bool) {
 			out, _ := s.c.onNode(2, "nft", "list", "table", "ip", "kube-proxy")
-			return []string{"nft list table ip kube-proxy"}, out, strings.Count(out, "dnat to") >= 3
+			return []string{"nft list table ip kube-proxy"}, out, strings.Contains(out, ip+" . tcp . 80 : goto service-") && dnatMap.MatchString(out)
 		})
 		if !regexp.MustCompile(`ip daddr . meta l4proto . th dport vmap @service-ips`).MatchString(out) ||
 			!strings.Contains(out, ip+" . tcp . 80 : goto service-") {
 			s.errorf([]string{"nft list table ip kube-proxy"}, out, "no service-ips map entry for %s tcp 80", ip)
 		}
-		for _, pip := range ips {
-			if !strings.Contains(out, "dnat to "+pip+":80") {
-				s.errorf([]string{"nft list table ip kube-proxy"}, out, "no dnat to %s:80", pip)
-			}
+		var entries string
+		if m := dnatMap.FindStringSubmatch(out); m != nil {
+			entries = m[1]
 		}
-		if !strings.Contains(out, "numgen random mod 3 vmap") {
-			s.errorf([]string{"nft list table ip kube-proxy"}, out, "no random choice among 3 endpoints")
+		for _, pip := range ips {
+			if !strings.Contains(entries, pip+" . 80") {
+				s.errorf([]string{"nft list table ip kube-proxy"}, out, "the nginx Service's numgen map has no entry for %s . 80", pip)
+			}
 		}
 	case "userspace":
 		// kube-proxy's original mode (the seed's "userspace"): the ClusterIP
@@ -616,7 +620,7 @@ func seed001(s *scenario) {
 		for _, url := range []string{"http://api-service.prod.svc.cluster.local:8080", "http://api-service.prod:8080", "http://prod-api-alias:8080"} {
 			s.eventually(20*time.Second, url+" answers", func() ([]string, string, bool) {
 				out, err := s.c.inPod("default", names[0], "curl", "-sS", "-m", "3", url)
-				return []string{"svcnet exec " + names[0] + " -- curl " + url}, out, err == nil && strings.HasPrefix(out, "external host 192.0.2.10")
+				return []string{"kubectl exec " + names[0] + " -- curl " + url}, out, err == nil && strings.HasPrefix(out, "external host 192.0.2.10")
 			})
 		}
 	})
@@ -700,6 +704,11 @@ func seed002(s *scenario) {
 				})
 				continue
 			}
+			// The new Service reaches the node's rules within a sync or two.
+			s.eventually(20*time.Second, "local endpoints answer", func() ([]string, string, bool) {
+				out, err := s.c.onNode(i, "curl", "-sS", "-m", "2", ip+":38080")
+				return []string{"curl " + ip + ":38080"}, out, err == nil
+			})
 			for k := 0; k < 10; k++ {
 				out, err := s.c.onNode(i, "curl", "-sS", "-m", "3", ip+":38080")
 				if err != nil {
