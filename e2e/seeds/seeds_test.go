@@ -586,10 +586,16 @@ func seed001(s *scenario) {
 		}
 	})
 	s.part("ipvs-scheduler-annotation", func(s *scenario) {
-		if s.c.mode != "userspace" {
-			s.Skipf("the service.kubernetes.io/ipvs-scheduler annotation has an effect in ipvs mode (kernel IPVS, tested by proxy/ipvs/vmtest) and userspace mode; kube-proxy's %s mode ignores it", s.c.mode)
-		}
 		s.apply("scheduler-svc.yaml")
+		if s.c.mode == "iptables" {
+			// iptables can only pick endpoints at random: it says so on the
+			// Service instead of silently ignoring the annotation.
+			s.eventually(30*time.Second, "describe shows the UnsupportedScheduler warning", func() ([]string, string, bool) {
+				out, _ := s.c.kubectl("describe", "svc", "myapp-sh")
+				return []string{"kubectl describe svc myapp-sh"}, out, regexp.MustCompile(`Warning\s+UnsupportedScheduler\s+.*iptables proxy mode cannot balance with scheduler "sh"`).MatchString(out)
+			})
+			return
+		}
 		ip := s.kubectl("get", "svc", "myapp-sh", "-o", "jsonpath={.spec.clusterIP}")
 		s.eventually(20*time.Second, "myapp-sh answers", func() ([]string, string, bool) {
 			out, err := s.c.onNode(1, "curl", "-sS", "-m", "3", ip+":80")
