@@ -92,6 +92,12 @@ func parseProxyArgs(args []string) (*proxyArgs, error) {
 	if a.clusterCIDRs, err = parseCIDRList(clusterCIDR); err != nil {
 		return nil, fmt.Errorf("--cluster-cidr: %w", err)
 	}
+	// As kube-proxy 1.36: in nftables mode an unset --nodeport-addresses
+	// means "primary" (the node's primary IP of each family), in the other
+	// modes every local address.
+	if nodePortAddrs == "" && a.mode == "nftables" {
+		a.nodePortPrimary = true
+	}
 	for _, s := range splitList(nodePortAddrs) {
 		if s == "primary" {
 			a.nodePortPrimary = true
@@ -221,7 +227,13 @@ func runProxy(ctx context.Context, args []string) error {
 		modeCfg.IPv4 = true
 	}
 	if a.nodePortPrimary {
+		// The first address of each family is the node's primary IP.
+		var have4, have6 bool
 		for _, ip := range nodeInfo.IPs {
+			if (ip.Is4() && have4) || (ip.Is6() && have6) {
+				continue
+			}
+			have4, have6 = have4 || ip.Is4(), have6 || ip.Is6()
 			modeCfg.NodePortAddresses = append(modeCfg.NodePortAddresses, netip.PrefixFrom(ip, ip.BitLen()))
 		}
 	}

@@ -27,3 +27,24 @@ func TestParseProxyArgs(t *testing.T) {
 		}
 	}
 }
+
+// kube-proxy 1.36 defaults --nodeport-addresses to "primary" in nftables mode
+// only.
+func TestNodePortAddressesDefaultPerMode(t *testing.T) {
+	for mode, wantPrimary := range map[string]bool{"iptables": false, "nftables": true, "ipvs": false, "userspace": false} {
+		a, err := parseProxyArgs([]string{"--proxy-mode", mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.nodePortPrimary != wantPrimary || len(a.nodePortAddresses) != 0 {
+			t.Errorf("%s: primary=%v addresses=%v, want primary=%v", mode, a.nodePortPrimary, a.nodePortAddresses, wantPrimary)
+		}
+	}
+	a, err := parseProxyArgs([]string{"--proxy-mode", "nftables", "--nodeport-addresses", "10.0.0.0/8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.nodePortPrimary || len(a.nodePortAddresses) != 1 {
+		t.Errorf("explicit CIDR in nftables mode: %+v", a)
+	}
+}
