@@ -54,6 +54,9 @@ type Config struct {
 	ServiceClusterIPRange string
 	ServiceNodePortRange  string
 	ClusterCIDR           string // 10.244.0.0/16; node i gets 10.244.i.0/24
+	// NodePortAddresses is passed to every node's proxy as
+	// --nodeport-addresses (empty: the proxy's default for its mode).
+	NodePortAddresses string
 	// Exe is the svcnet binary to run components with.
 	Exe    string
 	Logger *slog.Logger
@@ -278,8 +281,13 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		if err := c.start("node-"+strconv.Itoa(i), args...); err != nil {
 			return nil, err
 		}
-		if err := c.start("proxy-"+strconv.Itoa(i), "nsenter", nsPath, "--", cfg.Exe, "proxy", "--kubeconfig", c.Kubeconfig,
-			"--hostname-override", name, "--proxy-mode", cfg.ProxyMode, "--cluster-cidr", cfg.ClusterCIDR); err != nil {
+		proxyArgs := []string{"nsenter", nsPath, "--", cfg.Exe, "proxy", "--kubeconfig", c.Kubeconfig,
+			"--hostname-override", name, "--proxy-mode", cfg.ProxyMode, "--cluster-cidr", cfg.ClusterCIDR,
+			"--service-cluster-ip-range", cfg.ServiceClusterIPRange}
+		if cfg.NodePortAddresses != "" {
+			proxyArgs = append(proxyArgs, "--nodeport-addresses", cfg.NodePortAddresses)
+		}
+		if err := c.start("proxy-"+strconv.Itoa(i), proxyArgs...); err != nil {
 			return nil, err
 		}
 	}

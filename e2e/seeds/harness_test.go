@@ -119,7 +119,7 @@ func startCluster(t *testing.T, mode string) *cluster {
 		t.Fatal(err)
 	}
 	up := exec.Command("ip", "netns", "exec", lab.Name, bin, "up", "--nodes", fmt.Sprint(nodes), "--proxy-mode", mode,
-		"--data-dir", c.dir, "--prefix", c.prefix)
+		"--data-dir", c.dir, "--prefix", c.prefix, "--nodeport-addresses", "172.18.0.0/24")
 	stdout, _ := up.StdoutPipe()
 	up.Stderr = logf
 	// If the test binary dies without its cleanups (a -timeout panic, a
