@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/big"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -522,13 +523,20 @@ func (s *Store) Delete(ctx context.Context, ns, name string, opts DeleteOptions)
 	}
 	orphan := opts.PropagationPolicy != nil && *opts.PropagationPolicy == metav1.DeletePropagationOrphan
 	foregroundFinalizer := opts.PropagationPolicy != nil && *opts.PropagationPolicy == metav1.DeletePropagationForeground
-	_ = foregroundFinalizer
-	if len(acc.GetFinalizers()) > 0 || graceful {
+	// Foreground deletion, as in Kubernetes: the object is only marked
+	// (deletionTimestamp plus the foregroundDeletion finalizer) and stays
+	// visible until the garbage collector (svcnet controllers) has deleted
+	// its dependents and removed the finalizer. Without a garbage collector
+	// it stays, as it would on a cluster without kube-controller-manager.
+	if len(acc.GetFinalizers()) > 0 || graceful || foregroundFinalizer {
 		now := s.now()
 		out, err := s.Storage.GuaranteedUpdate(ctx, key, false, pre, func(c runtime.Object) (runtime.Object, error) {
 			ca, _ := meta.Accessor(c)
-			if len(ca.GetFinalizers()) == 0 && !graceful {
+			if len(ca.GetFinalizers()) == 0 && !graceful && !foregroundFinalizer {
 				return nil, errRetryDelete
+			}
+			if foregroundFinalizer && !slices.Contains(ca.GetFinalizers(), metav1.FinalizerDeleteDependents) {
+				ca.SetFinalizers(append(ca.GetFinalizers(), metav1.FinalizerDeleteDependents))
 			}
 			if graceful {
 				ts := metav1.NewTime(now.Add(time.Duration(grace) * time.Second))
