@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	metallbv1beta1 "github.com/svcnet/svcnet/apis/metallb/v1beta1"
@@ -165,12 +166,18 @@ func TestSeedWalkthroughAgainstAPIServer(t *testing.T) {
 	}
 	scale := func(name string, n int32) {
 		t.Helper()
-		s, err := client.AppsV1().Deployments("default").GetScale(ctx, name, metav1.GetOptions{})
+		// The Scale carries the Deployment's resourceVersion, which the
+		// controllers' status writes move on: retry on conflict, as clients do.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			s, err := client.AppsV1().Deployments("default").GetScale(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			s.Spec.Replicas = n
+			_, err = client.AppsV1().Deployments("default").UpdateScale(ctx, name, s, metav1.UpdateOptions{})
+			return err
+		})
 		if err != nil {
-			t.Fatal(err)
-		}
-		s.Spec.Replicas = n
-		if _, err := client.AppsV1().Deployments("default").UpdateScale(ctx, name, s, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
