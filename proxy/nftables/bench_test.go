@@ -71,4 +71,4 @@ func BenchmarkSyncRealNFT(b *testing.B) {
 	}
 }
 
-var benchSizes = []int{1000, 10000}
+var benchSizes = []int{1000, 10000, 30000}
