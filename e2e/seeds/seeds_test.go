@@ -1,8 +1,10 @@
 package seeds
 
 import (
+	"context"
 	"net/netip"
 	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
@@ -547,6 +549,23 @@ func seed001(s *scenario) {
 		}
 		ip := s.kubectl("get", "svc", "nginx-deployment-service", "-o", "jsonpath={.spec.clusterIP}")
 		s.curlSpread(1, "http://"+ip+":8090", []string{"web1", "web2"}, 40)
+	})
+	s.part("port-forward", func(s *scenario) {
+		// kubectl port-forward (apiserver -> node agent) from the machine
+		// hosting the cluster to one of the nginx pods.
+		names, _ := s.waitPods("app=nginx-deployment", 2)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		pf := exec.CommandContext(ctx, "ip", "netns", "exec", s.c.lab.Name, "kubectl", "--kubeconfig", s.c.kubecfg,
+			"port-forward", "pod/"+names[0], "18090:80")
+		if err := pf.Start(); err != nil {
+			s.failf([]string{"kubectl port-forward pod/" + names[0] + " 18090:80"}, "", err, "start")
+		}
+		defer func() { cancel(); _ = pf.Wait() }()
+		s.eventually(20*time.Second, "port-forward serves the pod's page", func() ([]string, string, bool) {
+			out, err := s.c.onLab("curl", "-sS", "-m", "2", "http://127.0.0.1:18090/")
+			return []string{"kubectl port-forward pod/" + names[0] + " 18090:80; curl 127.0.0.1:18090"}, out, err == nil && strings.HasPrefix(out, "web")
+		})
 	})
 	s.part("headless", func(s *scenario) {
 		s.apply("headless-svc.yaml")
