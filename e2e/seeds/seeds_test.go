@@ -567,6 +567,17 @@ func seed001(s *scenario) {
 			return []string{"kubectl port-forward pod/" + names[0] + " 18090:80; curl 127.0.0.1:18090"}, out, err == nil && strings.HasPrefix(out, "web")
 		})
 	})
+	s.part("logs", func(s *scenario) {
+		// kubectl logs (apiserver -> node agent) shows the server's output.
+		names, _ := s.podsOf("app=myapp,version=v1")
+		if len(names) == 0 {
+			s.failf([]string{"kubectl get pods -l app=myapp,version=v1"}, "", nil, "no myapp pod")
+		}
+		out := s.kubectl("logs", names[0])
+		if !strings.Contains(out, "Kubernetes Bootcamp App Started At:") || !strings.Contains(out, names[0]) {
+			s.errorf([]string{"kubectl logs " + names[0]}, out, "want the bootcamp server's start line naming the pod")
+		}
+	})
 	s.part("headless", func(s *scenario) {
 		s.apply("headless-svc.yaml")
 		_, ips := s.waitPods("app=nginx-deployment", 2)
