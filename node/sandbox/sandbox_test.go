@@ -1,12 +1,9 @@
 package sandbox
 
 import (
-	"errors"
-	"runtime"
 
 	"context"
 	"fmt"
-	"github.com/vishvananda/netns"
 	"net/http"
 	"net/netip"
 	"os"
@@ -38,40 +35,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// inNS runs f on a thread switched into n and switches the thread back
-// afterwards, so the test process itself never stays in n (the testbed
-// kills every process of a namespace when it removes it).
-func inNS(n *testbed.NetNS, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		h, err := netns.GetFromName(n.Name)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			errc <- err
-			return
-		}
-		ferr := f()
-		if err := netns.Set(orig); err != nil {
-			// Leave the thread locked: it dies with the goroutine.
-			errc <- errors.Join(ferr, err)
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
+// inNS runs f on a thread inside n (testbed's Do, which switches back).
+func inNS(n *testbed.NetNS, f func() error) error { return n.Do(f) }
 
 func TestLogLines(t *testing.T) {
 	in := []byte("2026-01-01T00:00:00.1Z stdout F hello\n2026-01-01T00:00:01Z stderr P par\n2026-01-01T00:00:02Z stderr F tial\n")

@@ -11,13 +11,10 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/vishvananda/netns"
 
 	"github.com/svcnet/svcnet/internal/testbed"
 	"github.com/svcnet/svcnet/proxy"
@@ -332,35 +329,5 @@ func TestKernelUDPAndAffinity(t *testing.T) {
 	}
 }
 
-// inNS runs f on a thread switched into ns and switches the thread back
-// afterwards. (testbed.NetNS.Do lets the thread die instead, which leaves
-// the process's main thread in the namespace if Do happened to run there —
-// and then the namespace's cleanup kills the test process.)
-func inNS(ns *testbed.NetNS, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		h, err := netns.GetFromName(ns.Name)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			errc <- err
-			return
-		}
-		err = f()
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- err
-	}()
-	return <-errc
-}
+// inNS runs f on a thread inside ns (testbed's Do, which switches back).
+func inNS(ns *testbed.NetNS, f func() error) error { return ns.Do(f) }
