@@ -180,7 +180,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 // the Deployment's stored template, so the same manifest on the same API
 // level gives the same ReplicaSet name as a real cluster. Struct type names
 // and field sets are part of the dump, so the value is specific to the
-// k8s.io/api version svcnet is built with (v0.36 = Kubernetes 1.36).
+// k8s.io/api version svcnet is built with (v0.37 = Kubernetes 1.37).
 func PodTemplateHash(t *corev1.PodTemplateSpec, collisionCount *int32) string {
 	h := fnv.New32a()
 	templateHasher.Fprintf(h, "%#v", *t)

@@ -11,7 +11,7 @@ var Version = "v0.1.0-dev"
 const (
 	// KubernetesMajor and KubernetesMinor are the API level svcnet matches.
 	KubernetesMajor = "1"
-	KubernetesMinor = "36"
+	KubernetesMinor = "37"
 	// KubernetesGitVersion is what /version reports as gitVersion.
-	KubernetesGitVersion = "v1.36.0"
+	KubernetesGitVersion = "v1.37.2"
 )

@@ -18,7 +18,7 @@ import (
 
 // UserAgent is sent by httpGet probes, as the kubelet of the API level
 // svcnet targets does.
-const UserAgent = "kube-probe/1.36"
+const UserAgent = "kube-probe/1.37"
 
 // Target says where a pod's probes connect and how exec probes run.
 type Target struct {
