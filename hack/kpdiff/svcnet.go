@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/knftables"
+
+	"github.com/svcnet/svcnet/proxy"
+	"github.com/svcnet/svcnet/proxy/iptables"
+	"github.com/svcnet/svcnet/proxy/nftables"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// svcnetRequest runs the scenario's objects through svcnet's change
+// trackers, as svcnet proxy's informers would, into one full SyncRequest.
+func svcnetRequest(sc *Scenario) *proxy.SyncRequest {
+	st := proxy.NewServiceChangeTracker()
+	for _, s := range sc.Services {
+		st.Update(nil, s.DeepCopy())
+	}
+	et := proxy.NewEndpointsChangeTracker(sc.NodeName)
+	for _, s := range sc.Slices {
+		et.EndpointSliceUpdate(s.DeepCopy(), false)
+	}
+	req := &proxy.SyncRequest{Full: true, Services: proxy.ServicePortMap{}, Endpoints: proxy.EndpointsMap{}}
+	req.ServiceResult = st.Apply(req.Services)
+	req.EndpointsResult = et.Apply(req.Endpoints)
+	req.Node = proxy.NodeInfo{Name: sc.NodeName, IPs: sc.NodeIPs, Labels: sc.nodeLabels()}
+	return req
+}
+
+func prefixes(ss []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range ss {
+		out = append(out, netip.MustParsePrefix(s).Masked())
+	}
+	return out
+}
+
+func svcnetModeConfig(sc *Scenario, fam v1.IPFamily) proxy.ModeConfig {
+	cfg := proxy.ModeConfig{
+		Log: quiet, NodeName: sc.NodeName, NodeIPs: sc.NodeIPs,
+		IPv4: fam == v1.IPv4Protocol, IPv6: fam == v1.IPv6Protocol,
+		NodePortAddresses: prefixes(sc.NodePortAddresses),
+		MasqueradeAll:     sc.MasqueradeAll, MasqueradeBit: sc.MasqueradeBit,
+		Exec: ipAddrExec{sc},
+	}
+	for _, f := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		if c := sc.podCIDR(f); c != "" {
+			cfg.ClusterCIDRs = append(cfg.ClusterCIDRs, netip.MustParsePrefix(c))
+		}
+		cfg.ServiceCIDRs = append(cfg.ServiceCIDRs, prefixes(sc.serviceCIDRs(f))...)
+	}
+	return cfg
+}
+
+// ipAddrExec answers `ip -o addr show` with the scenario's addresses (the
+// same ones kube-proxy's fake network interface lists) and runs nothing.
+type ipAddrExec struct{ sc *Scenario }
+
+func (e ipAddrExec) Run(_ context.Context, _ []byte, name string, args ...string) ([]byte, error) {
+	if name != "ip" || strings.Join(args, " ") != "-o addr show" {
+		return nil, fmt.Errorf("kpdiff: unexpected command %s %v", name, args)
+	}
+	var b strings.Builder
+	b.WriteString("1: lo    inet 127.0.0.1/8 scope host lo\n1: lo    inet6 ::1/128 scope host\n")
+	for _, a := range e.sc.NodeIPs {
+		if a.Is6() {
+			fmt.Fprintf(&b, "2: eth0    inet6 %s/64 scope global\n", a)
+		} else {
+			fmt.Fprintf(&b, "2: eth0    inet %s/24 brd 192.168.0.255 scope global eth0\n", a)
+		}
+	}
+	return []byte(b.String()), nil
+}
+
+// svcnetIPTables runs svcnet's iptables mode (its Provider, with the
+// in-memory Fake) for one family and returns its iptables-save text.
+func svcnetIPTables(sc *Scenario, fam v1.IPFamily) (string, error) {
+	f := iptables.NewFake()
+	p := iptables.New(svcnetModeConfig(sc, fam), f)
+	if err := p.Sync(context.Background(), svcnetRequest(sc)); err != nil {
+		return "", err
+	}
+	return f.Dump(fam == v1.IPv6Protocol), nil
+}
+
+// svcnetNFTables runs svcnet's nftables mode for one family and returns
+// knftables.Fake's dump of its table.
+func svcnetNFTables(sc *Scenario, fam v1.IPFamily) (string, error) {
+	fake := knftables.NewFake(knftables.IPv4Family, nftables.TableName)
+	nfts := []nftables.NFT{fake, nil}
+	if fam == v1.IPv6Protocol {
+		fake = knftables.NewFake(knftables.IPv6Family, nftables.TableName)
+		nfts = []nftables.NFT{nil, fake}
+	}
+	cfg := svcnetModeConfig(sc, fam)
+	m, err := nftables.NewModeWithServiceCIDRs(cfg, cfg.ServiceCIDRs, nfts)
+	if err != nil {
+		return "", err
+	}
+	if err := m.Sync(context.Background(), svcnetRequest(sc)); err != nil {
+		return "", err
+	}
+	return fake.Dump(), nil
+}
