@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -71,6 +72,7 @@ var scenarios = []struct {
 }{
 	{"01-walkthrough-deploy-svc-curl", true, walkthrough},
 	{"03-named-ports-describe-endpoints", true, namedPorts},
+	{"14-hairpin-pod-reaches-itself", false, hairpin},
 	{"07-discovery-env-resolv-dns", false, discovery},
 	{"08-nodeport", false, nodePort},
 	{"04-v2-joins", false, v2Joins},
@@ -110,6 +112,52 @@ func walkthrough(s *scenario) {
 		want = append(want, "Hello Kubernetes bootcamp! | Running on: "+n+" | v=1")
 	}
 	s.curlSpread(1, "10.96.3.215:38080", want, 60)
+}
+
+// 14 (issue 17): each of three replicas curls its own Service 30 times and
+// gets 30 answers from three distinct pods, itself included: the packets the
+// proxy sends back to the pod they came from leave the node bridge by the
+// port they came in (hairpin mode).
+func hairpin(s *scenario) {
+	s.apply("hairpin.yaml")
+	names, _ := s.waitPods("app=hairpin", 3)
+	ip := strings.TrimSpace(s.kubectl("get", "svc", "hairpin", "-o", "jsonpath={.spec.clusterIP}"))
+	s.eventually(30*time.Second, "the hairpin Service has its three endpoints", func() ([]string, string, bool) {
+		args := []string{"get", "endpointslices", "-l", "kubernetes.io/service-name=hairpin", "-o", "jsonpath={.items[*].endpoints[*].addresses[0]}"}
+		out, _ := s.c.kubectl(args...)
+		return append([]string{"kubectl"}, args...), out, len(strings.Fields(out)) == 3
+	})
+	// Let every node's proxy program the endpoints (the rollout's network
+	// programming latency is another issue's subject).
+	time.Sleep(3 * time.Second)
+	loop := "for i in $(seq 30); do curl -sS -m 2 http://" + ip + "/ 2>&1 | head -c 200; echo; done"
+	for _, pod := range names {
+		out, err := s.c.inPod("default", pod, "sh", "-c", loop)
+		cmd := []string{"kubectl exec " + pod + " -- sh -c", loop}
+		if err != nil {
+			s.failf(cmd, out, err, "the loop failed in pod %s", pod)
+		}
+		from := map[string]int{}
+		answers := 0
+		for _, line := range strings.Split(out, "\n") {
+			if m := regexp.MustCompile(`^Hello Kubernetes bootcamp! \| Running on: (\S+) \| v=1$`).FindStringSubmatch(line); m != nil {
+				from[m[1]]++
+				answers++
+			}
+		}
+		if answers != 30 || len(from) != 3 || from[pod] == 0 {
+			s.errorf(cmd, out, "pod %s: want 30 answers from 3 distinct pods including itself; got %d answers from %v", pod, answers, from)
+		}
+	}
+	s.kubectl("delete", "-f", mustAbs("testdata/hairpin.yaml"), "--wait=false")
+}
+
+func mustAbs(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		panic(err)
+	}
+	return abs
 }
 
 // 3: named container port and targetPort; describe and endpoints list the

@@ -3,7 +3,9 @@
 //
 // A pod sandbox is:
 //   - a named network namespace (ip netns) whose eth0 is one end of a veth
-//     pair; the other end is attached to the node's bridge (cni0 by default).
+//     pair; the other end is attached to the node's bridge (cni0 by default)
+//     in hairpin mode, so that a pod's connection to a Service can be sent
+//     back to the pod itself.
 //     eth0 gets an address from the node's pod CIDR (IPAM, persisted on
 //     disk) and a default route via the bridge's address, the first host
 //     address of the pod CIDR;

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+
+	"github.com/vishvananda/netlink"
 )
 
 // run runs a program and returns a wrapped error with its output on failure.
@@ -62,6 +64,22 @@ func podNet(ctx context.Context, nsName, hostIf, bridge string, ip netip.Prefix,
 		if err := run(ctx, s[0], s[1:]...); err != nil {
 			return err
 		}
+	}
+	return setHairpin(hostIf)
+}
+
+// setHairpin turns on hairpin mode on the pod's bridge port, as the kubelet
+// (--hairpin-mode=hairpin-veth) and the CNI bridge plugin (hairpinMode) do:
+// when a pod's packet to a Service is DNATed back to the pod itself, the
+// bridge (with bridge-nf-call-iptables on) must send the frame out of the
+// port it came in on, which it refuses by default.
+func setHairpin(hostIf string) error {
+	link, err := netlink.LinkByName(hostIf)
+	if err != nil {
+		return fmt.Errorf("hairpin mode on %s: %w", hostIf, err)
+	}
+	if err := netlink.LinkSetHairpin(link, true); err != nil {
+		return fmt.Errorf("hairpin mode on %s: %w", hostIf, err)
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-
 	"context"
 	"fmt"
 	"net/http"
@@ -120,6 +119,13 @@ func TestSandboxInNodeNamespace(t *testing.T) {
 	}
 	if got := runIn(a, "ip", "-4", "-o", "addr", "show", "eth0"); !strings.Contains(got, "10.244.1.2/24") {
 		t.Errorf("eth0 %q", got)
+	}
+	// Hairpin mode on the pods' bridge ports (a pod reaching itself through
+	// a Service; e2e/seeds checks the traffic).
+	for _, sb := range sbs {
+		if out, _ := node.Run("ip", "-d", "link", "show", sb.HostIf); !strings.Contains(out, "hairpin on") {
+			t.Errorf("bridge port %s of %s: want hairpin on:\n%s", sb.HostIf, sb.Name, out)
+		}
 	}
 	// Node's own resolv.conf is untouched.
 	if b, _ := os.ReadFile("/etc/resolv.conf"); strings.Contains(string(b), "10.96.0.10") {
