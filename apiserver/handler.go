@@ -392,12 +392,10 @@ func (s *Server) selectors(r *http.Request, res *served) (storage.Filter, error)
 		if fs, err = fields.ParseSelector(v); err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector: %v", err))
 		}
-		// Every field must be one the resource supports.
-		sample := res.FieldsSet(res.Info.New())
-		for _, req := range fs.Requirements() {
-			if _, ok := sample[req.Field]; !ok {
-				return nil, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", req.Field))
-			}
+		// Every label must be one the kind's field-label conversion accepts
+		// (kube-apiserver answers 400 with the conversion's error).
+		if fs, err = fs.Transform(res.ConvertFieldLabel); err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
 		}
 	}
 	if ls.Empty() && fs.Empty() {

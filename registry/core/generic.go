@@ -35,6 +35,9 @@ type Basic struct {
 	UpdateValidator func(obj, old runtime.Object) field.ErrorList
 	// FieldsFunc, when set, gives the field-selector fields.
 	FieldsFunc func(obj runtime.Object) map[string]string
+	// FieldLabels, when set, is the kind's field-label conversion (the
+	// labels a field selector may use); nil = metadata.name/namespace only.
+	FieldLabels func(label, value string) (string, string, error)
 	// Graceful, when set, implements registry.GracefulDeleter.
 	Graceful func(obj runtime.Object, requested *int64) (int64, bool)
 	// OnCreate runs in PrepareForCreate after status is cleared.
@@ -91,6 +94,11 @@ func (b *Basic) FieldsSet(obj runtime.Object) map[string]string {
 		return b.FieldsFunc(obj)
 	}
 	return metaFields(obj, b.Namespaced)
+}
+
+// FieldLabelConversion implements registry.FieldLabelConverter.
+func (b *Basic) FieldLabelConversion() func(label, value string) (string, string, error) {
+	return b.FieldLabels
 }
 
 // GracePeriod implements registry.GracefulDeleter.

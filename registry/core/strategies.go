@@ -39,10 +39,14 @@ func NewNamespaceStrategy() registry.Strategy {
 			ns.Status.Phase = corev1.NamespaceActive
 			ns.Spec.Finalizers = []corev1.FinalizerName{corev1.FinalizerKubernetes}
 		},
+		// As Kubernetes' namespace registry, "name" stays in the set (a
+		// historical bug kept for compatibility) although the conversion
+		// rejects it.
 		FieldsFunc: func(obj runtime.Object) map[string]string {
 			ns := obj.(*corev1.Namespace)
-			return map[string]string{"metadata.name": ns.Name, "status.phase": string(ns.Status.Phase)}
+			return map[string]string{"metadata.name": ns.Name, "status.phase": string(ns.Status.Phase), "name": ns.Name}
 		},
+		FieldLabels: registry.SupportedFieldLabels(nil, "status.phase", "metadata.name"),
 	}
 }
 
@@ -196,8 +200,18 @@ func NewPodStrategy() registry.Strategy {
 			}
 			return errs
 		},
+		// The conversion accepts status.podIPs but, as in Kubernetes, the
+		// field set has no such entry, so it compares against "".
+		FieldLabels: registry.SupportedFieldLabels(map[string]string{"spec.host": "spec.nodeName"},
+			"metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
+			"spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP", "status.podIPs",
+			"status.nominatedNodeName"),
 		FieldsFunc: func(obj runtime.Object) map[string]string {
 			pod := obj.(*corev1.Pod)
+			podIP := ""
+			if len(pod.Status.PodIPs) > 0 {
+				podIP = pod.Status.PodIPs[0].IP
+			}
 			return map[string]string{
 				"metadata.name":            pod.Name,
 				"metadata.namespace":       pod.Namespace,
@@ -207,7 +221,7 @@ func NewPodStrategy() registry.Strategy {
 				"spec.serviceAccountName":  pod.Spec.ServiceAccountName,
 				"spec.hostNetwork":         boolString(pod.Spec.HostNetwork),
 				"status.phase":             string(pod.Status.Phase),
-				"status.podIP":             pod.Status.PodIP,
+				"status.podIP":             podIP,
 				"status.nominatedNodeName": pod.Status.NominatedNodeName,
 			}
 		},
@@ -246,6 +260,7 @@ func NewNodeStrategy() registry.Strategy {
 			n := obj.(*corev1.Node)
 			return map[string]string{"metadata.name": n.Name, "spec.unschedulable": boolString(n.Spec.Unschedulable)}
 		},
+		FieldLabels: registry.SupportedFieldLabels(nil, "metadata.name", "spec.unschedulable"),
 	}
 }
 
@@ -254,8 +269,15 @@ func NewNodeStrategy() registry.Strategy {
 func NewEventStrategy() registry.Strategy {
 	return &Basic{
 		Namespaced: true,
+		FieldLabels: registry.SupportedFieldLabels(nil, "involvedObject.kind", "involvedObject.namespace",
+			"involvedObject.name", "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+			"involvedObject.fieldPath", "reason", "reportingComponent", "source", "type", "metadata.namespace", "metadata.name"),
 		FieldsFunc: func(obj runtime.Object) map[string]string {
 			e := obj.(*corev1.Event)
+			source := e.Source.Component
+			if source == "" {
+				source = e.ReportingController
+			}
 			return map[string]string{
 				"metadata.name":                  e.Name,
 				"metadata.namespace":             e.Namespace,
@@ -268,7 +290,7 @@ func NewEventStrategy() registry.Strategy {
 				"involvedObject.fieldPath":       e.InvolvedObject.FieldPath,
 				"reason":                         e.Reason,
 				"reportingComponent":             e.ReportingController,
-				"source":                         e.Source.Component,
+				"source":                         source,
 				"type":                           e.Type,
 			}
 		},
@@ -388,6 +410,10 @@ func NewReplicaSetStrategy() registry.Strategy {
 			DefaultPodSpec(&rs.Spec.Template.Spec)
 		},
 		Validator: validate,
+		// Kubernetes' ReplicaSet registry puts status.replicas in the field
+		// set, but apps/v1 registers no field-label conversion for
+		// ReplicaSet, so a selector on it is refused (apimachinery's
+		// default conversion) exactly as kube-apiserver refuses it.
 		FieldsFunc: func(obj runtime.Object) map[string]string {
 			rs := obj.(*appsv1.ReplicaSet)
 			return map[string]string{"metadata.name": rs.Name, "metadata.namespace": rs.Namespace, "status.replicas": itoa(rs.Status.Replicas)}
