@@ -67,7 +67,7 @@ func mustMatch(t *testing.T, out string, patterns ...string) {
 
 func TestKubectlApplyGetDescribe(t *testing.T) {
 	k := newKubectl(t)
-	mustMatch(t, k.ok("version"), `Server Version: v1\.36\.0`)
+	mustMatch(t, k.ok("version"), `Server Version: v1\.37\.2`)
 	mustMatch(t, k.ok("apply", "-f", "testdata/myapp.yaml"), `deployment.apps/myapp created`, `service/myapp created`)
 	mustMatch(t, k.ok("apply", "-f", "testdata/myapp.yaml"), `deployment.apps/myapp unchanged`, `service/myapp unchanged`)
 	mustMatch(t, k.ok("get", "svc", "myapp", "-o", "wide"),
