@@ -34,6 +34,7 @@ type dnsArgs struct {
 	ttl           uint32
 	pods          zone.PodMode
 	reverse       bool
+	reverseFall   bool
 	upstreams     []string
 	resolvConf    string
 	cacheSize     int
@@ -54,7 +55,8 @@ func parseDNSArgs(args []string) (*dnsArgs, error) {
 	fs.StringVar(&a.zone, "zone", "cluster.local", "cluster domain")
 	fs.UintVar(&ttl, "ttl", 5, "TTL in seconds of cluster records (0-3600)")
 	fs.StringVar(&pods, "pods", "insecure", "pod records <a-b-c-d>.<ns>.pod.<zone>: insecure, verified or disabled")
-	fs.BoolVar(&a.reverse, "reverse", true, "answer PTR queries for cluster and endpoint IPs (in-addr.arpa, ip6.arpa)")
+	fs.BoolVar(&a.reverse, "reverse", true, "be authoritative for in-addr.arpa and ip6.arpa: PTR for cluster and endpoint IPs, NXDOMAIN for other addresses")
+	fs.BoolVar(&a.reverseFall, "reverse-fallthrough", false, "forward reverse names that do not exist instead of answering NXDOMAIN (CoreDNS's fallthrough in-addr.arpa ip6.arpa)")
 	fs.StringArrayVar(&a.upstreams, "upstream", nil, "upstream resolver host[:port] for other names (repeatable; default: nameservers of --resolv-conf)")
 	fs.StringVar(&a.resolvConf, "resolv-conf", forward.DefaultResolvConf, "resolv.conf to read upstreams from when --upstream is not given")
 	fs.IntVar(&a.cacheSize, "cache-size", forward.DefaultCacheSize, "maximum forwarded answers cached (0 disables)")
@@ -151,7 +153,7 @@ func runDNS(ctx context.Context, args []string) error {
 			fallback = append(fallback, ap.Addr())
 		}
 	}
-	z := zone.New(zone.Config{Zone: a.zone, TTL: a.ttl, Pods: a.pods, Reverse: a.reverse,
+	z := zone.New(zone.Config{Zone: a.zone, TTL: a.ttl, Pods: a.pods, Reverse: a.reverse, ReverseFallthrough: a.reverseFall,
 		NSNamespace: nsNS, NSName: nsName, NSFallback: fallback}, idx, w.HasSynced, fwd)
 	h := &server.Handler{Zone: z, Forward: fwd, Metrics: metrics, Log: log}
 	srv := server.New(server.Config{Listen: a.listen, HealthListen: a.healthListen, ReadyListen: a.readyListen,

@@ -34,7 +34,7 @@ func TestDigSeedAnswers(t *testing.T) {
 		want []string // regexps that must all match
 	}{
 		{[]string{"myapp.default.svc.cluster.local", "A"}, []string{
-			`status: NOERROR`, `flags: qr aa rd ra`, `myapp\.default\.svc\.cluster\.local\.\s+5\s+IN\s+A\s+10\.96\.3\.215`}},
+			`status: NOERROR`, `flags: qr aa rd;`, `myapp\.default\.svc\.cluster\.local\.\s+5\s+IN\s+A\s+10\.96\.3\.215`}},
 		{[]string{"http.tcp.myapp.default.svc.cluster.local", "SRV"}, []string{
 			`http\.tcp\.myapp\.default\.svc\.cluster\.local\.\s+5\s+IN\s+SRV\s+0 100 38080 myapp\.default\.svc\.cluster\.local\.`,
 			`ADDITIONAL SECTION:\nmyapp\.default\.svc\.cluster\.local\.\s+5\s+IN\s+A\s+10\.96\.3\.215`}},
@@ -49,7 +49,7 @@ func TestDigSeedAnswers(t *testing.T) {
 		{[]string{"dns-version.cluster.local", "TXT"}, []string{`"1\.1\.0"`}},
 		{[]string{"cluster.local", "AXFR"}, []string{`Transfer failed`}},
 		{[]string{"+tcp", "web.default.svc.cluster.local", "A"}, []string{`IN\s+A\s+10\.244\.1\.10`, `IN\s+A\s+10\.244\.2\.11`}},
-		{[]string{"+notcp", "+noedns", "+ignore", "big.default.svc.cluster.local", "A"}, []string{`flags: qr aa tc rd ra`}},
+		{[]string{"+notcp", "+noedns", "+ignore", "big.default.svc.cluster.local", "A"}, []string{`flags: qr aa tc rd;`}},
 		{[]string{"big.default.svc.cluster.local", "A"}, []string{`ANSWER: 60,`}}, // dig retries over TCP by itself
 	} {
 		out := dig(t, ts.addr, c.args...)

@@ -37,7 +37,6 @@ import (
 // Limits.
 const (
 	MaxRequestSize  = 4096
-	maxUDPResponse  = 4096
 	requestTimeout  = 5 * time.Second
 	ShutdownTimeout = 5 * time.Second
 )
@@ -131,7 +130,6 @@ func (h *Handler) respond(r *dns.Msg, tcp bool) (resp *dns.Msg, plugin string) {
 	opt := r.IsEdns0()
 	if opt != nil && opt.Version() != 0 {
 		m := errorReply(r, dns.RcodeBadVers)
-		m.SetEdns0(maxUDPResponse, opt.Do())
 		m.Rcode = dns.RcodeBadVers
 		return m, ""
 	}
@@ -177,9 +175,13 @@ func fit(r, resp *dns.Msg, tcp bool) ([]byte, error) {
 		}
 	}
 	resp.Extra = extra
-	if opt := r.IsEdns0(); opt != nil {
-		size = max(dns.MinMsgSize, min(int(opt.UDPSize()), maxUDPResponse))
-		resp.SetEdns0(uint16(size), opt.Do())
+	// As CoreDNS: echo the client's OPT (its buffer size and DO bit, no
+	// options) and fit the answer into that buffer, at least 512 bytes.
+	if opt := r.IsEdns0(); opt != nil && resp.Rcode != dns.RcodeBadVers {
+		size = max(dns.MinMsgSize, int(opt.UDPSize()))
+		resp.SetEdns0(opt.UDPSize(), opt.Do())
+	} else if resp.Rcode == dns.RcodeBadVers {
+		resp.SetEdns0(0, false)
 	}
 	if tcp {
 		size = dns.MaxMsgSize

@@ -44,13 +44,14 @@ import (
 // dns-version.<zone>.
 const SchemaVersion = "1.1.0"
 
-// versionTTL is the TTL of the dns-version TXT record: CoreDNS's kubernetes
-// plugin sets 28800, and kubeadm's "cache 30" caps every reply at 30 s,
-// which is what clients of a kubeadm cluster see.
-const versionTTL = 30
+// versionTTL is the TTL of the dns-version TXT record, as in the
+// specification's example and CoreDNS's kubernetes plugin. A cache in front
+// (kubeadm's "cache 30") may lower what clients see; the zone does not.
+const versionTTL = 28800
 
-// maxCNAMEChain bounds how many ExternalName CNAMEs are followed in the zone.
-const maxCNAMEChain = 8
+// maxCNAMEChain bounds how many ExternalName CNAMEs are followed in the zone
+// (CoreDNS stops after more than 10).
+const maxCNAMEChain = 10
 
 // PodMode selects how <a-b-c-d>.<ns>.pod.<zone> names are answered.
 type PodMode string
@@ -84,8 +85,14 @@ type Config struct {
 	// TTL of every synthesized record and of the SOA minimum.
 	TTL  uint32
 	Pods PodMode
-	// Reverse enables PTR answers in in-addr.arpa. and ip6.arpa.
+	// Reverse makes the server authoritative for in-addr.arpa. and
+	// ip6.arpa. (PTR for cluster IPs and ready endpoint IPs), as kubeadm's
+	// "kubernetes cluster.local in-addr.arpa ip6.arpa".
 	Reverse bool
+	// ReverseFallthrough hands reverse names that do not exist to the
+	// caller (to forward) instead of answering NXDOMAIN, as CoreDNS's
+	// "fallthrough in-addr.arpa ip6.arpa".
+	ReverseFallthrough bool
 	// NSNamespace/NSName name the Service whose cluster IPs answer
 	// ns.dns.<zone> (kube-system/kube-dns). NSFallback is used when it
 	// does not exist.
@@ -120,35 +127,24 @@ var (
 	hostmaster = "hostmaster."
 )
 
-// Serve answers req if its question is in the cluster zone (or is a PTR the
-// index knows). It returns nil when the question is not for this zone, and
-// the caller should forward it. req must have exactly one question.
+// Serve answers req if its question is in the cluster zone or, with Reverse,
+// in in-addr.arpa. or ip6.arpa. It returns nil when the question is not for
+// these zones (or, with ReverseFallthrough, when a reverse name does not
+// exist), and the caller should forward it. req must have exactly one
+// question.
 func (z *Zone) Serve(ctx context.Context, req *dns.Msg) *dns.Msg {
 	if len(req.Question) != 1 {
 		return nil
 	}
 	q := req.Question[0]
 	lname := strings.ToLower(q.Name)
-
-	if z.cfg.Reverse && (dns.IsSubDomain(reverseV4, lname) || dns.IsSubDomain(reverseV6, lname)) {
-		if q.Qtype != dns.TypePTR || !z.synced() {
-			return nil
-		}
-		targets := z.reverse(lname)
-		if len(targets) == 0 {
-			return nil
-		}
-		m := z.reply(req)
-		for _, t := range targets {
-			m.Answer = append(m.Answer, &dns.PTR{Hdr: z.hdr(q.Name, dns.TypePTR), Ptr: t})
-		}
-		return m
-	}
-
-	if !dns.IsSubDomain(z.cfg.Zone, lname) {
+	zone := z.match(lname)
+	if zone == "" {
 		return nil
 	}
-	zoneQ := q.Name[len(q.Name)-len(z.cfg.Zone):]
+	// The zone as the question spells it: CoreDNS keeps the question's case
+	// in every synthesized name below the zone.
+	zoneQ := q.Name[len(q.Name)-len(zone):]
 	m := z.reply(req)
 	if q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR {
 		m.Rcode = dns.RcodeRefused
@@ -160,50 +156,13 @@ func (z *Zone) Serve(ctx context.Context, req *dns.Msg) *dns.Msg {
 		m.Ns = []dns.RR{z.soa(zoneQ)}
 		return m
 	}
-
+	n := name{q: q.Name, l: lname, zone: zone, zoneQ: zoneQ}
 	var err error
-	switch {
-	case lname == "ns.dns."+z.cfg.Zone && q.Qtype != dns.TypeTXT && q.Qtype != dns.TypeNS:
-		for _, a := range z.nsAddrs() {
-			if rr := z.addrRR(q.Name, a, q.Qtype); rr != nil {
-				m.Answer = append(m.Answer, rr)
-			}
-		}
-	case q.Qtype == dns.TypeA || q.Qtype == dns.TypeAAAA:
-		m.Answer, err = z.address(ctx, q.Name, q.Qtype, 0)
-	case q.Qtype == dns.TypeTXT && lname == "dns-version."+z.cfg.Zone:
-		h := z.hdr(q.Name, dns.TypeTXT)
-		h.Ttl = versionTTL
-		m.Answer = append(m.Answer, &dns.TXT{Hdr: h, Txt: []string{SchemaVersion}})
-	case q.Qtype == dns.TypeCNAME:
-		var es []entry
-		es, err = z.lookup(lname, zoneQ)
-		if err == nil && len(es) > 0 && es[0].cname != "" {
-			m.Answer = append(m.Answer, &dns.CNAME{Hdr: z.hdr(q.Name, dns.TypeCNAME), Target: es[0].cname})
-		}
-	case q.Qtype == dns.TypeSRV:
-		m.Answer, m.Extra, err = z.srv(q.Name, lname, zoneQ)
-	case q.Qtype == dns.TypeSOA:
-		// CoreDNS answers SOA only at the apex; below it every name is
-		// NODATA, whether it exists or not.
-		if lname == z.cfg.Zone {
-			m.Answer = append(m.Answer, z.soa(zoneQ))
-		}
-	case q.Qtype == dns.TypeNS && lname == z.cfg.Zone:
-		ns := "ns.dns." + zoneQ
-		m.Answer = append(m.Answer, &dns.NS{Hdr: z.hdr(q.Name, dns.TypeNS), Ns: ns})
-		for _, a := range z.nsAddrs() {
-			t := dns.TypeA
-			if a.Is6() {
-				t = dns.TypeAAAA
-			}
-			m.Extra = append(m.Extra, z.addrRR(ns, a, t))
-		}
-	default:
-		// Tell NODATA from NXDOMAIN by whether the name has any record.
-		_, err = z.lookup(lname, zoneQ)
-	}
+	m.Answer, m.Extra, err = z.answer(ctx, n, q.Qtype)
 	if errors.Is(err, errNX) {
+		if zone != z.cfg.Zone && z.cfg.ReverseFallthrough {
+			return nil
+		}
 		m.Rcode = dns.RcodeNameError
 		m.Answer, m.Extra = nil, nil
 		m.Ns = []dns.RR{z.soa(zoneQ)}
@@ -212,17 +171,115 @@ func (z *Zone) Serve(ctx context.Context, req *dns.Msg) *dns.Msg {
 	if len(m.Answer) == 0 {
 		m.Extra = nil
 		m.Ns = []dns.RR{z.soa(zoneQ)}
-		return m
 	}
 	return m
+}
+
+// name is a question name in the forms the lookups need.
+type name struct {
+	q     string // as asked
+	l     string // lower case
+	zone  string // the zone it is in, lower case
+	zoneQ string // that zone as asked
+}
+
+func (n name) reverse() bool { return n.zone == reverseV4 || n.zone == reverseV6 }
+
+// match returns the longest zone served that contains lname, or "".
+func (z *Zone) match(lname string) string {
+	if dns.IsSubDomain(z.cfg.Zone, lname) {
+		return z.cfg.Zone
+	}
+	if z.cfg.Reverse {
+		for _, r := range []string{reverseV4, reverseV6} {
+			if dns.IsSubDomain(r, lname) {
+				return r
+			}
+		}
+	}
+	return ""
+}
+
+// answer dispatches on the question type the way CoreDNS's kubernetes
+// handler does: each type has its own lookup, and types without one ask
+// for A records to tell NODATA from NXDOMAIN.
+func (z *Zone) answer(ctx context.Context, n name, qtype uint16) (answer, extra []dns.RR, err error) {
+	isNS := n.l == "ns.dns."+n.zone
+	switch qtype {
+	case dns.TypeA, dns.TypeAAAA:
+		if isNS {
+			return z.nsAddrRRs(n.q, qtype), nil, nil
+		}
+		answer, err = z.address(ctx, n, qtype, 0)
+		return answer, nil, err
+	case dns.TypeTXT:
+		if n.l == "dns-version."+n.zone {
+			h := z.hdr(n.q, dns.TypeTXT)
+			h.Ttl = versionTTL
+			return []dns.RR{&dns.TXT{Hdr: h, Txt: []string{SchemaVersion}}}, nil, nil
+		}
+		// Other names never have TXT records: NODATA when the name has
+		// records of another type, else NXDOMAIN (also for names that
+		// exist without records, such as <ns>.svc.<zone>).
+		es, err := z.lookup(n)
+		if err == nil && len(es) == 0 {
+			err = errNX
+		}
+		return nil, nil, err
+	case dns.TypePTR:
+		if n.reverse() {
+			if ip, ok := addrFromReverse(n.l); ok {
+				for _, t := range z.reverse(ip) {
+					answer = append(answer, &dns.PTR{Hdr: z.hdr(n.q, dns.TypePTR), Ptr: t})
+				}
+				if len(answer) == 0 {
+					return nil, nil, errNX
+				}
+				return answer, nil, nil
+			}
+		}
+		_, err = z.lookup(n)
+		return nil, nil, err
+	case dns.TypeCNAME:
+		if isNS {
+			return nil, nil, nil
+		}
+		es, err := z.lookup(n)
+		if err == nil && len(es) > 0 && es[0].cname != "" {
+			answer = append(answer, &dns.CNAME{Hdr: z.hdr(n.q, dns.TypeCNAME), Target: es[0].cname})
+		}
+		return answer, nil, err
+	case dns.TypeSRV:
+		if isNS {
+			return nil, nil, nil
+		}
+		return z.srv(n)
+	case dns.TypeSOA:
+		// SOA only at the apex; below it every name is NODATA, whether
+		// it exists or not.
+		if n.l == n.zone {
+			answer = append(answer, z.soa(n.zoneQ))
+		}
+		return answer, nil, nil
+	case dns.TypeNS:
+		if n.l == n.zone {
+			answer, extra = z.ns(n.zoneQ)
+			return answer, extra, nil
+		}
+	}
+	if isNS {
+		return nil, nil, nil
+	}
+	_, err = z.lookup(n)
+	return nil, nil, err
 }
 
 func (z *Zone) reply(req *dns.Msg) *dns.Msg {
 	m := new(dns.Msg)
 	m.SetReply(req)
+	// Authoritative, and like CoreDNS's kubernetes plugin without RA: the
+	// zone is answered here, not recursed for.
 	m.Authoritative = true
-	m.RecursionAvailable = true
-	m.Compress = true
 	return m
 }
 
@@ -251,11 +308,44 @@ func (z *Zone) addrRR(name string, a netip.Addr, qtype uint16) dns.RR {
 	return nil
 }
 
-func (z *Zone) nsAddrs() []netip.Addr {
+// nsAddrs returns the name servers' addresses and the name they go by: the
+// DNS Service's cluster IPs under its Service name (what CoreDNS finds when
+// it is that Service's endpoint), else the fallback addresses under
+// ns.dns.<zone>.
+func (z *Zone) nsAddrs(zoneQ string) (string, []netip.Addr) {
 	if s := z.idx.Service(z.cfg.NSNamespace, z.cfg.NSName); s != nil && len(s.ClusterIPs) > 0 {
-		return s.ClusterIPs
+		return s.Name + "." + s.Namespace + ".svc." + zoneQ, s.ClusterIPs
 	}
-	return z.cfg.NSFallback
+	return "ns.dns." + zoneQ, z.cfg.NSFallback
+}
+
+// nsAddrRRs answers A/AAAA for ns.dns.<zone>.
+func (z *Zone) nsAddrRRs(qname string, qtype uint16) []dns.RR {
+	_, addrs := z.nsAddrs(qname[len("ns.dns."):])
+	var out []dns.RR
+	for _, a := range addrs {
+		if rr := z.addrRR(qname, a, qtype); rr != nil {
+			out = append(out, rr)
+		}
+	}
+	return out
+}
+
+// ns answers NS at a zone apex: one NS record per name server name, their
+// addresses in the additional section.
+func (z *Zone) ns(zoneQ string) (answer, extra []dns.RR) {
+	host, addrs := z.nsAddrs(zoneQ)
+	for _, a := range addrs {
+		t := dns.TypeA
+		if a.Is6() {
+			t = dns.TypeAAAA
+		}
+		extra = append(extra, z.addrRR(host, a, t))
+	}
+	if len(addrs) > 0 {
+		answer = []dns.RR{&dns.NS{Hdr: z.hdr(zoneQ, dns.TypeNS), Ns: host}}
+	}
+	return answer, extra
 }
 
 // entry is one thing a name resolves to: an address (with the port it came
@@ -272,8 +362,9 @@ type entry struct {
 // lookup parses a lower-case name of the forward zone and returns what it
 // resolves to. It returns errNX when the name does not exist and (nil, nil)
 // when it exists without address records (the apex, svc., <ns>.svc.).
-func (z *Zone) lookup(lname, zoneQ string) ([]entry, error) {
-	base := strings.TrimSuffix(strings.TrimSuffix(lname, z.cfg.Zone), ".")
+func (z *Zone) lookup(n name) ([]entry, error) {
+	zoneQ := n.zoneQ
+	base := strings.TrimSuffix(strings.TrimSuffix(n.l, n.zone), ".")
 	if base == "" || base == "svc" || base == "pod" {
 		return nil, nil
 	}
@@ -281,6 +372,10 @@ func (z *Zone) lookup(lname, zoneQ string) ([]entry, error) {
 	last := len(segs) - 1
 	kind := segs[last]
 	if kind != "svc" && kind != "pod" {
+		return nil, errNX
+	}
+	if n.reverse() {
+		// <...>.svc.in-addr.arpa. parses, but nothing lives there.
 		return nil, errNX
 	}
 	last--
@@ -315,7 +410,8 @@ func (z *Zone) lookup(lname, zoneQ string) ([]entry, error) {
 	}
 	svcFQDN := svc.Name + "." + svc.Namespace + ".svc." + zoneQ
 	if svc.ExternalName != "" {
-		if endpoint != "" {
+		// No endpoints, and no ports to name in SRV form.
+		if endpoint != "" || port != "" || proto != "" {
 			return nil, errNX
 		}
 		if _, err := netip.ParseAddr(svc.ExternalName); err == nil {
@@ -370,7 +466,11 @@ func endpointName(ep index.Endpoint) string {
 	if ep.Addr.Is4() {
 		return strings.ReplaceAll(s, ".", "-")
 	}
-	return strings.ReplaceAll(s, ":", "-")
+	s = strings.ReplaceAll(s, ":", "-")
+	if strings.HasSuffix(s, "-") {
+		s += "0" // a label cannot end in a dash: fd00:: is fd00--0
+	}
+	return s
 }
 
 // matchPort matches a port name and protocol from an SRV-style name; empty
@@ -400,15 +500,15 @@ func (z *Zone) pod(ns, label, zoneQ string) ([]entry, error) {
 	if z.cfg.Pods == PodsVerified && !z.idx.PodExists(ns, ip) {
 		return nil, errNX
 	}
-	return []entry{{addr: ip, port: index.NoPort, owner: label + "." + ns + ".pod." + zoneQ}}, nil
+	// Port 0: an SRV question for a pod name answers port 0, as CoreDNS.
+	return []entry{{addr: ip, port: 0, owner: label + "." + ns + ".pod." + zoneQ}}, nil
 }
 
 // address answers an A or AAAA question for name (in the question's case),
 // following ExternalName CNAMEs.
-func (z *Zone) address(ctx context.Context, name string, qtype uint16, depth int) ([]dns.RR, error) {
-	lname := strings.ToLower(name)
-	zoneQ := name[len(name)-len(z.cfg.Zone):]
-	es, err := z.lookup(lname, zoneQ)
+func (z *Zone) address(ctx context.Context, n name, qtype uint16, depth int) ([]dns.RR, error) {
+	lname, qname := n.l, n.q
+	es, err := z.lookup(n)
 	if err != nil {
 		return nil, err
 	}
@@ -425,7 +525,7 @@ func (z *Zone) address(ctx context.Context, name string, qtype uint16, depth int
 			if seenSet != nil && seenSet[e.addr] || seenSet == nil && slices.Contains(seen, e.addr) {
 				continue
 			}
-			if rr := z.addrRR(name, e.addr, qtype); rr != nil {
+			if rr := z.addrRR(qname, e.addr, qtype); rr != nil {
 				if seenSet != nil {
 					seenSet[e.addr] = true
 				} else {
@@ -437,12 +537,13 @@ func (z *Zone) address(ctx context.Context, name string, qtype uint16, depth int
 		}
 		target := e.cname
 		ltarget := strings.ToLower(target)
-		if dns.IsSubDomain(lname, ltarget) || depth >= maxCNAMEChain {
+		if dns.IsSubDomain(lname, ltarget) || depth > maxCNAMEChain {
 			continue // a loop, or too long a chain
 		}
-		cname := &dns.CNAME{Hdr: z.hdr(name, dns.TypeCNAME), Target: target}
-		if dns.IsSubDomain(z.cfg.Zone, ltarget) {
-			next, err := z.address(ctx, target, qtype, depth+1)
+		cname := &dns.CNAME{Hdr: z.hdr(qname, dns.TypeCNAME), Target: target}
+		if dns.IsSubDomain(n.zone, ltarget) {
+			tn := name{q: target, l: ltarget, zone: n.zone, zoneQ: n.zoneQ}
+			next, err := z.address(ctx, tn, qtype, depth+1)
 			if err == nil && len(next) > 0 {
 				out = append(out, cname)
 				out = append(out, next...)
@@ -464,8 +565,9 @@ func (z *Zone) address(ctx context.Context, name string, qtype uint16, depth int
 
 // srv answers an SRV question: CoreDNS weights every record 100/n (n counting
 // every matching port and address, floored, at least 1), priority 0.
-func (z *Zone) srv(name, lname, zoneQ string) (answer, extra []dns.RR, err error) {
-	es, err := z.lookup(lname, zoneQ)
+func (z *Zone) srv(n name) (answer, extra []dns.RR, err error) {
+	qname := n.q
+	es, err := z.lookup(n)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -486,7 +588,7 @@ func (z *Zone) srv(name, lname, zoneQ string) (answer, extra []dns.RR, err error
 		k := strings.ToLower(e.owner) + "/" + strconv.Itoa(int(e.port))
 		if !seenSRV[k] {
 			seenSRV[k] = true
-			answer = append(answer, &dns.SRV{Hdr: z.hdr(name, dns.TypeSRV), Priority: 0, Weight: weight, Port: uint16(e.port), Target: e.owner})
+			answer = append(answer, &dns.SRV{Hdr: z.hdr(qname, dns.TypeSRV), Priority: 0, Weight: weight, Port: uint16(e.port), Target: e.owner})
 		}
 		ak := strings.ToLower(e.owner) + "/" + e.addr.String()
 		if !seenAddr[ak] {
@@ -503,11 +605,7 @@ func (z *Zone) srv(name, lname, zoneQ string) (answer, extra []dns.RR, err error
 
 // reverse returns the PTR targets for a lower-case reverse name: the
 // Service owning the cluster IP, else every endpoint name with that IP.
-func (z *Zone) reverse(lname string) []string {
-	ip, ok := addrFromReverse(lname)
-	if !ok {
-		return nil
-	}
+func (z *Zone) reverse(ip netip.Addr) []string {
 	if svcs := z.idx.ServicesByIP(ip); len(svcs) > 0 {
 		slices.SortFunc(svcs, func(a, b *index.Service) int {
 			return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
@@ -562,7 +660,7 @@ func addrFromReverse(lname string) (netip.Addr, bool) {
 				b[pos/2] |= byte(v)
 			}
 		}
-		return netip.AddrFrom16(b), true
+		return netip.AddrFrom16(b).Unmap(), true
 	}
 	return netip.Addr{}, false
 }

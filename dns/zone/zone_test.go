@@ -64,6 +64,21 @@ func nx(name, qname string, qtype uint16) dnstest.Case {
 	return dnstest.Case{Name: name, Qname: qname, Qtype: qtype, Rcode: dns.RcodeNameError, Ns: []dns.RR{SOA(soa)}}
 }
 
+const (
+	soa4 = "in-addr.arpa. 5 IN SOA ns.dns.in-addr.arpa. hostmaster.in-addr.arpa. 0 7200 1800 86400 5"
+	soa6 = "ip6.arpa. 5 IN SOA ns.dns.ip6.arpa. hostmaster.ip6.arpa. 0 7200 1800 86400 5"
+)
+
+// nxIn and nodataIn are negative answers in a reverse zone, whose SOA they
+// carry.
+func nxIn(zoneSOA, name, qname string, qtype uint16) dnstest.Case {
+	return dnstest.Case{Name: name, Qname: qname, Qtype: qtype, Rcode: dns.RcodeNameError, Ns: []dns.RR{SOA(zoneSOA)}}
+}
+
+func nodataIn(zoneSOA, name, qname string, qtype uint16) dnstest.Case {
+	return dnstest.Case{Name: name, Qname: qname, Qtype: qtype, Rcode: dns.RcodeSuccess, Ns: []dns.RR{SOA(zoneSOA)}}
+}
+
 func nodata(name, qname string, qtype uint16) dnstest.Case {
 	return dnstest.Case{Name: name, Qname: qname, Qtype: qtype, Rcode: dns.RcodeSuccess, Ns: []dns.RR{SOA(soa)}}
 }
@@ -147,7 +162,7 @@ var zoneCases = []dnstest.Case{
 	{Name: "PTR IPv6 cluster IP", Qname: "0.3.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa.", Qtype: dns.TypePTR,
 		Answer: []dns.RR{PTR("0.3.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa. 5 IN PTR dual.default.svc.cluster.local.")}},
 	{Name: "dns-version", Qname: "dns-version.cluster.local.", Qtype: dns.TypeTXT,
-		Answer: []dns.RR{TXT(`dns-version.cluster.local. 30 IN TXT "1.1.0"`)}},
+		Answer: []dns.RR{TXT(`dns-version.cluster.local. 28800 IN TXT "1.1.0"`)}},
 	nx("dns-version is TXT only", "dns-version.cluster.local.", dns.TypeA),
 	nodata("TXT of a service is NODATA", "myapp.default.svc.cluster.local.", dns.TypeTXT),
 	nx("TXT of a missing name", "nosuch.cluster.local.", dns.TypeTXT),
@@ -170,10 +185,66 @@ var zoneCases = []dnstest.Case{
 	nx("MX on missing", "nosuch.default.svc.cluster.local.", dns.TypeMX),
 	{Name: "SOA at apex", Qname: "cluster.local.", Qtype: dns.TypeSOA, Answer: []dns.RR{SOA(soa)}},
 	{Name: "NS at apex", Qname: "cluster.local.", Qtype: dns.TypeNS,
-		Answer: []dns.RR{NS("cluster.local. 5 IN NS ns.dns.cluster.local.")},
-		Extra:  []dns.RR{A("ns.dns.cluster.local. 5 IN A 10.96.0.10")}},
+		Answer: []dns.RR{NS("cluster.local. 5 IN NS kube-dns.kube-system.svc.cluster.local.")},
+		Extra:  []dns.RR{A("kube-dns.kube-system.svc.cluster.local. 5 IN A 10.96.0.10")}},
 	{Name: "ns.dns A", Qname: "ns.dns.cluster.local.", Qtype: dns.TypeA,
 		Answer: []dns.RR{A("ns.dns.cluster.local. 5 IN A 10.96.0.10")}},
+	// Reverse zones: authoritative, as kubeadm's "kubernetes cluster.local
+	// in-addr.arpa ip6.arpa" (without fallthrough).
+	nxIn(soa4, "PTR of an address that belongs to nothing", "1.1.1.1.in-addr.arpa.", dns.TypePTR),
+	nxIn(soa6, "PTR of an IPv6 address that belongs to nothing", "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa.", dns.TypePTR),
+	nxIn(soa4, "PTR of a not-ready endpoint", "12.3.244.10.in-addr.arpa.", dns.TypePTR),
+	nxIn(soa4, "A in the reverse zone", "215.3.96.10.in-addr.arpa.", dns.TypeA),
+	nxIn(soa4, "partial reverse name", "10.in-addr.arpa.", dns.TypePTR),
+	nxIn(soa4, "too long reverse name", "1.215.3.96.10.in-addr.arpa.", dns.TypePTR),
+	nodataIn(soa4, "reverse apex PTR", "in-addr.arpa.", dns.TypePTR),
+	{Name: "reverse apex SOA", Qname: "in-addr.arpa.", Qtype: dns.TypeSOA, Answer: []dns.RR{SOA(soa4)}},
+	nodataIn(soa4, "SOA below the reverse apex", "215.3.96.10.in-addr.arpa.", dns.TypeSOA),
+	{Name: "reverse zone keeps the question's case", Qname: "1.1.1.1.IN-ADDR.arpa.", Qtype: dns.TypePTR, Rcode: dns.RcodeNameError,
+		Ns: []dns.RR{SOA("IN-ADDR.arpa. 5 IN SOA ns.dns.IN-ADDR.arpa. hostmaster.IN-ADDR.arpa. 0 7200 1800 86400 5")}},
+	{Name: "PTR name echoed in question case", Qname: "215.3.96.10.IN-ADDR.ARPA.", Qtype: dns.TypePTR,
+		Answer: []dns.RR{PTR("215.3.96.10.IN-ADDR.ARPA. 5 IN PTR myapp.default.svc.cluster.local.")}},
+	nxIn(soa4, "TXT of a reverse name that exists (only PTR lives there)", "215.3.96.10.in-addr.arpa.", dns.TypeTXT),
+	// SRV edge cases.
+	nx("SRV with an extra label under the service", "_http._tcp.x.myapp.default.svc.cluster.local.", dns.TypeSRV),
+	nx("SRV with port only under the service", "_http.x.myapp.default.svc.cluster.local.", dns.TypeSRV),
+	nx("SRV port form on an ExternalName", "_http._tcp.svc-external-name.default.svc.cluster.local.", dns.TypeSRV),
+	nx("A in SRV form on an ExternalName", "_http._tcp.svc-external-name.default.svc.cluster.local.", dns.TypeA),
+	nx("SRV of an unknown endpoint", "x.myapp.default.svc.cluster.local.", dns.TypeSRV),
+	{Name: "SRV of an endpoint name", Qname: "web-0.web.default.svc.cluster.local.", Qtype: dns.TypeSRV,
+		Answer: []dns.RR{SRV("web-0.web.default.svc.cluster.local. 5 IN SRV 0 50 80 web-0.web.default.svc.cluster.local.")},
+		Extra: []dns.RR{A("web-0.web.default.svc.cluster.local. 5 IN A 10.244.1.10"),
+			AAAA("web-0.web.default.svc.cluster.local. 5 IN AAAA fd00:10:244::10")}},
+	{Name: "SRV of a pod name answers port 0", Qname: "_http._tcp.10-244-7-7.default.pod.cluster.local.", Qtype: dns.TypeSRV,
+		Answer: []dns.RR{SRV("_http._tcp.10-244-7-7.default.pod.cluster.local. 5 IN SRV 0 100 0 10-244-7-7.default.pod.cluster.local.")},
+		Extra:  []dns.RR{A("10-244-7-7.default.pod.cluster.local. 5 IN A 10.244.7.7")}},
+	nx("wildcard service name", "*.default.svc.cluster.local.", dns.TypeA),
+	nx("wildcard SRV", "_http._tcp.*.default.svc.cluster.local.", dns.TypeSRV),
+	// Pod names.
+	{Name: "pod name with an extra label", Qname: "x.10-244-7-7.default.pod.cluster.local.", Qtype: dns.TypeA,
+		Answer: []dns.RR{A("x.10-244-7-7.default.pod.cluster.local. 5 IN A 10.244.7.7")}},
+	{Name: "pod IPv6 name", Qname: "fd00-10-244--7.default.pod.cluster.local.", Qtype: dns.TypeAAAA,
+		Answer: []dns.RR{AAAA("fd00-10-244--7.default.pod.cluster.local. 5 IN AAAA fd00:10:244::7")}},
+	nodata("pod namespace", "default.pod.cluster.local.", dns.TypeA),
+	nodata("pod A of an IPv4 pod asked AAAA", "10-244-7-7.default.pod.cluster.local.", dns.TypeAAAA),
+	nx("TXT of a pod namespace", "default.pod.cluster.local.", dns.TypeTXT),
+	nodata("TXT of a pod", "10-244-7-7.default.pod.cluster.local.", dns.TypeTXT),
+	// Other types and names without records.
+	nx("TXT at the apex", "cluster.local.", dns.TypeTXT),
+	nx("TXT of a namespace", "default.svc.cluster.local.", dns.TypeTXT),
+	nodata("TXT of an ExternalName", "svc-external-name.default.svc.cluster.local.", dns.TypeTXT),
+	nodata("ANY on a service", "myapp.default.svc.cluster.local.", dns.TypeANY),
+	nx("ANY on a missing name", "nosuch.default.svc.cluster.local.", dns.TypeANY),
+	nodata("NS below the apex", "myapp.default.svc.cluster.local.", dns.TypeNS),
+	nx("NS of a missing name", "nosuch.default.svc.cluster.local.", dns.TypeNS),
+	nodata("HINFO on a namespace", "default.svc.cluster.local.", dns.TypeHINFO),
+	nodata("PTR of a forward name", "myapp.default.svc.cluster.local.", dns.TypePTR),
+	nx("TXT of ns.dns", "ns.dns.cluster.local.", dns.TypeTXT),
+	nx("PTR of ns.dns", "ns.dns.cluster.local.", dns.TypePTR),
+	nodata("SRV of ns.dns", "ns.dns.cluster.local.", dns.TypeSRV),
+	nodata("NS of ns.dns", "ns.dns.cluster.local.", dns.TypeNS),
+	nodata("AAAA of ns.dns", "ns.dns.cluster.local.", dns.TypeAAAA),
+	nx("other names under dns", "x.dns.cluster.local.", dns.TypeA),
 	{Name: "AXFR refused", Qname: "cluster.local.", Qtype: dns.TypeAXFR, Rcode: dns.RcodeRefused},
 	{Name: "IXFR refused", Qname: "cluster.local.", Qtype: dns.TypeIXFR, Rcode: dns.RcodeRefused},
 	{Name: "kube-dns SRV", Qname: "_dns._udp.kube-dns.kube-system.svc.cluster.local.", Qtype: dns.TypeSRV,
@@ -191,6 +262,9 @@ func TestZone(t *testing.T) {
 			}
 			if resp != nil && c.Rcode != dns.RcodeRefused && !resp.Authoritative {
 				t.Errorf("AA flag not set")
+			}
+			if resp != nil && (resp.RecursionAvailable || !resp.RecursionDesired) {
+				t.Errorf("flags: want RD echoed and no RA (CoreDNS's kubernetes plugin), got rd=%v ra=%v", resp.RecursionDesired, resp.RecursionAvailable)
 			}
 		})
 	}
@@ -212,15 +286,46 @@ func TestNotOurs(t *testing.T) {
 		qtype uint16
 	}{
 		{"www.example.com.", dns.TypeA},
-		{"1.1.1.1.in-addr.arpa.", dns.TypePTR}, // unknown reverse: forwarded
-		{"215.3.96.10.in-addr.arpa.", dns.TypeA},
 		{"local.", dns.TypeSOA},
+		{"arpa.", dns.TypeSOA},
 	} {
 		m := new(dns.Msg)
 		m.SetQuestion(q.name, q.qtype)
 		if resp := z.Serve(context.Background(), m); resp != nil {
 			t.Errorf("%s %s answered in-zone:\n%v", q.name, dns.TypeToString[q.qtype], resp)
 		}
+	}
+}
+
+// TestReverseFallthrough: with ReverseFallthrough, reverse names that do not
+// exist are left to the caller (forwarded), those that exist are answered.
+func TestReverseFallthrough(t *testing.T) {
+	client := fake.NewSimpleClientset(dnstest.Cluster()...)
+	idx := index.New()
+	w, err := index.NewWatcher(client, idx, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go w.Run(ctx)
+	if !w.WaitForSync(ctx, 10*time.Second) {
+		t.Fatal("informers did not sync")
+	}
+	z := zone.New(zone.Config{Zone: "cluster.local.", TTL: 5, Reverse: true, ReverseFallthrough: true}, idx, w.HasSynced, nil)
+	ask := func(name string, qtype uint16) *dns.Msg {
+		m := new(dns.Msg)
+		m.SetQuestion(name, qtype)
+		return z.Serve(ctx, m)
+	}
+	if r := ask("1.1.1.1.in-addr.arpa.", dns.TypePTR); r != nil {
+		t.Errorf("unknown reverse name answered, want fallthrough: %v", r)
+	}
+	if r := ask("215.3.96.10.in-addr.arpa.", dns.TypePTR); r == nil || len(r.Answer) != 1 {
+		t.Errorf("known reverse name: %v", r)
+	}
+	if r := ask("nosuch.default.svc.cluster.local.", dns.TypeA); r == nil || r.Rcode != dns.RcodeNameError {
+		t.Errorf("fallthrough must only apply to reverse zones: %v", r)
 	}
 }
 
@@ -305,7 +410,7 @@ func TestIncrementalUpdates(t *testing.T) {
 		return r.Rcode == dns.RcodeSuccess && len(r.Answer) == 0 // AAAA-family web-0 still exists: NODATA
 	})
 	eventually("PTR to leave", func() bool {
-		return z.Serve(ctx, func() *dns.Msg { m := new(dns.Msg); m.SetQuestion("10.1.244.10.in-addr.arpa.", dns.TypePTR); return m }()) == nil
+		return ask("10.1.244.10.in-addr.arpa.", dns.TypePTR).Rcode == dns.RcodeNameError
 	})
 	// Service deleted.
 	if err := client.CoreV1().Services("default").Delete(ctx, "myapp", metav1.DeleteOptions{}); err != nil {
@@ -315,9 +420,7 @@ func TestIncrementalUpdates(t *testing.T) {
 		return ask("myapp.default.svc.cluster.local.", dns.TypeA).Rcode == dns.RcodeNameError
 	})
 	// Its cluster IP no longer reverses.
-	m := new(dns.Msg)
-	m.SetQuestion("215.3.96.10.in-addr.arpa.", dns.TypePTR)
-	if r := z.Serve(ctx, m); r != nil {
+	if r := ask("215.3.96.10.in-addr.arpa.", dns.TypePTR); r.Rcode != dns.RcodeNameError {
 		t.Errorf("deleted service still reverses: %v", r)
 	}
 }
