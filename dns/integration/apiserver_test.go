@@ -125,7 +125,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		return ask("myapp.default.svc.cluster.local.", dns.TypeA).Rcode == dns.RcodeNameError
 	})
 	rev, _ := dns.ReverseAddr(clusterIP)
-	if r := z.Serve(ctx, func() *dns.Msg { m := new(dns.Msg); m.SetQuestion(rev, dns.TypePTR); return m }()); r != nil {
+	if r := z.Serve(ctx, func() *dns.Msg { m := new(dns.Msg); m.SetQuestion(rev, dns.TypePTR); return m }()); r == nil || r.Rcode != dns.RcodeNameError || len(r.Answer) != 0 {
 		t.Errorf("PTR of deleted service still answered: %v", r)
 	}
 }
