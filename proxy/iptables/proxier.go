@@ -37,16 +37,18 @@ var jumpRules = []jumpRule{
 	{"filter", "FORWARD", ChainServices, "kubernetes service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
 	{"filter", "OUTPUT", ChainServices, "kubernetes service portals", []string{"-m", "conntrack", "--ctstate", "NEW"}},
 	{"filter", "FORWARD", ChainForward, "kubernetes forwarding rules", nil},
-	{"filter", "INPUT", ChainProxyFirewall, "kube-proxy firewall rules", []string{"-m", "conntrack", "--ctstate", "NEW"}},
-	{"filter", "OUTPUT", ChainProxyFirewall, "kube-proxy firewall rules", []string{"-m", "conntrack", "--ctstate", "NEW"}},
-	{"filter", "FORWARD", ChainProxyFirewall, "kube-proxy firewall rules", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{"filter", "INPUT", ChainProxyFirewall, "kubernetes load balancer firewall", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{"filter", "OUTPUT", ChainProxyFirewall, "kubernetes load balancer firewall", []string{"-m", "conntrack", "--ctstate", "NEW"}},
+	{"filter", "FORWARD", ChainProxyFirewall, "kubernetes load balancer firewall", []string{"-m", "conntrack", "--ctstate", "NEW"}},
 	{"nat", "OUTPUT", ChainServices, "kubernetes service portals", nil},
 	{"nat", "PREROUTING", ChainServices, "kubernetes service portals", nil},
 	{"nat", "POSTROUTING", ChainPostrouting, "kubernetes postrouting rules", nil},
 }
 
-// kubeletJumpRules are the jumps kubelet normally owns; kube-proxy ensures
-// them too for IPv4 when localhost NodePorts are on.
+// kubeletJumpRules are the jumps kubelet normally owns; kube-proxy (1.37)
+// ensures them too, in both families and whether or not localhost
+// NodePorts are on (the KUBE-FIREWALL rule itself is only written for IPv4
+// localhost NodePorts, see BuildPlan).
 var kubeletJumpRules = []jumpRule{
 	{"filter", "INPUT", ChainKubeletFirewall, "", nil},
 	{"filter", "OUTPUT", ChainKubeletFirewall, "", nil},
@@ -229,11 +231,7 @@ func (p *Proxier) ensureBase(ctx context.Context) error {
 				return fmt.Errorf("canary: %w", err)
 			}
 		}
-		jumps := jumpRules
-		if !v6 && p.LocalhostNodePorts {
-			jumps = append(append([]jumpRule{}, jumpRules...), kubeletJumpRules...)
-		}
-		for _, j := range jumps {
+		for _, j := range append(append([]jumpRule{}, jumpRules...), kubeletJumpRules...) {
 			if !hasChain(j.table, j.dst) {
 				if err := p.ipt.EnsureChain(ctx, v6, j.table, j.dst); err != nil {
 					return fmt.Errorf("ensure chain %s/%s: %w", j.table, j.dst, err)
