@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -169,7 +170,7 @@ func (t *EndpointsChangeTracker) endpointsLocked(name types.NamespacedName) Endp
 		sliceNames = append(sliceNames, n)
 	}
 	slices.Sort(sliceNames)
-	seen := map[ServicePortName]map[netip.AddrPort]bool{}
+	seen := map[ServicePortName]map[netip.AddrPort]int{} // index in out[pn]
 	for _, sn := range sliceNames {
 		s := t.slices[name][sn]
 		for _, port := range s.Ports {
@@ -184,7 +185,7 @@ func (t *EndpointsChangeTracker) endpointsLocked(name types.NamespacedName) Endp
 				pn.Protocol = *port.Protocol
 			}
 			if seen[pn] == nil {
-				seen[pn] = map[netip.AddrPort]bool{}
+				seen[pn] = map[netip.AddrPort]int{}
 			}
 			// Weights ride on the slice as one annotation (see docs/proxy-modes.md);
 			// a malformed entry keeps the default weight 1.
@@ -208,10 +209,8 @@ func (t *EndpointsChangeTracker) endpointsLocked(name types.NamespacedName) Endp
 				if w, ok := weights[ep.Addr]; ok {
 					ep.Weight = w
 				}
-				ep.Serving = ep.Ready
-				if e.Conditions.Serving != nil {
-					ep.Serving = *e.Conditions.Serving
-				}
+				// As kube-proxy: an unset serving condition means serving.
+				ep.Serving = e.Conditions.Serving == nil || *e.Conditions.Serving
 				if e.NodeName != nil {
 					ep.NodeName = *e.NodeName
 					ep.IsLocal = ep.NodeName == t.nodeName && t.nodeName != ""
@@ -227,16 +226,24 @@ func (t *EndpointsChangeTracker) endpointsLocked(name types.NamespacedName) Endp
 						ep.NodeHints = append(ep.NodeHints, n.Name)
 					}
 				}
-				if seen[pn][ep.AddrPort()] {
+				if i, dup := seen[pn][ep.AddrPort()]; dup {
+					// The same endpoint in two slices (briefly, while it
+					// moves): as kube-proxy, a non-terminating copy wins.
+					if out[pn][i].Terminating && !ep.Terminating {
+						out[pn][i] = ep
+					}
 					continue
 				}
-				seen[pn][ep.AddrPort()] = true
+				seen[pn][ep.AddrPort()] = len(out[pn])
 				out[pn] = append(out[pn], ep)
 			}
 		}
 	}
+	// kube-proxy orders a port's endpoints by their "IP:port" string (so
+	// 10.0.0.10 comes before 10.0.0.9); the order decides the probability
+	// each rule gets, so svcnet keeps exactly that order.
 	for pn := range out {
-		slices.SortFunc(out[pn], func(a, b *Endpoint) int { return a.AddrPort().Compare(b.AddrPort()) })
+		slices.SortFunc(out[pn], func(a, b *Endpoint) int { return strings.Compare(a.String(), b.String()) })
 	}
 	return out
 }

@@ -126,9 +126,16 @@ func (p *ServicePort) ForFamily(ipv6 bool) (*ServicePort, bool) {
 	q.LoadBalancerVIPs = filterAddrs(p.LoadBalancerVIPs, ipv6)
 	q.LoadBalancerSourceRanges = nil
 	for _, r := range p.LoadBalancerSourceRanges {
-		if r.Addr().Is6() == ipv6 {
-			q.LoadBalancerSourceRanges = append(q.LoadBalancerSourceRanges, r)
+		if r.Addr().Is6() != ipv6 {
+			continue
 		}
+		if r.Bits() == 0 {
+			// A zero range (0.0.0.0/0, ::/0) allows every source of the
+			// family: as kube-proxy, no firewall at all.
+			q.LoadBalancerSourceRanges = nil
+			break
+		}
+		q.LoadBalancerSourceRanges = append(q.LoadBalancerSourceRanges, r)
 	}
 	return &q, true
 }
