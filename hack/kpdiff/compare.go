@@ -14,13 +14,25 @@ import (
 //     "0x004000"; iptables-save prints 0x4000); empty built-in chains are
 //     dropped (one fake lists them, the other does not). Rule order is
 //     compared exactly, except in the dispatch chains that kube-proxy fills
-//     in Go map order (sharedChains), compared as multisets with their last
-//     rule (the KUBE-NODEPORTS jump) fixed.
+//     in Go map order (sharedChains), compared as multisets, and the jumps to KUBE-NODEPORTS must
+//     come last.
 //   - nftables: knftables.Fake's dump line by line; set and map elements
 //     as a multiset (kube-proxy adds them in map order).
 
 var sharedChains = map[string]bool{
 	"KUBE-SERVICES": true, "KUBE-EXTERNAL-SERVICES": true, "KUBE-NODEPORTS": true, "KUBE-PROXY-FIREWALL": true,
+}
+
+func nodePortsLast(rules []string) bool {
+	seen := false
+	for _, r := range rules {
+		jump := strings.HasSuffix(r, "-j KUBE-NODEPORTS")
+		if seen && !jump {
+			return false
+		}
+		seen = seen || jump
+	}
+	return true
 }
 
 var builtin = map[string]bool{"PREROUTING": true, "INPUT": true, "FORWARD": true, "OUTPUT": true, "POSTROUTING": true}
@@ -171,8 +183,10 @@ func diffIPTables(kp, sv string) []string {
 				continue
 			}
 			if sharedChains[c] {
-				if len(ra) > 0 && ra[len(ra)-1] != rb[len(rb)-1] && (strings.HasSuffix(ra[len(ra)-1], "-j KUBE-NODEPORTS") || strings.HasSuffix(rb[len(rb)-1], "-j KUBE-NODEPORTS")) {
-					out = append(out, fmt.Sprintf("! %s chain %s: last rule differs: %q vs %q", t, c, ra[len(ra)-1], rb[len(rb)-1]))
+				// The KUBE-NODEPORTS jumps (one per NodePort address, in
+				// interface order) must come after every other rule.
+				if !nodePortsLast(ra) || !nodePortsLast(rb) {
+					out = append(out, fmt.Sprintf("! %s chain %s: KUBE-NODEPORTS jumps not last:\n    kube-proxy: %q\n    svcnet:     %q", t, c, ra, rb))
 				}
 			} else if !slices.Equal(ra, rb) {
 				out = append(out, fmt.Sprintf("! %s chain %s: same rules, different order:\n    kube-proxy: %q\n    svcnet:     %q", t, c, ra, rb))

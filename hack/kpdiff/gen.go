@@ -331,12 +331,11 @@ func (g *gen) slices(svc *v1.Service, fam v1.IPFamily, td string) {
 		for e := 0; e < n; e++ {
 			g.nextEP++
 			var addr string
-			if g.chance(0.05) {
-				// a host-network endpoint on this node
+			if k == 0 && e == 0 && g.chance(0.05) {
+				// A host-network endpoint on this node's address. (The
+				// same address in two slices is left out: kube-proxy then
+				// keeps whichever slice its map iteration visits last.)
 				addr = g.sc.primaryIP(fam).String()
-				if g.sc.primaryIP(fam).IsValid() && e > 0 {
-					continue
-				}
 			} else if fam == v1.IPv6Protocol {
 				addr = fmt.Sprintf("fd00:10::%x", 0x100+g.nextEP)
 			} else {
