@@ -120,9 +120,7 @@ func (s *Server) serveResourceList(w http.ResponseWriter, r *http.Request, gv sc
 			list.APIResources = append(list.APIResources, metav1.APIResource{Name: info.GVR.Resource + "/scale", Group: "autoscaling", Version: "v1", Namespaced: info.Namespaced, Kind: "Scale", Verbs: subVerbs})
 		}
 	}
-	if res, ok := reviewResources[gv]; ok {
-		list.APIResources = append(list.APIResources, res)
-	}
+	list.APIResources = append(list.APIResources, reviewResources[gv]...)
 	if len(list.APIResources) == 0 {
 		writeError(w, apierrors.NewNotFound(schema.GroupResource{}, ""))
 		return

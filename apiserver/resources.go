@@ -54,7 +54,7 @@ var metallbGV = schema.GroupVersion{Group: "metallb.io", Version: "v1beta1"}
 func builtinResources() []resourceDef {
 	v1 := corev1.SchemeGroupVersion
 	apps := appsv1.SchemeGroupVersion
-	return []resourceDef{
+	return append([]resourceDef{
 		{registry.ResourceInfo{GVR: v1.WithResource("namespaces"), Kind: "Namespace", Singular: "namespace", ShortNames: []string{"ns"}, Status: true,
 			New: typed[corev1.Namespace](), NewList: typed[corev1.NamespaceList]()}, core.NewNamespaceStrategy},
 		{registry.ResourceInfo{GVR: v1.WithResource("services"), Kind: "Service", Singular: "service", Namespaced: true, ShortNames: []string{"svc"}, Categories: []string{"all"}, Status: true,
@@ -77,9 +77,10 @@ func builtinResources() []resourceDef {
 			New: typed[appsv1.ReplicaSet](), NewList: typed[appsv1.ReplicaSetList]()}, core.NewReplicaSetStrategy},
 		{registry.ResourceInfo{GVR: coordinationv1.SchemeGroupVersion.WithResource("leases"), Kind: "Lease", Singular: "lease", Namespaced: true,
 			New: typed[coordinationv1.Lease](), NewList: typed[coordinationv1.LeaseList]()}, core.NewLeaseStrategy},
+	}, append(rbacResources(), []resourceDef{
 		{registry.ResourceInfo{GVR: metallbGV.WithResource("ipaddresspools"), Kind: "IPAddressPool", Singular: "ipaddresspool", Namespaced: true, Generation: true,
 			New: unstructuredNew(metallbGV, "IPAddressPool"), NewList: unstructuredNewList(metallbGV, "IPAddressPool")}, func() registry.Strategy { return &core.Basic{Namespaced: true} }},
 		{registry.ResourceInfo{GVR: metallbGV.WithResource("l2advertisements"), Kind: "L2Advertisement", Singular: "l2advertisement", Namespaced: true, Generation: true,
 			New: unstructuredNew(metallbGV, "L2Advertisement"), NewList: unstructuredNewList(metallbGV, "L2Advertisement")}, func() registry.Strategy { return &core.Basic{Namespaced: true} }},
-	}
+	}...)...)
 }

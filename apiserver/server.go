@@ -35,7 +35,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/svcnet/svcnet/allocator"
+	"github.com/svcnet/svcnet/apiserver/authz"
 	"github.com/svcnet/svcnet/registry"
+	"github.com/svcnet/svcnet/registry/core"
 	"github.com/svcnet/svcnet/registry/endpoints"
 	"github.com/svcnet/svcnet/registry/endpointslice"
 	"github.com/svcnet/svcnet/registry/service"
@@ -74,6 +76,10 @@ type Config struct {
 	// BookmarkInterval is how often watches asking for bookmarks get one
 	// (default 10s).
 	BookmarkInterval time.Duration
+	// AuthorizationModes are the authorizers in order, as kube-apiserver's
+	// --authorization-mode: RBAC, Node, AlwaysAllow, AlwaysDeny (default
+	// RBAC,Node). Members of system:masters are always allowed.
+	AuthorizationModes []string
 }
 
 // Server is one API server instance.
@@ -90,6 +96,10 @@ type Server struct {
 	embedded  *storage.Embedded
 	runCtx    context.Context
 	nsCleanup sync.Map
+
+	policy     *policyCache
+	rbac       *authz.RBAC
+	authorizer authz.Authorizer
 
 	openapiOnce    sync.Once
 	openapiHandler http.Handler
@@ -137,7 +147,24 @@ func New(cfg Config) (*Server, error) {
 	if cfg.BookmarkInterval == 0 {
 		cfg.BookmarkInterval = 10 * time.Second
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, ready: make(chan struct{})}, nil
+	if len(cfg.AuthorizationModes) == 0 {
+		cfg.AuthorizationModes = []string{"RBAC", "Node"}
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, ready: make(chan struct{}), policy: newPolicyCache()}
+	s.rbac = &authz.RBAC{Policy: s.policy}
+	policy, err := authz.LoadDefaultPolicy()
+	if err != nil {
+		return nil, fmt.Errorf("apiserver: default RBAC policy: %w", err)
+	}
+	nodeRole, _ := policy.ClusterRole("system:node")
+	node := &authz.Node{Graph: nodeGraph{s}}
+	if nodeRole != nil {
+		node.Rules = nodeRole.Rules
+	}
+	if s.authorizer, err = authz.New(cfg.AuthorizationModes, s.rbac, node); err != nil {
+		return nil, fmt.Errorf("apiserver: %w", err)
+	}
+	return s, nil
 }
 
 // Ready is closed once the server accepts requests.
@@ -230,6 +257,14 @@ func (s *Server) buildStores() error {
 		s.order = append(s.order, st)
 	}
 	s.installPoolAdmission()
+	esc := &authz.Escalation{RBAC: s.rbac, Authorizer: s.authorizer}
+	for _, gr := range []schema.GroupResource{rolesGR, clusterRolesGR, roleBindingsGR, clusterRoleBindingsGR} {
+		if st, ok := s.byGR[gr]; ok {
+			if basic, ok := st.Strategy.(*core.Basic); ok {
+				st.Strategy = &escalationStrategy{Basic: basic, esc: esc}
+			}
+		}
+	}
 	return nil
 }
 
@@ -309,6 +344,15 @@ func (s *Server) Run(ctx context.Context) error {
 		ln.Close()
 		return fmt.Errorf("bootstrap: %w", err)
 	}
+	if err := s.bootstrapPolicy(ctx); err != nil {
+		ln.Close()
+		return fmt.Errorf("bootstrap RBAC policy: %w", err)
+	}
+	if err := s.startPolicy(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	go s.aggregateLoop(ctx)
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 30 * time.Second,

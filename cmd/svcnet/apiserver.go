@@ -27,6 +27,7 @@ func parseAPIServerArgs(args []string) (apiserver.Config, error) {
 	fs.StringVar(&cfg.AdvertiseAddress, "advertise-address", "", "IP address nodes use to reach this server; the kubernetes Service's endpoint (default: --bind-address)")
 	fs.StringVar(&cidr, "service-cluster-ip-range", "10.96.0.0/16", "CIDR of Service ClusterIPs, or two of different families (dual-stack); the first range's first address is the kubernetes Service's")
 	fs.StringVar(&cfg.ServiceNodePortRange, "service-node-port-range", "30000-32767", "range of Service NodePorts")
+	fs.StringSliceVar(&cfg.AuthorizationModes, "authorization-mode", []string{"RBAC", "Node"}, "ordered list of authorizers: RBAC, Node, AlwaysAllow, AlwaysDeny (system:masters is always allowed)")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

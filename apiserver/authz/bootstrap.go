@@ -1,0 +1,173 @@
+package authz
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// bootstrap/*.yaml are kube-apiserver 1.37.2's default RBAC policy
+// (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/testdata, which is the
+// policy's own output), kept as data.
+//
+//go:embed bootstrap/*.yaml
+var bootstrapFS embed.FS
+
+// DefaultPolicy is what kube-apiserver bootstraps, restricted to the
+// controllers svcnet runs, plus svcnet's own additions (BootstrapExtras).
+type DefaultPolicy struct {
+	ClusterRoles        []rbacv1.ClusterRole
+	ClusterRoleBindings []rbacv1.ClusterRoleBinding
+	Roles               []rbacv1.Role
+	RoleBindings        []rbacv1.RoleBinding
+}
+
+// SvcnetControllers are the kube-controller-manager controllers whose
+// system:controller:* roles and bindings are bootstrapped because
+// `svcnet controllers` (or the apiserver itself) does their work.
+var SvcnetControllers = []string{
+	"endpoint-controller", "endpointslice-controller", "endpointslicemirroring-controller",
+	"deployment-controller", "replicaset-controller", "generic-garbage-collector",
+	"service-controller", // LoadBalancer IP assignment (lbipam) writes services/status
+	"namespace-controller", "clusterrole-aggregation-controller",
+}
+
+// ControllersUser is the identity of `svcnet controllers` in `svcnet up`:
+// kube-controller-manager's user, bound (by BootstrapExtras) to the
+// system:controller:* roles of SvcnetControllers and to the scheduler's role.
+const ControllersUser = "system:kube-controller-manager"
+
+// DNSUser is the identity of `svcnet dns` in `svcnet up`: the coredns
+// service account of kube-system, bound to system:coredns as kubeadm does.
+const DNSUser = "system:serviceaccount:kube-system:coredns"
+
+// ProxyUser is kube-proxy's identity, bound to system:node-proxier.
+const ProxyUser = "system:kube-proxy"
+
+type itemList struct {
+	Items []json.RawMessage `json:"items"`
+}
+
+func load[T any](name string) ([]T, error) {
+	data, err := bootstrapFS.ReadFile("bootstrap/" + name)
+	if err != nil {
+		return nil, err
+	}
+	j, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	var l itemList
+	if err := json.Unmarshal(j, &l); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	out := make([]T, 0, len(l.Items))
+	for _, it := range l.Items {
+		var v T
+		if err := json.Unmarshal(it, &v); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func isController(name string) (bool, bool) {
+	c, ok := strings.CutPrefix(name, "system:controller:")
+	if !ok {
+		return false, false
+	}
+	return true, slices.Contains(SvcnetControllers, c)
+}
+
+// LoadDefaultPolicy returns the default policy.
+func LoadDefaultPolicy() (*DefaultPolicy, error) {
+	p := &DefaultPolicy{}
+	var err error
+	if p.ClusterRoles, err = load[rbacv1.ClusterRole]("cluster-roles.yaml"); err != nil {
+		return nil, err
+	}
+	if p.ClusterRoleBindings, err = load[rbacv1.ClusterRoleBinding]("cluster-role-bindings.yaml"); err != nil {
+		return nil, err
+	}
+	cr, err := load[rbacv1.ClusterRole]("controller-roles.yaml")
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range cr {
+		if _, ours := isController(r.Name); ours {
+			p.ClusterRoles = append(p.ClusterRoles, r)
+		}
+	}
+	crb, err := load[rbacv1.ClusterRoleBinding]("controller-role-bindings.yaml")
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range crb {
+		if _, ours := isController(b.Name); ours {
+			p.ClusterRoleBindings = append(p.ClusterRoleBindings, b)
+		}
+	}
+	if p.Roles, err = load[rbacv1.Role]("namespace-roles.yaml"); err != nil {
+		return nil, err
+	}
+	if p.RoleBindings, err = load[rbacv1.RoleBinding]("namespace-role-bindings.yaml"); err != nil {
+		return nil, err
+	}
+	p.addExtras()
+	return p, nil
+}
+
+// ClusterRole returns a default cluster role by name.
+func (p *DefaultPolicy) ClusterRole(name string) (*rbacv1.ClusterRole, bool) {
+	for i := range p.ClusterRoles {
+		if p.ClusterRoles[i].Name == name {
+			return &p.ClusterRoles[i], true
+		}
+	}
+	return nil, false
+}
+
+func svcnetMeta(name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name,
+		Annotations: map[string]string{rbacv1.AutoUpdateAnnotationKey: "true"},
+		Labels:      map[string]string{"kubernetes.io/bootstrapping": "rbac-defaults"}}
+}
+
+// addExtras adds what a kubeadm cluster adds to kube-apiserver's defaults
+// for the components svcnet up runs: CoreDNS's system:coredns role bound to
+// kube-system/coredns, and the controllers' user bound to the controller
+// roles (kube-controller-manager uses one service account per controller;
+// svcnet's controllers share one process and one identity).
+func (p *DefaultPolicy) addExtras() {
+	p.ClusterRoles = append(p.ClusterRoles, rbacv1.ClusterRole{
+		ObjectMeta: svcnetMeta("system:coredns"),
+		Rules: []rbacv1.PolicyRule{
+			{Verbs: []string{"list", "watch"}, APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}},
+			{Verbs: []string{"list", "watch"}, APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}},
+		},
+	})
+	p.ClusterRoleBindings = append(p.ClusterRoleBindings, rbacv1.ClusterRoleBinding{
+		ObjectMeta: svcnetMeta("system:coredns"),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:coredns"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "coredns", Namespace: "kube-system"}},
+	})
+	user := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ControllersUser}}
+	roles := []string{"system:kube-scheduler"}
+	for _, c := range SvcnetControllers {
+		roles = append(roles, "system:controller:"+c)
+	}
+	for _, r := range roles {
+		p.ClusterRoleBindings = append(p.ClusterRoleBindings, rbacv1.ClusterRoleBinding{
+			ObjectMeta: svcnetMeta("svcnet:controllers:" + strings.TrimPrefix(r, "system:")),
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: r},
+			Subjects:   user,
+		})
+	}
+}
