@@ -12,6 +12,9 @@
 // node-role.kubernetes.io/control-plane and tainted NoSchedule, as kubeadm
 // does). When the binary has a `controllers` command, it runs too. Cluster
 // DNS runs as pods of kube-system behind the kube-dns Service at 10.96.0.10.
+// Up declares the cluster ready (prints the export KUBECONFIG line) once
+// every node is Ready, every node's proxy has synced and cluster DNS
+// answers through the Service from every node.
 //
 // Everything Up creates is recorded in <data-dir>/cluster.json, so Down can
 // remove what a crashed run left behind: processes, namespaces (nodes' and
@@ -306,6 +309,10 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		return nil, err
 	}
 	if err := waitDNS(ctx, client); err != nil {
+		return nil, err
+	}
+	log.Info("DNS pods ready", "after", time.Since(t0).Round(time.Millisecond))
+	if err := waitUsable(ctx, cfg, nodeIP); err != nil {
 		return nil, err
 	}
 	log.Info("cluster ready", "after", time.Since(t0).Round(time.Millisecond))

@@ -70,6 +70,7 @@ var scenarios = []struct {
 	gate bool
 	run  func(s *scenario)
 }{
+	{"00-ready-means-usable", false, readyMeansUsable},
 	{"01-walkthrough-deploy-svc-curl", true, walkthrough},
 	{"03-named-ports-describe-endpoints", true, namedPorts},
 	{"14-hairpin-pod-reaches-itself", false, hairpin},
@@ -84,6 +85,66 @@ var scenarios = []struct {
 	{"13-proxy-rules-structure", false, ruleStructure},
 	{"11-seed001-extras", false, seed001},
 	{"12-seed002-traffic-policies", false, seed002},
+}
+
+// 0 (issue 17): first thing after the export line, a Deployment and its
+// Service applied at once answer by name from a pod within 2 s of the
+// rollout finishing, and the pod's first DNS lookup succeeds.
+func readyMeansUsable(s *scenario) {
+	s.apply("ready.yaml")
+	// A pod of the Deployment starts asking for the Service by name as soon
+	// as it runs, and prints the time of the first answer; kubectl's own
+	// start-up time is not counted against the cluster.
+	var pod string
+	s.eventually(60*time.Second, "an early pod runs", func() ([]string, string, bool) {
+		names, _ := s.podsOf("app=early")
+		if len(names) > 0 {
+			pod = names[0]
+		}
+		return []string{"kubectl get pods -l app=early"}, strings.Join(names, " "), pod != ""
+	})
+	loop := `for i in $(seq 600); do if curl -sS -m 1 http://early/ 2>&1; then date +%s.%N; exit 0; fi; sleep 0.05; done; exit 1`
+	cmd := []string{"kubectl exec " + pod + " -- sh -c", loop}
+	type result struct {
+		out string
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		out, err := s.c.inPod("default", pod, "sh", "-c", loop)
+		res <- result{out, err}
+	}()
+	s.kubectl("rollout", "status", "deployment/early", "--timeout=90s")
+	done := time.Now()
+	r := <-res
+	out := r.out
+	if r.err != nil {
+		s.failf(cmd, out, r.err, "the Service never answered by name")
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	at, perr := strconv.ParseFloat(lines[len(lines)-1], 64)
+	if perr != nil || !strings.Contains(out, "Hello Kubernetes bootcamp! | Running on: early-") {
+		s.failf(cmd, out, perr, "want the bootcamp greeting and a time")
+	}
+	lat := time.Unix(0, int64(at*1e9)).Sub(done)
+	s.Logf("mode %s: the Service answered by name %v after the rollout finished (negative: before)", s.c.mode, lat.Round(time.Millisecond))
+	if lat > 2*time.Second {
+		s.errorf(cmd, out, "the Service answered %v after the rollout finished; want within 2s", lat)
+	}
+	// First try, no retry, from the pod that has not asked anything yet.
+	names, _ := s.podsOf("app=early")
+	other := names[0]
+	for _, n := range names {
+		if n != pod {
+			other = n
+		}
+	}
+	nsl := []string{"nslookup", "kubernetes.default"}
+	out, err := s.c.inPod("default", other, nsl...)
+	if err != nil || !regexp.MustCompile(`Name:\s+kubernetes\.default\.svc\.cluster\.local\nAddress: 10\.96\.0\.1\n`).MatchString(out) {
+		s.failf(nsl, out, err, "want kubernetes.default.svc.cluster.local 10.96.0.1 on the first try")
+	}
+	s.kubectl("delete", "-f", mustAbs("testdata/ready.yaml"), "--wait=false")
 }
 
 // 1: Deployment myapp 3/3, Service myapp, curls reach all three pods.
