@@ -24,13 +24,13 @@ type fakeAPI struct {
 	addr  string
 }
 
-func newFakeAPI(namespaces []corev1.Namespace, services []corev1.Service, slices []discoveryv1.EndpointSlice) *fakeAPI {
+func newFakeAPI(namespaces []corev1.Namespace, services []corev1.Service, slices []discoveryv1.EndpointSlice, pods ...corev1.Pod) *fakeAPI {
 	rv := metav1.ListMeta{ResourceVersion: "1"}
 	f := &fakeAPI{lists: map[string]runtime.Object{
 		"/api/v1/namespaces":                       &corev1.NamespaceList{TypeMeta: metav1.TypeMeta{Kind: "NamespaceList", APIVersion: "v1"}, ListMeta: rv, Items: namespaces},
 		"/api/v1/services":                         &corev1.ServiceList{TypeMeta: metav1.TypeMeta{Kind: "ServiceList", APIVersion: "v1"}, ListMeta: rv, Items: services},
 		"/apis/discovery.k8s.io/v1/endpointslices": &discoveryv1.EndpointSliceList{TypeMeta: metav1.TypeMeta{Kind: "EndpointSliceList", APIVersion: "discovery.k8s.io/v1"}, ListMeta: rv, Items: slices},
-		"/api/v1/pods":                             &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, ListMeta: rv},
+		"/api/v1/pods":                             &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, ListMeta: rv, Items: pods},
 	}}
 	return f
 }

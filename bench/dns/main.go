@@ -42,16 +42,21 @@ func main() {
 	seconds := flag.Int("seconds", 10, "dnsperf run length per server")
 	clients := flag.Int("clients", 4, "dnsperf -c")
 	outstanding := flag.Int("outstanding", 100, "dnsperf -q")
-	compareOnly := flag.Bool("compare", false, "instead of measuring, ask both servers the same questions about a small fixed cluster and print the differences")
+	compareOnly := flag.Bool("compare", false, "instead of measuring, ask both servers the same questions about the test cluster plus a generated one, in every pods mode, and print the differences (exit status 3 if any)")
+	compareServices := flag.Int("compare-services", 300, "generated Services for --compare (with their slices, pods and namespaces about 4 objects each)")
 	flag.Parse()
 	if *svcnetBin == "" {
 		fmt.Fprintln(os.Stderr, "--svcnet is required")
 		os.Exit(2)
 	}
 	if *compareOnly {
-		if err := compare(*svcnetBin, *corednsBin); err != nil {
+		n, err := compare(*svcnetBin, *corednsBin, *compareServices)
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
+		}
+		if n > 0 {
+			os.Exit(3)
 		}
 		return
 	}
@@ -145,7 +150,18 @@ func stubUpstream() (string, func()) {
 	}
 	s := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 		m := new(dns.Msg)
-		m.SetRcode(r, dns.RcodeNameError)
+		// www.example.com has an address, so that ExternalName chases
+		// have something to find; everything else does not exist.
+		if len(r.Question) == 1 && strings.EqualFold(r.Question[0].Name, "www.example.com.") {
+			m.SetReply(r)
+			m.RecursionAvailable = true
+			if r.Question[0].Qtype == dns.TypeA {
+				m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: r.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 30},
+					A: net.IPv4(93, 184, 215, 14)}}
+			}
+		} else {
+			m.SetRcode(r, dns.RcodeNameError)
+		}
 		_ = w.WriteMsg(m)
 	})}
 	go func() { _ = s.ActivateAndServe() }()
@@ -260,7 +276,7 @@ func runSize(n int, svcnetBin, corednsBin string, seconds, clients, outstanding 
 		return err
 	}
 
-	targets, err := startTargets(dir, kc, up, svcnetBin, corednsBin, "30")
+	targets, err := startTargets(dir, kc, up, svcnetBin, corednsBin, targetOpts{ttl: "30", pods: "insecure", kubeadm: true})
 	if err != nil {
 		return err
 	}
@@ -280,20 +296,46 @@ func runSize(n int, svcnetBin, corednsBin string, seconds, clients, outstanding 
 	return nil
 }
 
+// targetOpts configures both servers alike.
+type targetOpts struct {
+	ttl  string
+	pods string // insecure, verified or disabled
+	// kubeadm: kubeadm's Corefile as is (reverse fallthrough, cache 30
+	// outside cluster.local); svcnet gets --reverse-fallthrough to match.
+	// Without it CoreDNS is authoritative for the reverse zones and has no
+	// cache, which is what --compare checks.
+	kubeadm bool
+}
+
 // startTargets starts svcnet dns (and CoreDNS, if corednsBin is set) against
 // the kubeconfig and waits until both report ready.
-func startTargets(dir, kc, up, svcnetBin, corednsBin, ttl string) ([]*target, error) {
+func startTargets(dir, kc, up, svcnetBin, corednsBin string, o targetOpts) ([]*target, error) {
 	var targets []*target
+	ttl := o.ttl
 	{
 		p, h, rd, m := freePort(), freePort(), freePort(), freePort()
-		cmd := exec.Command(svcnetBin, "dns", "--kubeconfig", kc, "--listen", fmt.Sprintf("127.0.0.1:%d", p),
+		args := []string{"dns", "--kubeconfig", kc, "--listen", fmt.Sprintf("127.0.0.1:%d", p),
 			"--health-listen", fmt.Sprintf("127.0.0.1:%d", h), "--ready-listen", fmt.Sprintf("127.0.0.1:%d", rd),
-			"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", m), "--upstream", up, "--ttl", ttl, "--log-level", "warn")
+			"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", m), "--upstream", up, "--ttl", ttl, "--pods", o.pods, "--log-level", "warn"}
+		if o.kubeadm {
+			args = append(args, "--reverse-fallthrough")
+		} else {
+			args = append(args, "--cache-size", "0") // CoreDNS runs without cache here
+		}
+		cmd := exec.Command(svcnetBin, args...)
 		targets = append(targets, &target{name: "svcnet dns", cmd: cmd, dnsPort: p, ready: fmt.Sprintf("http://127.0.0.1:%d/ready", rd)})
 	}
 	if corednsBin != "" {
 		p, h, rd, m := freePort(), freePort(), freePort(), freePort()
 		// kubeadm's default Corefile (Kubernetes 1.36), on loopback ports.
+		fall, cache := "       fallthrough in-addr.arpa ip6.arpa\n", `    cache 30 {
+       disable success cluster.local
+       disable denial cluster.local
+    }
+`
+		if !o.kubeadm {
+			fall, cache = "", ""
+		}
 		corefile := fmt.Sprintf(`.:%d {
     bind 127.0.0.1
     errors
@@ -301,21 +343,16 @@ func startTargets(dir, kc, up, svcnetBin, corednsBin, ttl string) ([]*target, er
     ready 127.0.0.1:%d
     kubernetes cluster.local in-addr.arpa ip6.arpa {
        kubeconfig %s
-       pods insecure
-       fallthrough in-addr.arpa ip6.arpa
-       ttl %s
+       pods %s
+%s       ttl %s
     }
     prometheus 127.0.0.1:%d
     forward . %s {
        max_concurrent 1000
     }
-    cache 30 {
-       disable success cluster.local
-       disable denial cluster.local
-    }
-    loadbalance
+%s    loadbalance
 }
-`, p, h, rd, kc, ttl, m, up)
+`, p, h, rd, kc, o.pods, fall, ttl, m, up, cache)
 		cf := filepath.Join(dir, "Corefile")
 		if err := os.WriteFile(cf, []byte(corefile), 0o644); err != nil {
 			return nil, err

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,7 +40,6 @@ type dnsArgs struct {
 	upstreams     []string
 	resolvConf    string
 	cacheSize     int
-	dnsService    string
 	logLevel      string
 }
 
@@ -60,7 +61,6 @@ func parseDNSArgs(args []string) (*dnsArgs, error) {
 	fs.StringArrayVar(&a.upstreams, "upstream", nil, "upstream resolver host[:port] for other names (repeatable; default: nameservers of --resolv-conf)")
 	fs.StringVar(&a.resolvConf, "resolv-conf", forward.DefaultResolvConf, "resolv.conf to read upstreams from when --upstream is not given")
 	fs.IntVar(&a.cacheSize, "cache-size", forward.DefaultCacheSize, "maximum forwarded answers cached (0 disables)")
-	fs.StringVar(&a.dnsService, "dns-service", "kube-system/kube-dns", "namespace/name of the Service whose cluster IP answers ns.dns.<zone>")
 	fs.StringVar(&a.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -79,9 +79,6 @@ func parseDNSArgs(args []string) (*dnsArgs, error) {
 	a.ttl = uint32(ttl)
 	if len(a.listen) == 0 {
 		return nil, fmt.Errorf("at least one --listen address is required")
-	}
-	if _, _, ok := strings.Cut(a.dnsService, "/"); !ok {
-		return nil, fmt.Errorf("--dns-service must be namespace/name, got %q", a.dnsService)
 	}
 	a.zone = strings.ToLower(strings.TrimSuffix(a.zone, ".")) + "."
 	if a.zone == "." {
@@ -146,15 +143,9 @@ func runDNS(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	nsNS, nsName, _ := strings.Cut(a.dnsService, "/")
-	var fallback []netip.Addr
-	for _, l := range a.listen {
-		if ap, err := netip.ParseAddrPort(l); err == nil && !ap.Addr().IsUnspecified() {
-			fallback = append(fallback, ap.Addr())
-		}
-	}
+	local := localIPs(a.listen)
 	z := zone.New(zone.Config{Zone: a.zone, TTL: a.ttl, Pods: a.pods, Reverse: a.reverse, ReverseFallthrough: a.reverseFall,
-		NSNamespace: nsNS, NSName: nsName, NSFallback: fallback}, idx, w.HasSynced, fwd)
+		LocalIPs: local}, idx, w.HasSynced, fwd)
 	h := &server.Handler{Zone: z, Forward: fwd, Metrics: metrics, Log: log}
 	srv := server.New(server.Config{Listen: a.listen, HealthListen: a.healthListen, ReadyListen: a.readyListen,
 		MetricsListen: a.metricsListen}, h, w.HasSynced, log)
@@ -174,4 +165,38 @@ func runDNS(ctx context.Context, args []string) error {
 	case <-time.After(2 * time.Second):
 	}
 	return err
+}
+
+// localIPs are the non-loopback addresses the server answers on: the
+// --listen hosts, or every interface address for a wildcard listen (what
+// CoreDNS's kubernetes plugin takes as its own addresses to find its
+// Service for NS answers).
+func localIPs(listen []string) []netip.Addr {
+	var out []netip.Addr
+	add := func(a netip.Addr) {
+		a = a.Unmap()
+		if a.IsValid() && !a.IsLoopback() && !a.IsUnspecified() && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	for _, l := range listen {
+		host, _, err := net.SplitHostPort(l)
+		if err != nil {
+			continue
+		}
+		if a, err := netip.ParseAddr(host); err == nil && !a.IsUnspecified() {
+			add(a)
+			continue
+		}
+		addrs, err := net.InterfaceAddrs()
+		if err != nil {
+			continue
+		}
+		for _, ia := range addrs {
+			if p, err := netip.ParsePrefix(ia.String()); err == nil {
+				add(p.Addr())
+			}
+		}
+	}
+	return out
 }

@@ -92,6 +92,9 @@ func Cluster() []runtime.Object {
 		ExternalSvc("default", "ipext", "1.2.3.4"),
 		Svc("prod", "api-service", []string{"10.96.5.5"}, Port("http", tcp, 8080)),
 		Svc("kube-system", "kube-dns", []string{"10.96.0.10"}, Port("dns", udp, 53), Port("dns-tcp", tcp, 53), Port("metrics", tcp, 9153)),
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "pod-a"}, Status: corev1.PodStatus{PodIP: "10.244.1.5"}},
+		// The DNS server's own pod: tests give the server 10.244.0.53 as its
+		// local address, so that NS answers name kube-dns.
+		Slice("kube-system", "kube-dns-1", "kube-dns", v4, []discoveryv1.EndpointPort{SlicePort("dns", udp, 53)}, EP{"10.244.0.53", "", true}),
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "pod-a"}, Status: corev1.PodStatus{PodIP: "10.244.1.5", PodIPs: []corev1.PodIP{{IP: "10.244.1.5"}}}},
 	}
 }

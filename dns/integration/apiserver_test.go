@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -58,7 +59,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	if !w.WaitForSync(ctx, 20*time.Second) {
 		t.Fatal("informers did not sync against the apiserver")
 	}
-	z := zone.New(zone.Config{Zone: "cluster.local.", TTL: 5, Reverse: true, NSNamespace: "kube-system", NSName: "kube-dns"}, idx, w.HasSynced, nil)
+	z := zone.New(zone.Config{Zone: "cluster.local.", TTL: 5, Reverse: true, LocalIPs: []netip.Addr{netip.MustParseAddr("10.244.0.53")}}, idx, w.HasSynced, nil)
 	srv := server.New(server.Config{Listen: []string{"127.0.0.1:0"}}, &server.Handler{Zone: z}, w.HasSynced, nil)
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)

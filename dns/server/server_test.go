@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -108,7 +109,7 @@ func startServer(t testing.TB) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	z := zone.New(zone.Config{Zone: "cluster.local.", TTL: 5, Reverse: true, NSNamespace: "kube-system", NSName: "kube-dns"},
+	z := zone.New(zone.Config{Zone: "cluster.local.", TTL: 5, Reverse: true, LocalIPs: []netip.Addr{netip.MustParseAddr("10.244.0.53")}},
 		idx, w.HasSynced, fwd)
 	h := &Handler{Zone: z, Forward: fwd, Metrics: m}
 	srv := New(Config{Listen: []string{"127.0.0.1:0"}, HealthListen: "127.0.0.1:0", ReadyListen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0"},
@@ -198,9 +199,9 @@ func TestMalformedPackets(t *testing.T) {
 	bad := [][]byte{
 		{},
 		{0x12},
-		{0x12, 0x34, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x3f}, // label runs off the end
+		{0x12, 0x34, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x3f},                         // label runs off the end
 		{0x12, 0x34, 0x01, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0, 0, 1, 0, 1, 0, 0, 1, 0, 1}, // two questions
-		{0x12, 0x34, 0x81, 0x80, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0, 0, 1, 0, 1}, // a response
+		{0x12, 0x34, 0x81, 0x80, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0, 0, 1, 0, 1},                // a response
 		[]byte(strings.Repeat("\xff", 600)),
 	}
 	buf := make([]byte, 65535)

@@ -93,11 +93,11 @@ type Config struct {
 	// caller (to forward) instead of answering NXDOMAIN, as CoreDNS's
 	// "fallthrough in-addr.arpa ip6.arpa".
 	ReverseFallthrough bool
-	// NSNamespace/NSName name the Service whose cluster IPs answer
-	// ns.dns.<zone> (kube-system/kube-dns). NSFallback is used when it
-	// does not exist.
-	NSNamespace, NSName string
-	NSFallback          []netip.Addr
+	// LocalIPs are the server's own non-loopback addresses. As in
+	// CoreDNS, the name servers of the zone (NS at the apex, ns.dns.<zone>)
+	// are the Services that have one of them as a ready endpoint (in a
+	// cluster: kube-dns), else these addresses themselves.
+	LocalIPs []netip.Addr
 }
 
 // Zone answers questions about the cluster zone. It is safe for concurrent
@@ -308,42 +308,71 @@ func (z *Zone) addrRR(name string, a netip.Addr, qtype uint16) dns.RR {
 	return nil
 }
 
-// nsAddrs returns the name servers' addresses and the name they go by: the
-// DNS Service's cluster IPs under its Service name (what CoreDNS finds when
-// it is that Service's endpoint), else the fallback addresses under
-// ns.dns.<zone>.
-func (z *Zone) nsAddrs(zoneQ string) (string, []netip.Addr) {
-	if s := z.idx.Service(z.cfg.NSNamespace, z.cfg.NSName); s != nil && len(s.ClusterIPs) > 0 {
-		return s.Name + "." + s.Namespace + ".svc." + zoneQ, s.ClusterIPs
+// nsRecord is one name server: its name and address.
+type nsRecord struct {
+	name string
+	addr netip.Addr
+}
+
+// nsAddrs finds the name servers the way CoreDNS's kubernetes plugin does:
+// for every Service with a ready endpoint at one of LocalIPs, its cluster
+// IPs under the Service name (or, headless, every endpoint of that slice
+// under its endpoint name); if there is none, LocalIPs under ns.dns.<zone>.
+func (z *Zone) nsAddrs(zoneQ string) []nsRecord {
+	var out []nsRecord
+	found := false
+	for _, ip := range z.cfg.LocalIPs {
+		for _, sl := range z.idx.SlicesByIP(ip) {
+			found = true
+			s := z.idx.Service(sl.Namespace, sl.Service)
+			if s == nil {
+				continue
+			}
+			fq := s.Name + "." + s.Namespace + ".svc." + zoneQ
+			if s.Headless {
+				for _, ep := range sl.Endpoints {
+					out = append(out, nsRecord{endpointName(ep) + "." + fq, ep.Addr})
+				}
+				continue
+			}
+			for _, a := range s.ClusterIPs {
+				out = append(out, nsRecord{fq, a})
+			}
+		}
 	}
-	return "ns.dns." + zoneQ, z.cfg.NSFallback
+	if !found {
+		for _, ip := range z.cfg.LocalIPs {
+			out = append(out, nsRecord{"ns.dns." + zoneQ, ip})
+		}
+	}
+	return out
 }
 
 // nsAddrRRs answers A/AAAA for ns.dns.<zone>.
 func (z *Zone) nsAddrRRs(qname string, qtype uint16) []dns.RR {
-	_, addrs := z.nsAddrs(qname[len("ns.dns."):])
 	var out []dns.RR
-	for _, a := range addrs {
-		if rr := z.addrRR(qname, a, qtype); rr != nil {
+	for _, r := range z.nsAddrs(qname[len("ns.dns."):]) {
+		if rr := z.addrRR(qname, r.addr, qtype); rr != nil {
 			out = append(out, rr)
 		}
 	}
 	return out
 }
 
-// ns answers NS at a zone apex: one NS record per name server name, their
-// addresses in the additional section.
+// ns answers NS at a zone apex: one NS record per name server name, every
+// address in the additional section.
 func (z *Zone) ns(zoneQ string) (answer, extra []dns.RR) {
-	host, addrs := z.nsAddrs(zoneQ)
-	for _, a := range addrs {
+	seen := map[string]bool{}
+	for _, r := range z.nsAddrs(zoneQ) {
 		t := dns.TypeA
-		if a.Is6() {
+		if r.addr.Is6() {
 			t = dns.TypeAAAA
 		}
-		extra = append(extra, z.addrRR(host, a, t))
-	}
-	if len(addrs) > 0 {
-		answer = []dns.RR{&dns.NS{Hdr: z.hdr(zoneQ, dns.TypeNS), Ns: host}}
+		extra = append(extra, z.addrRR(r.name, r.addr, t))
+		if !seen[r.name] {
+			seen[r.name] = true
+			answer = append(answer, &dns.NS{Hdr: z.hdr(zoneQ, dns.TypeNS), Ns: r.name})
+		}
 	}
 	return answer, extra
 }

@@ -2,6 +2,7 @@ package zone_test
 
 import (
 	"context"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -43,7 +44,7 @@ func newZone(t *testing.T, mode zone.PodMode) (*zone.Zone, *fake.Clientset) {
 		t.Fatal("informers did not sync")
 	}
 	z := zone.New(zone.Config{Zone: "cluster.local.", TTL: 5, Pods: mode, Reverse: true,
-		NSNamespace: "kube-system", NSName: "kube-dns"}, idx, w.HasSynced, stubUpstream{})
+		LocalIPs: []netip.Addr{netip.MustParseAddr("10.244.0.53")}}, idx, w.HasSynced, stubUpstream{})
 	return z, client
 }
 
