@@ -1,5 +1,5 @@
 // Package iptables is svcnet's iptables proxy mode. It programs exactly
-// kube-proxy's (1.36) layout: KUBE-SERVICES, KUBE-NODEPORTS,
+// kube-proxy's (1.37) layout: KUBE-SERVICES, KUBE-NODEPORTS,
 // KUBE-POSTROUTING and KUBE-MARK-MASQ in the nat table; KUBE-SERVICES,
 // KUBE-EXTERNAL-SERVICES, KUBE-NODEPORTS, KUBE-FORWARD and
 // KUBE-PROXY-FIREWALL in the filter table; and per service port the

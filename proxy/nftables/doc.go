@@ -1,5 +1,5 @@
 // Package nftables is svcnet's nftables proxy mode (--proxy-mode=nftables),
-// following kube-proxy 1.36's nftables design (kubernetes
+// following kube-proxy 1.37's nftables design (kubernetes
 // pkg/proxy/nftables): one table named "kube-proxy" per IP family and
 // nothing outside it.
 //
@@ -14,7 +14,8 @@
 // (sets the masquerade mark, or with externalTrafficPolicy Local the pod
 // and host short-circuits) and a "firewall-…" chain. A policy chain picks
 // and translates the endpoint in one rule, `meta l4proto tcp dnat ip addr .
-// port to numgen random mod N map { 0 : IP . PORT , … }`. Only with ClientIP
+// port to numgen random mod N map { 0 : IP . PORT , … }`, or with a single
+// endpoint simply `meta l4proto tcp dnat to IP:PORT`. Only with ClientIP
 // affinity are there per-endpoint chains "endpoint-HASH-…__ip/port" and one
 // timed set per endpoint ("affinity-…"): the policy chain sends a client in
 // an endpoint's set to its chain, else picks a chain with `numgen random mod

@@ -40,3 +40,60 @@ func TestFirewallAndServiceCIDRSetSyntax(t *testing.T) {
 		}
 	}
 }
+
+// Regressions found by hack/kpdiff against kube-proxy 1.37.
+
+// --nodeport-addresses with a zero CIDR ("all") matches every local
+// address, as no CIDR does: no nodeport-ips set.
+func TestZeroNodePortCIDRMatchesAll(t *testing.T) {
+	nft := knftables.NewFake(knftables.IPv4Family, TableName)
+	cfg := testConfig()
+	cfg.NodePortAddresses = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}
+	p := NewProxier(cfg, nft)
+	w := newWorld()
+	w.add(service("ns", "np", "172.30.0.60", func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeNodePort
+		s.Spec.Ports[0].NodePort = 30060
+	}), ep("10.180.0.1", 80, true))
+	if err := p.Sync(context.Background(), w.request(true)); err != nil {
+		t.Fatal(err)
+	}
+	dump := nft.Dump()
+	if strings.Contains(dump, "nodeport-ips") {
+		t.Errorf("zero CIDR still uses the nodeport-ips set:\n%s", dump)
+	}
+	if !strings.Contains(dump, "fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @service-nodeports") {
+		t.Errorf("no match-all NodePort rule:\n%s", dump)
+	}
+}
+
+// Topology hints apply in nftables mode too (PreferSameNode here), and a
+// change of the node's zone forces every chain to be rewritten.
+func TestTopologyHints(t *testing.T) {
+	nft := knftables.NewFake(knftables.IPv4Family, TableName)
+	p := NewProxier(testConfig(), nft)
+	w := newWorld()
+	mine, other := ep("10.180.0.1", 80, true), ep("10.180.0.2", 80, false)
+	mine.NodeHints, other.NodeHints = []string{"test-node"}, []string{"node-b"}
+	mine.ZoneHints, other.ZoneHints = []string{"zone-b"}, []string{"zone-a"}
+	w.add(service("ns", "hinted", "172.30.0.61"), mine, other)
+	if err := p.Sync(context.Background(), w.request(true)); err != nil {
+		t.Fatal(err)
+	}
+	dump := nft.Dump()
+	if !strings.Contains(dump, "dnat to 10.180.0.1:80") || strings.Contains(dump, "10.180.0.2 . 80") {
+		t.Errorf("node hints ignored:\n%s", dump)
+	}
+	// Without node hints, zone hints decide; the zone label arrives in a
+	// partial sync.
+	mine.NodeHints, other.NodeHints = nil, nil
+	req := w.request(false)
+	req.Node.Labels = map[string]string{v1.LabelTopologyZone: "zone-a"}
+	if err := p.Sync(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	dump = nft.Dump()
+	if !strings.Contains(dump, "dnat to 10.180.0.2:80") {
+		t.Errorf("zone hints ignored after the zone changed:\n%s", dump)
+	}
+}

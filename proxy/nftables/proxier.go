@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -149,7 +150,9 @@ type Proxier struct {
 	// instead of listing the table (listing 100k chains costs seconds). Nil
 	// means unknown: the next sync lists.
 	knownChains, knownAffinity sets.Set[string]
-	now                        func() time.Time
+	// lastTopology is the node name and zone of the last sync (see Sync).
+	lastTopology string
+	now          func() time.Time
 
 	clusterIPs, serviceIPs, firewallIPs, noEndpointServices, noEndpointNodePorts, serviceNodePorts, hairpin *elementStore
 }
@@ -275,7 +278,9 @@ func (p *Proxier) setup(tx *knftables.Transaction, node proxy.NodeInfo) {
 			Comment: ptrTo("Drop traffic to unallocated ClusterIPs")})
 	}
 
-	matchAll := len(p.cfg.NodePortAddresses) == 0
+	// As kube-proxy, a zero CIDR (0.0.0.0/0, ::/0; --nodeport-addresses
+	// "all") means every local address, like no CIDR of this family.
+	matchAll := len(p.cfg.NodePortAddresses) == 0 || slices.ContainsFunc(p.cfg.NodePortAddresses, func(c netip.Prefix) bool { return c.Bits() == 0 })
 	tx.Add(&knftables.Set{Name: nodePortIPsSet, Type: p.addrType, Comment: ptrTo("IPs that accept NodePort traffic")})
 	if matchAll {
 		tx.Delete(&knftables.Set{Name: nodePortIPsSet})
@@ -374,7 +379,11 @@ func ptrTo[T any](v T) *T { return &v }
 // dispatch maps are updated element by element.
 func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	start := p.now()
-	partial := !req.Full && !p.needFull
+	// Topology hints depend on this node's name and zone: when they
+	// change, every Service's endpoint choice may change.
+	topo := req.Node.Name + "\x00" + req.Node.Labels[v1.LabelTopologyZone]
+	partial := !req.Full && !p.needFull && topo == p.lastTopology
+	p.lastTopology = topo
 	// Delete chains that became unreferenced over a second ago (kernels
 	// before 6.2 notice a map element's removal late).
 	if len(p.staleChains) > 0 {
@@ -418,7 +427,7 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 				eps = append(eps, ep)
 			}
 		}
-		clusterEps, localEps, reachable, hasEndpoints := proxy.CategorizeEndpoints(eps, sp)
+		clusterEps, localEps, reachable, hasEndpoints := proxy.CategorizeEndpointsForNode(eps, sp, req.Node.Name, req.Node.Labels)
 		skip := partial && !changed.Has(name.NamespacedName)
 		base := servicePortChainBase(name, protocol)
 		epChain := func(ep *proxy.Endpoint) string { return endpointChainPrefix + endpointChainBase(name, protocol, ep) }
@@ -692,6 +701,20 @@ func (p *Proxier) writeEndpointChoice(tx *knftables.Transaction, sp *proxy.Servi
 	sched := strings.ToLower(strings.TrimSpace(sp.Scheduler))
 	if sched == "maglev" {
 		sched = lb.Maglev
+	}
+	if !affinity && len(eps) == 1 {
+		// kube-proxy 1.37: one endpoint is a plain DNAT, without a map
+		// (whatever the scheduler: there is nothing to choose, but one
+		// nftables cannot express is still reported).
+		switch sched {
+		case "", lb.Random, lb.RoundRobin, lb.WeightedRoundRobin, lb.SourceHashing, lb.DestinationHashing, lb.Maglev:
+		default:
+			if p.cfg.UnsupportedScheduler != nil {
+				p.cfg.UnsupportedScheduler(sp.Name, sp.Scheduler)
+			}
+		}
+		tx.Add(&knftables.Rule{Chain: chain, Rule: knftables.Concat("meta l4proto", protocol, "dnat to", eps[0].AddrPort().String())})
+		return
 	}
 	var weighted []*proxy.Endpoint
 	for _, ep := range eps {
