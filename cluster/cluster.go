@@ -83,6 +83,8 @@ type State struct {
 	NetNSPrefix string `json:"netnsPrefix"`
 	PIDs        []int  `json:"pids"`
 	Exe         string `json:"exe"`
+	// Nodes maps node names to their network namespaces (svcnet node-exec).
+	Nodes map[string]string `json:"nodes,omitempty"`
 }
 
 // Cluster is a running cluster.
@@ -178,7 +180,7 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := Down(ctx, cfg.DataDir); err != nil {
 		cfg.Logger.Warn("cleaning up an earlier run", "err", err)
 	}
-	c := &Cluster{cfg: cfg, state: State{Bridge: cfg.Prefix + "0", NetNSPrefix: cfg.Prefix + "-", Exe: cfg.Exe}}
+	c := &Cluster{cfg: cfg, state: State{Bridge: cfg.Prefix + "0", NetNSPrefix: cfg.Prefix + "-", Exe: cfg.Exe, Nodes: map[string]string{}}}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -245,6 +247,7 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		hostIf := fmt.Sprintf("%.6s-n%d", cfg.Prefix, i)
 		c.state.NetNS = append(c.state.NetNS, ns)
 		c.state.Links = append(c.state.Links, hostIf)
+		c.state.Nodes[NodeName(cfg.Prefix, i)] = ns
 		if err := c.saveState(); err != nil {
 			return nil, err
 		}

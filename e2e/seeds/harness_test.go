@@ -220,10 +220,20 @@ func (c *cluster) kubectl(args ...string) (string, error) {
 	return out, err
 }
 
-// onNode runs a command inside node i's network namespace (reached from the
-// mount namespace `svcnet up` runs in).
+// nodeName is the name `svcnet up` gives node i (as kind does).
+func (c *cluster) nodeName(i int) string {
+	switch i {
+	case 1:
+		return c.prefix + "-control-plane"
+	case 2:
+		return c.prefix + "-worker"
+	}
+	return fmt.Sprintf("%s-worker%d", c.prefix, i-1)
+}
+
+// onNode runs a command on node i as a user does: svcnet node-exec.
 func (c *cluster) onNode(i int, args ...string) (string, error) {
-	full := append([]string{"nsenter", "-t", c.upPID, "-m", "ip", "netns", "exec", c.nodeNS(i)}, args...)
+	full := append([]string{bin, "node-exec", "--data-dir", c.dir, c.nodeName(i), "--"}, args...)
 	out, err := runCmd(30*time.Second, "node", full...)
 	record(fmt.Sprintf("%s node %d", c.mode, i), args, out)
 	return out, err

@@ -2,6 +2,7 @@ package seeds
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -74,6 +75,7 @@ var scenarios = []struct {
 	{"01-walkthrough-deploy-svc-curl", true, walkthrough},
 	{"03-named-ports-describe-endpoints", true, namedPorts},
 	{"14-hairpin-pod-reaches-itself", false, hairpin},
+	{"15-node-exec", false, nodeExec},
 	{"07-discovery-env-resolv-dns", false, discovery},
 	{"08-nodeport", false, nodePort},
 	{"04-v2-joins", false, v2Joins},
@@ -211,6 +213,51 @@ func hairpin(s *scenario) {
 		}
 	}
 	s.kubectl("delete", "-f", mustAbs("testdata/hairpin.yaml"), "--wait=false")
+}
+
+// 15 (issue 17): svcnet node-exec runs a command on a node, by the name
+// kubectl shows, and passes its exit code on.
+func nodeExec(s *scenario) {
+	worker := s.c.nodeName(2)
+	var cmd []string
+	var want string
+	switch s.c.mode {
+	case "iptables":
+		cmd, want = []string{"iptables-save", "-t", "nat"}, "-A KUBE-SERVICES"
+	case "nftables":
+		cmd, want = []string{"nft", "list", "table", "ip", "kube-proxy"}, "chain services"
+	default:
+		cmd, want = []string{"iptables-save", "-t", "nat"}, "KUBE-PORTALS"
+	}
+	full := append([]string{bin, "node-exec", "--data-dir", s.c.dir, worker, "--"}, cmd...)
+	out, err := runCmd(30*time.Second, "", full...)
+	record(s.c.mode+" machine", full[1:], out)
+	if err != nil || !strings.Contains(out, want) {
+		s.failf(full, out, err, "want the node's rules (%q)", want)
+	}
+	full = []string{bin, "node-exec", "--data-dir", s.c.dir, worker, "--", "ip", "-4", "-o", "addr", "show", "eth0"}
+	if out, err := runCmd(30*time.Second, "", full...); err != nil || !strings.Contains(out, " "+nodeIP(2)+"/24 ") {
+		s.failf(full, out, err, "want the worker's address %s", nodeIP(2))
+	}
+	full = []string{bin, "node-exec", "--data-dir", s.c.dir, worker, "--", "sh", "-c", "exit 3"}
+	out, err = runCmd(30*time.Second, "", full...)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		s.failf(full, out, err, "want exit code 3")
+	}
+	full = []string{bin, "node-exec", "--data-dir", s.c.dir, "no-such-node", "--", "true"}
+	out, err = runCmd(30*time.Second, "", full...)
+	if err == nil || !strings.Contains(out, `node "no-such-node" not found; the nodes are: `+s.c.nodeName(1)+", "+s.c.nodeName(2)) {
+		s.failf(full, out, err, "want an error naming the nodes")
+	}
+	// No command: an interactive shell (here reading from a pipe).
+	sh := exec.Command(bin, "node-exec", "--data-dir", s.c.dir, worker)
+	sh.Env = append(os.Environ(), "SHELL=/bin/sh")
+	sh.Stdin = strings.NewReader("echo on $SVCNET_NODE; ip -4 -o addr show eth0\n")
+	out2, err := sh.CombinedOutput()
+	if err != nil || !strings.Contains(string(out2), "on "+worker) || !strings.Contains(string(out2), nodeIP(2)+"/24") {
+		s.failf([]string{"svcnet node-exec " + worker + " <<< 'echo on $SVCNET_NODE; ip -4 -o addr show eth0'"}, string(out2), err, "want a shell on the node")
+	}
 }
 
 func mustAbs(p string) string {
