@@ -69,3 +69,15 @@ func TestZeroSourceRangeMeansNoFirewall(t *testing.T) {
 		t.Errorf("IPv6 ranges %v, want 2001:db8::/64", v6.LoadBalancerSourceRanges)
 	}
 }
+
+// --iptables-masquerade-bit 0 is a real choice (mark 0x1), not "default".
+func TestMasqueradeBitZero(t *testing.T) {
+	for _, c := range []struct {
+		bit  *int
+		want uint32
+	}{{nil, 0x4000}, {ptr.To(0), 0x1}, {ptr.To(31), 0x80000000}, {ptr.To(15), 0x8000}} {
+		if got := (ModeConfig{MasqueradeBit: c.bit}).MasqueradeValue(); got != c.want {
+			t.Errorf("bit %v: got %#x, want %#x", c.bit, got, c.want)
+		}
+	}
+}

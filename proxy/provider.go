@@ -133,8 +133,10 @@ type ModeConfig struct {
 	// ConntrackTCPLiberal is --conntrack-tcp-be-liberal: the kernel accepts
 	// out-of-window TCP packets, so modes need not drop INVALID ones.
 	ConntrackTCPLiberal bool
-	// MasqueradeBit is the fwmark bit (kube-proxy's default 14: 0x4000).
-	MasqueradeBit int
+	// MasqueradeBit is the fwmark bit, 0-31 (--iptables-masquerade-bit);
+	// nil means kube-proxy's default, DefaultMasqueradeBit. Use
+	// MasqueradeValue.
+	MasqueradeBit *int
 	SyncPeriod    time.Duration
 	MinSyncPeriod time.Duration
 	// Scheduler is --ipvs-scheduler (default "rr"); modes that balance in
@@ -144,6 +146,21 @@ type ModeConfig struct {
 	// Events, when set, receives Service events a mode wants users to see
 	// (for example a scheduler it cannot honour: see SchedulerReporter).
 	Events EventSink
+}
+
+// DefaultMasqueradeBit is kube-proxy's default --iptables-masquerade-bit
+// (mark 0x4000).
+const DefaultMasqueradeBit = 14
+
+// MasqueradeValue is the masquerade fwmark, 1<<bit. Bit 0 is a valid
+// choice (mark 0x1), as in kube-proxy; only an unset or out-of-range bit
+// falls back to DefaultMasqueradeBit (svcnet proxy rejects out-of-range
+// flags before this).
+func (c ModeConfig) MasqueradeValue() uint32 {
+	if c.MasqueradeBit == nil || *c.MasqueradeBit < 0 || *c.MasqueradeBit > 31 {
+		return 1 << DefaultMasqueradeBit
+	}
+	return 1 << uint(*c.MasqueradeBit)
 }
 
 // NewModeFunc constructs a mode. It must not start goroutines.

@@ -181,7 +181,7 @@ func runProxy(ctx context.Context, args []string) error {
 	metrics := proxy.NewMetrics(reg)
 	modeCfg := proxy.ModeConfig{
 		Log: log, Exec: exec, NodeName: a.hostnameOverride, ClusterCIDRs: a.clusterCIDRs, ServiceCIDRs: a.serviceCIDRs,
-		NodePortAddresses: a.nodePortAddresses, MasqueradeAll: a.masqueradeAll, MasqueradeBit: a.masqueradeBit,
+		NodePortAddresses: a.nodePortAddresses, MasqueradeAll: a.masqueradeAll, MasqueradeBit: &a.masqueradeBit,
 		ConntrackTCPLiberal: a.conntrack.TCPBeLiberal,
 		SyncPeriod:          a.syncPeriod, MinSyncPeriod: a.minSyncPeriod, Scheduler: a.ipvsScheduler, Metrics: metrics,
 	}

@@ -49,7 +49,7 @@ func svcnetModeConfig(sc *Scenario, fam v1.IPFamily) proxy.ModeConfig {
 		Log: quiet, NodeName: sc.NodeName, NodeIPs: sc.NodeIPs,
 		IPv4: fam == v1.IPv4Protocol, IPv6: fam == v1.IPv6Protocol,
 		NodePortAddresses: prefixes(sc.NodePortAddresses),
-		MasqueradeAll:     sc.MasqueradeAll, MasqueradeBit: sc.MasqueradeBit,
+		MasqueradeAll:     sc.MasqueradeAll, MasqueradeBit: &sc.MasqueradeBit,
 		Exec: ipAddrExec{sc},
 	}
 	for _, f := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {

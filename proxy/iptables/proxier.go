@@ -113,13 +113,7 @@ func (p *Proxier) reportSchedulers(req *proxy.SyncRequest) {
 	}
 }
 
-func (p *Proxier) mark() string {
-	bit := p.cfg.MasqueradeBit
-	if bit <= 0 || bit > 31 {
-		bit = 14
-	}
-	return fmt.Sprintf("%#x", 1<<bit)
-}
+func (p *Proxier) mark() string { return fmt.Sprintf("%#x", p.cfg.MasqueradeValue()) }
 
 // Sync implements proxy.Provider.
 func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {

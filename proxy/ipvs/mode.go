@@ -77,9 +77,6 @@ func New(cfg Config) (*Mode, error) {
 	if cfg.Exec == nil {
 		cfg.Exec = proxy.OSExecutor{}
 	}
-	if cfg.MasqueradeBit <= 0 || cfg.MasqueradeBit > 31 {
-		cfg.MasqueradeBit = 14
-	}
 	if cfg.Handle == nil {
 		nsPath := ""
 		if e, ok := cfg.Exec.(proxy.OSExecutor); ok && e.NetNS != "" {
@@ -115,7 +112,7 @@ func New(cfg Config) (*Mode, error) {
 func (m *Mode) PlanFor(req *proxy.SyncRequest, ipv6 bool) *Plan {
 	pc := PlanConfig{
 		IPv6: ipv6, Scheduler: m.cfg.Scheduler, MasqueradeAll: m.cfg.MasqueradeAll,
-		MasqueradeMark: fmt.Sprintf("%#08x", 1<<m.cfg.MasqueradeBit),
+		MasqueradeMark: fmt.Sprintf("%#08x", m.cfg.MasqueradeValue()),
 		NodeName:       req.Node.Name, NodeLabels: req.Node.Labels,
 	}
 	if pc.NodeName == "" {

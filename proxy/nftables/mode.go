@@ -63,10 +63,6 @@ func NewModeWithServiceCIDRs(cfg proxy.ModeConfig, serviceCIDRs []netip.Prefix, 
 	if cfg.IPv6 {
 		fams = append(fams, true)
 	}
-	bit := cfg.MasqueradeBit
-	if bit <= 0 || bit > 31 {
-		bit = 14
-	}
 	for _, v6 := range fams {
 		var nft NFT
 		idx := 0
@@ -83,7 +79,7 @@ func NewModeWithServiceCIDRs(cfg proxy.ModeConfig, serviceCIDRs []netip.Prefix, 
 			nft = NewExecNFT(fam, TableName, cfg.Exec)
 		}
 		c := Config{
-			IPv6: v6, MasqueradeAll: cfg.MasqueradeAll, MasqueradeMark: fmt.Sprintf("%#08x", 1<<bit),
+			IPv6: v6, MasqueradeAll: cfg.MasqueradeAll, MasqueradeMark: fmt.Sprintf("%#08x", cfg.MasqueradeValue()),
 			PodCIDRs: ofFamily(cfg.ClusterCIDRs, v6), ServiceCIDRs: ofFamily(serviceCIDRs, v6),
 			NodePortAddresses: ofFamily(cfg.NodePortAddresses, v6), Log: log,
 			UnsupportedScheduler: m.unsupported,

@@ -235,7 +235,7 @@ func (n *Node) StartProxy(t testing.TB) {
 	}
 	cfg := proxy.ModeConfig{
 		Exec: proxy.OSExecutor{NetNS: n.NS.Name}, NodeName: n.Name, NodeIPs: []netip.Addr{n.IP}, IPv4: true,
-		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, MasqueradeBit: 14,
+		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, MasqueradeBit: ptr.To(14),
 		SyncPeriod: time.Hour, MinSyncPeriod: 0, Scheduler: "rr",
 	}
 	prov, err := n.cluster.factory(n, cfg)
