@@ -5,12 +5,14 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/svcnet/svcnet/registry"
 	"github.com/svcnet/svcnet/registry/core"
+	"github.com/svcnet/svcnet/registry/networkpolicy"
 )
 
 // Well-known group resources, for Config.Strategies.
@@ -77,6 +79,10 @@ func builtinResources() []resourceDef {
 			New: typed[appsv1.ReplicaSet](), NewList: typed[appsv1.ReplicaSetList]()}, core.NewReplicaSetStrategy},
 		{registry.ResourceInfo{GVR: coordinationv1.SchemeGroupVersion.WithResource("leases"), Kind: "Lease", Singular: "lease", Namespaced: true,
 			New: typed[coordinationv1.Lease](), NewList: typed[coordinationv1.LeaseList]()}, core.NewLeaseStrategy},
+		{registry.ResourceInfo{GVR: networkingv1.SchemeGroupVersion.WithResource("networkpolicies"), Kind: "NetworkPolicy", Singular: "networkpolicy", Namespaced: true, ShortNames: []string{"netpol"}, Generation: true,
+			New: typed[networkingv1.NetworkPolicy](), NewList: typed[networkingv1.NetworkPolicyList]()}, func() registry.Strategy {
+			return &core.Basic{Namespaced: true, Defaulter: networkpolicy.Default, Validator: networkpolicy.Validate, UpdateValidator: networkpolicy.ValidateUpdate}
+		}},
 	}, append(rbacResources(), []resourceDef{
 		{registry.ResourceInfo{GVR: metallbGV.WithResource("ipaddresspools"), Kind: "IPAddressPool", Singular: "ipaddresspool", Namespaced: true, Generation: true,
 			New: unstructuredNew(metallbGV, "IPAddressPool"), NewList: unstructuredNewList(metallbGV, "IPAddressPool")}, func() registry.Strategy { return &core.Basic{Namespaced: true} }},

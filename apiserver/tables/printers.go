@@ -26,19 +26,20 @@ import (
 // its use of the extensions/v1beta1 and discovery/v1beta1 docs), so `kubectl
 // get -o json --raw` style consumers see identical column metadata.
 var printers = map[schema.GroupResource]printer{
-	{Resource: "services"}:                                  servicePrinter,
-	{Resource: "endpoints"}:                                 endpointsPrinter,
-	{Group: "discovery.k8s.io", Resource: "endpointslices"}: endpointSlicePrinter,
-	{Resource: "pods"}:                                      podPrinter,
-	{Resource: "nodes"}:                                     nodePrinter,
-	{Resource: "namespaces"}:                                namespacePrinter,
-	{Resource: "events"}:                                    eventPrinter,
-	{Resource: "configmaps"}:                                configMapPrinter,
-	{Group: "apps", Resource: "deployments"}:                deploymentPrinter,
-	{Group: "apps", Resource: "replicasets"}:                replicaSetPrinter,
-	{Group: "apps", Resource: "deployments/scale"}:          scalePrinter,
-	{Group: "apps", Resource: "replicasets/scale"}:          scalePrinter,
-	{Group: "coordination.k8s.io", Resource: "leases"}:      leasePrinter,
+	{Resource: "services"}:                                    servicePrinter,
+	{Resource: "endpoints"}:                                   endpointsPrinter,
+	{Group: "discovery.k8s.io", Resource: "endpointslices"}:   endpointSlicePrinter,
+	{Resource: "pods"}:                                        podPrinter,
+	{Resource: "nodes"}:                                       nodePrinter,
+	{Resource: "namespaces"}:                                  namespacePrinter,
+	{Resource: "events"}:                                      eventPrinter,
+	{Resource: "configmaps"}:                                  configMapPrinter,
+	{Group: "apps", Resource: "deployments"}:                  deploymentPrinter,
+	{Group: "apps", Resource: "replicasets"}:                  replicaSetPrinter,
+	{Group: "apps", Resource: "deployments/scale"}:            scalePrinter,
+	{Group: "apps", Resource: "replicasets/scale"}:            scalePrinter,
+	{Group: "coordination.k8s.io", Resource: "leases"}:        leasePrinter,
+	{Group: "networking.k8s.io", Resource: "networkpolicies"}: networkPolicyPrinter,
 }
 
 var (

@@ -30,6 +30,7 @@ var packages = []struct{ module, dir, prefix string }{
 	{"k8s.io/api", "discovery/v1", "io.k8s.api.discovery.v1."},
 	{"k8s.io/api", "coordination/v1", "io.k8s.api.coordination.v1."},
 	{"k8s.io/api", "autoscaling/v1", "io.k8s.api.autoscaling.v1."},
+	{"k8s.io/api", "networking/v1", "io.k8s.api.networking.v1."},
 	{"k8s.io/apimachinery", "pkg/apis/meta/v1", "io.k8s.apimachinery.pkg.apis.meta.v1."},
 }
 
