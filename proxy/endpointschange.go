@@ -207,7 +207,7 @@ func (t *EndpointsChangeTracker) endpointsLocked(name types.NamespacedName) Endp
 					Weight:      1,
 				}
 				if w, ok := weights[ep.Addr]; ok {
-					ep.Weight = w
+					ep.Weight, ep.Quiesced = w, w == 0
 				}
 				// As kube-proxy: an unset serving condition means serving.
 				ep.Serving = e.Conditions.Serving == nil || *e.Conditions.Serving
@@ -260,7 +260,7 @@ func endpointsMapsEqual(a, b EndpointsMap) bool {
 		for i := range ea {
 			x, y := ea[i], eb[i]
 			if x.AddrPort() != y.AddrPort() || x.Ready != y.Ready || x.Serving != y.Serving || x.Terminating != y.Terminating ||
-				x.NodeName != y.NodeName || x.Zone != y.Zone || x.IsLocal != y.IsLocal || x.Weight != y.Weight || !slices.Equal(x.ZoneHints, y.ZoneHints) || !slices.Equal(x.NodeHints, y.NodeHints) {
+				x.NodeName != y.NodeName || x.Zone != y.Zone || x.IsLocal != y.IsLocal || x.Weight != y.Weight || x.Quiesced != y.Quiesced || !slices.Equal(x.ZoneHints, y.ZoneHints) || !slices.Equal(x.NodeHints, y.NodeHints) {
 				return false
 			}
 		}

@@ -48,6 +48,10 @@ type SyncRequest struct {
 	Node NodeInfo
 	// Stats is filled in by the mode (optional) for metrics.
 	Stats SyncStats
+
+	// policies caches the PortPolicies (see Policy); the Proxier passes
+	// its own, kept across syncs.
+	policies *PolicyCache
 }
 
 // SyncStats are optional figures a mode reports about one sync.
@@ -163,6 +167,15 @@ func (c ModeConfig) MasqueradeValue() uint32 {
 	return 1 << uint(*c.MasqueradeBit)
 }
 
+// Validate reports configuration no mode can use (NewMode, the ipvs and
+// nftables constructors call it).
+func (c *ModeConfig) Validate() error {
+	if c.MasqueradeBit != nil && (*c.MasqueradeBit < 0 || *c.MasqueradeBit > 31) {
+		return fmt.Errorf("masquerade bit must be within the range [0, 31], got %d", *c.MasqueradeBit)
+	}
+	return nil
+}
+
 // NewModeFunc constructs a mode. It must not start goroutines.
 type NewModeFunc func(cfg ModeConfig) (Provider, error)
 
@@ -190,6 +203,9 @@ func NewMode(name string, cfg ModeConfig) (Provider, error) {
 	modesMu.Unlock()
 	if !ok {
 		return nil, fmt.Errorf("unknown proxy mode %q (known: %v)", name, Modes())
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	return fn(cfg)
 }

@@ -53,6 +53,7 @@ type Proxier struct {
 	// Owned by the sync loop.
 	svcMap       ServicePortMap
 	epMap        EndpointsMap
+	policies     *PolicyCache
 	needFull     bool
 	lastFullSync time.Time
 	nodeMu       sync.Mutex
@@ -84,6 +85,7 @@ func NewProxier(cfg Config) *Proxier {
 		epTrack:  NewEndpointsChangeTracker(cfg.Node.Name),
 		svcMap:   ServicePortMap{},
 		epMap:    EndpointsMap{},
+		policies: NewPolicyCache(),
 		needFull: true,
 		node:     cfg.Node,
 	}
@@ -232,6 +234,9 @@ func (p *Proxier) sync(ctx context.Context) error {
 	node := p.node
 	p.nodeMu.Unlock()
 	req := &SyncRequest{Full: p.needFull, Services: p.svcMap, Endpoints: p.epMap, ServiceResult: sr, EndpointsResult: er, Node: node}
+	changed := req.ChangedServices()
+	p.policies.Update(node, func(n ServicePortName) bool { return changed.Has(n.NamespacedName) })
+	req.policies = p.policies
 	if err := p.cfg.Provider.Sync(ctx, req); err != nil {
 		p.needFull = true
 		// The changes were consumed from the trackers; a full sync will

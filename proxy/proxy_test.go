@@ -171,7 +171,7 @@ func TestCategorizeEndpoints(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cl, lo, all, has := CategorizeEndpoints(c.eps, &c.svc)
+			cl, lo, all, has := CategorizeEndpointsForNode(c.eps, &c.svc, "", nil)
 			if len(cl) != c.cluster || len(lo) != c.local || len(all) != c.all || has != c.hasAny {
 				t.Errorf("got cluster=%d local=%d all=%d hasAny=%v", len(cl), len(lo), len(all), has)
 			}

@@ -7,32 +7,44 @@ import (
 )
 
 const (
-	topologySameNode = "PreferSameNode"
-	topologySameZone = "PreferSameZone"
+	topologySameNode = v1.ServiceTrafficDistributionPreferSameNode
+	topologySameZone = v1.ServiceTrafficDistributionPreferSameZone
 )
 
+// topologyMode decides, from the hints of the ready endpoints, which
+// topology filter cluster traffic on this node uses, with kube-proxy 1.37's
+// rules: node hints apply when every ready endpoint has one and some name
+// this node; otherwise zone hints apply when every ready endpoint has one
+// and some name this node's zone (PreferSameZone, and PreferClose, which the
+// EndpointSlice controller publishes as zone hints too). Hints that do not
+// cover this node or zone are ignored, as are hints when the node has no
+// zone label, and everything when no endpoint is ready.
 func topologyMode(endpoints []*Endpoint, nodeName, zone string) string {
+	anyReady := false
 	allNode, forNode := true, false
 	allZone, forZone := true, false
 	for _, ep := range endpoints {
 		if !ep.Ready {
 			continue
 		}
+		anyReady = true
 		if len(ep.NodeHints) == 0 {
 			allNode = false
-		} else if nodeName != "" && slices.Contains(ep.NodeHints, nodeName) {
+		} else if slices.Contains(ep.NodeHints, nodeName) {
 			forNode = true
 		}
 		if len(ep.ZoneHints) == 0 {
 			allZone = false
-		} else if zone != "" && slices.Contains(ep.ZoneHints, zone) {
+		} else if slices.Contains(ep.ZoneHints, zone) {
 			forZone = true
 		}
 	}
-	if allNode && forNode {
+	switch {
+	case !anyReady:
+		return ""
+	case allNode && forNode:
 		return topologySameNode
-	}
-	if allZone && forZone {
+	case allZone && forZone:
 		return topologySameZone
 	}
 	return ""
@@ -48,51 +60,44 @@ func availableForTopology(ep *Endpoint, mode, nodeName, zone string) bool {
 	return true
 }
 
-// CategorizeEndpoints picks the endpoints a ServicePort uses, as kube-proxy
-// does:
+// CategorizeEndpointsForNode picks the endpoints a ServicePort uses on node
+// nodeName (with labels nodeLabels), as kube-proxy does. Modes do not call
+// it: they read NewPortPolicy's result, which is built on it.
 //
-//   - clusterEndpoints: for "Cluster" traffic, every ready endpoint; if none is
-//     ready, every endpoint that is serving and terminating (so a rollout that
-//     terminates all pods keeps serving). Nil when the port never uses
-//     cluster-wide endpoints.
+//   - clusterEndpoints: for "Cluster" traffic, the ready endpoints that the
+//     topology mode (see topologyMode) allows; if there are none, every
+//     serving-and-terminating endpoint (so a rollout that terminates all
+//     pods keeps serving). Nil when the port never uses cluster-wide
+//     endpoints.
 //   - localEndpoints: for "Local" traffic, the ready endpoints on this node,
-//     or failing that the serving-and-terminating ones on this node. Nil when
-//     the port never uses node-local endpoints.
+//     or failing that the serving-and-terminating ones on this node. Nil
+//     when the port never uses node-local endpoints.
 //   - allReachable: the union of the two (each endpoint once), i.e. every
 //     endpoint this node may send to.
 //   - hasAnyEndpoints: whether the Service has usable endpoints anywhere in
 //     the cluster, even if none of them are reachable under the policy in use
 //     (then traffic is dropped rather than rejected).
-//
-// CategorizeEndpoints ignores topology hints; CategorizeEndpointsForNode
-// honours them.
-func CategorizeEndpoints(endpoints []*Endpoint, svc *ServicePort) (clusterEndpoints, localEndpoints, allReachable []*Endpoint, hasAnyEndpoints bool) {
-	return CategorizeEndpointsForNode(endpoints, svc, "", nil)
+func CategorizeEndpointsForNode(endpoints []*Endpoint, svc *ServicePort, nodeName string, nodeLabels map[string]string) (clusterEndpoints, localEndpoints, allReachable []*Endpoint, hasAnyEndpoints bool) {
+	_, clusterEndpoints, localEndpoints, allReachable, hasAnyEndpoints = categorize(endpoints, svc, nodeName, nodeLabels)
+	return
 }
 
-// CategorizeEndpointsForNode is CategorizeEndpoints with kube-proxy's
-// topology-aware routing: when every ready endpoint carries node hints and
-// one names nodeName, "Cluster" traffic only uses endpoints hinted for this
-// node (PreferSameNode); otherwise, when every ready endpoint carries zone
-// hints and one names this node's zone (label topology.kubernetes.io/zone),
-// only endpoints hinted for this zone (PreferSameZone / PreferClose). Hints
-// that do not cover this node or zone are ignored.
-func CategorizeEndpointsForNode(endpoints []*Endpoint, svc *ServicePort, nodeName string, nodeLabels map[string]string) (clusterEndpoints, localEndpoints, allReachable []*Endpoint, hasAnyEndpoints bool) {
+func categorize(endpoints []*Endpoint, svc *ServicePort, nodeName string, nodeLabels map[string]string) (mode string, clusterEndpoints, localEndpoints, allReachable []*Endpoint, hasAnyEndpoints bool) {
 	if svc.UsesClusterEndpoints() {
 		zone := nodeLabels[v1.LabelTopologyZone]
-		mode := topologyMode(endpoints, nodeName, zone)
+		mode = topologyMode(endpoints, nodeName, zone)
 		clusterEndpoints = filterEndpoints(endpoints, func(ep *Endpoint) bool { return ep.Ready && availableForTopology(ep, mode, nodeName, zone) })
 		if len(clusterEndpoints) == 0 {
-			clusterEndpoints = filterEndpoints(endpoints, func(ep *Endpoint) bool {
-				return ep.Serving && ep.Terminating && availableForTopology(ep, mode, nodeName, zone)
-			})
+			// Not filtered by topology: when no endpoint is ready the
+			// mode is "" anyway.
+			clusterEndpoints = filterEndpoints(endpoints, func(ep *Endpoint) bool { return ep.Serving && ep.Terminating })
 		}
 		if len(clusterEndpoints) > 0 {
 			hasAnyEndpoints = true
 		}
 	}
 	if !svc.UsesLocalEndpoints() {
-		return clusterEndpoints, nil, clusterEndpoints, hasAnyEndpoints
+		return mode, clusterEndpoints, nil, clusterEndpoints, hasAnyEndpoints
 	}
 	var localReady, localServingTerminating bool
 	for _, ep := range endpoints {
@@ -115,13 +120,13 @@ func CategorizeEndpointsForNode(endpoints []*Endpoint, svc *ServicePort, nodeNam
 		localEndpoints = filterEndpoints(endpoints, func(ep *Endpoint) bool { return ep.IsLocal && ep.Serving && ep.Terminating })
 	}
 	if !svc.UsesClusterEndpoints() {
-		return nil, localEndpoints, localEndpoints, hasAnyEndpoints
+		return mode, nil, localEndpoints, localEndpoints, hasAnyEndpoints
 	}
 	if len(localEndpoints) == 0 {
-		return clusterEndpoints, localEndpoints, clusterEndpoints, hasAnyEndpoints
+		return mode, clusterEndpoints, localEndpoints, clusterEndpoints, hasAnyEndpoints
 	}
 	if len(clusterEndpoints) == 0 {
-		return clusterEndpoints, localEndpoints, localEndpoints, hasAnyEndpoints
+		return mode, clusterEndpoints, localEndpoints, localEndpoints, hasAnyEndpoints
 	}
 	seen := map[*Endpoint]bool{}
 	for _, ep := range clusterEndpoints {
@@ -133,7 +138,7 @@ func CategorizeEndpointsForNode(endpoints []*Endpoint, svc *ServicePort, nodeNam
 			allReachable = append(allReachable, ep)
 		}
 	}
-	return clusterEndpoints, localEndpoints, allReachable, hasAnyEndpoints
+	return mode, clusterEndpoints, localEndpoints, allReachable, hasAnyEndpoints
 }
 
 func filterEndpoints(in []*Endpoint, keep func(*Endpoint) bool) []*Endpoint {

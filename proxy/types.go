@@ -182,8 +182,14 @@ type Endpoint struct {
 	// nodes that should prefer it).
 	ZoneHints []string
 	NodeHints []string
-	// Weight is the pod's load-balancing weight (1 unless set).
+	// Weight is the pod's load-balancing weight (pod annotation
+	// svcnet.io/weight, carried by the slice annotation
+	// svcnet.io/endpoint-weights); 0 stands for the default 1, so that a
+	// zero Endpoint is an ordinary one. Read it through EffectiveWeight.
 	Weight int
+	// Quiesced is true for weight 0: the endpoint takes no new
+	// connections in any mode; established ones continue.
+	Quiesced bool
 }
 
 // String returns "ip:port" ("[ip]:port" for IPv6), the form kube-proxy uses

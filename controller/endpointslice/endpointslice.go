@@ -52,6 +52,7 @@ import (
 	"github.com/svcnet/svcnet/controller/internal/podutil"
 	"github.com/svcnet/svcnet/controller/internal/triggertime"
 	"github.com/svcnet/svcnet/controller/internal/worker"
+	"github.com/svcnet/svcnet/proxy/lb"
 )
 
 // ControllerName is the endpointslice.kubernetes.io/managed-by value of the
@@ -266,7 +267,19 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 		return nil
 	}
 	trigger := c.triggers.Compute(key, svc, pods)
-	desired, podErrs := DesiredForService(svc, pods, c.nodes)
+	desired, allErrs := DesiredForService(svc, pods, c.nodes)
+	var podErrs []error
+	for _, err := range allErrs {
+		var iw *InvalidWeightError
+		if errors.As(err, &iw) {
+			if c.recorder != nil {
+				c.recorder.Eventf(iw.Pod, corev1.EventTypeWarning, "InvalidWeight",
+					"Ignoring %s for Service %s/%s: %v; the pod gets weight 1", lb.WeightAnnotation, ns, name, iw.Err)
+			}
+			continue
+		}
+		podErrs = append(podErrs, err)
+	}
 	plan := c.rec.Reconcile(live, desired, AddressTypes(svc),
 		func(at discoveryv1.AddressType, ports []discoveryv1.EndpointPort) *discoveryv1.EndpointSlice {
 			return NewSlice(svc, at, ports, ControllerName)
@@ -352,6 +365,19 @@ func DesiredForService(svc *corev1.Service, pods []*corev1.Pod, nodes corelister
 			ep := podToEndpoint(pod, node, svc, ip)
 			setHints(&ep, svc.Spec.TrafficDistribution)
 			g.Endpoints = append(g.Endpoints, ep)
+			if v, ok := pod.Annotations[lb.WeightAnnotation]; ok {
+				w, err := lb.ParseWeight(v)
+				if err != nil {
+					if at == AddressTypes(svc)[0] {
+						errs = append(errs, &InvalidWeightError{Pod: pod, Err: err})
+					}
+				} else if w != 1 {
+					if g.Weights == nil {
+						g.Weights = map[string]int{}
+					}
+					g.Weights[ip] = w
+				}
+			}
 		}
 	}
 	out := make([]Desired, 0, len(order))
@@ -359,6 +385,19 @@ func DesiredForService(svc *corev1.Service, pods []*corev1.Pod, nodes corelister
 		out = append(out, *groups[k])
 	}
 	return out, errs
+}
+
+// InvalidWeightError reports a pod whose svcnet.io/weight annotation is not
+// an integer in 0..65535. The pod is published with the default weight 1;
+// the controller tells its owner through a Warning Event on the pod and
+// does not retry (nothing but a new annotation can fix it).
+type InvalidWeightError struct {
+	Pod *corev1.Pod
+	Err error
+}
+
+func (e *InvalidWeightError) Error() string {
+	return fmt.Sprintf("pod %s/%s: %v; using weight 1", e.Pod.Namespace, e.Pod.Name, e.Err)
 }
 
 // setHints sets topology hints for spec.trafficDistribution:

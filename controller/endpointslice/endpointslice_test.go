@@ -19,6 +19,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/svcnet/svcnet/proxy/lb"
 )
 
 type harness struct {
@@ -79,7 +82,10 @@ func (h *harness) pod(p *corev1.Pod) {
 	h.t.Helper()
 	h.gen++
 	p.ResourceVersion = ""
-	p.Annotations = map[string]string{"gen": fmt.Sprint(h.gen)}
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations["gen"] = fmt.Sprint(h.gen)
 	if _, err := h.client.CoreV1().Pods(p.Namespace).Create(h.ctx, p, metav1.CreateOptions{}); err != nil {
 		if _, err = h.client.CoreV1().Pods(p.Namespace).Update(h.ctx, p, metav1.UpdateOptions{}); err != nil {
 			h.t.Fatal(err)
@@ -369,5 +375,55 @@ func TestTrafficDistributionHints(t *testing.T) {
 	svc.Spec.TrafficDistribution = nil
 	if d, _ := DesiredForService(svc, pods, nil); d[0].Endpoints[0].Hints != nil {
 		t.Errorf("hints without trafficDistribution")
+	}
+}
+
+// TestPodWeights checks that pod weights (annotation svcnet.io/weight) reach
+// the slices as svcnet.io/endpoint-weights, that a weight change alone
+// rewrites the slice, and that an invalid weight is ignored with a Warning
+// Event on the pod.
+func TestPodWeights(t *testing.T) {
+	h := newHarness(t, 0)
+	rec := record.NewFakeRecorder(10)
+	h.c.recorder = rec
+	sel := map[string]string{"app": "w"}
+	h.service(mksvc("w", sel, corev1.ServicePort{Port: 80, TargetPort: intstr.FromInt32(80), Protocol: corev1.ProtocolTCP}))
+	heavy := mkpod("heavy", "10.244.1.2", "node-1", true, sel)
+	heavy.Annotations = map[string]string{lb.WeightAnnotation: "7"}
+	h.pod(heavy)
+	quiet := mkpod("quiet", "10.244.1.3", "node-1", true, sel)
+	quiet.Annotations = map[string]string{lb.WeightAnnotation: "0"}
+	h.pod(quiet)
+	h.pod(mkpod("plain", "10.244.2.2", "node-2", true, sel))
+	h.sync("default/w")
+	weights := func() string {
+		var out []string
+		for _, s := range h.apiSlices() {
+			out = append(out, s.Annotations[lb.EndpointWeightsAnnotation])
+		}
+		return strings.Join(out, ";")
+	}
+	if got := weights(); got != "10.244.1.2=7,10.244.1.3=0" {
+		t.Fatalf("weights annotation %q", got)
+	}
+	heavy.Annotations = map[string]string{lb.WeightAnnotation: "3"}
+	h.pod(heavy)
+	h.sync("default/w")
+	if got := weights(); got != "10.244.1.2=3,10.244.1.3=0" {
+		t.Fatalf("after a weight change: %q", got)
+	}
+	heavy.Annotations = map[string]string{lb.WeightAnnotation: "heavy"}
+	h.pod(heavy)
+	h.sync("default/w")
+	if got := weights(); got != "10.244.1.3=0" {
+		t.Fatalf("invalid weight not ignored: %q", got)
+	}
+	select {
+	case ev := <-rec.Events:
+		if !strings.HasPrefix(ev, "Warning InvalidWeight") || !strings.Contains(ev, `"heavy" is not an integer`) {
+			t.Errorf("event %q", ev)
+		}
+	default:
+		t.Errorf("no Warning Event for the invalid weight")
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"net/netip"
 	"sort"
 	"strings"
 	"time"
@@ -14,6 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/svcnet/svcnet/proxy/lb"
 )
 
 // Plan is the outcome of reconciling one Service: the writes that make its
@@ -47,6 +51,45 @@ type Desired struct {
 	AddressType discoveryv1.AddressType
 	Ports       []discoveryv1.EndpointPort
 	Endpoints   []discoveryv1.Endpoint
+	// Weights maps an endpoint address to its pod's load-balancing weight
+	// (pod annotation svcnet.io/weight); addresses not listed weigh 1.
+	// Every slice carries the weights of its own endpoints in the
+	// annotation svcnet.io/endpoint-weights, which the proxies read.
+	Weights map[string]int
+}
+
+// weightsAnnotation is the svcnet.io/endpoint-weights value of a slice
+// holding eps ("" when every weight is 1).
+func weightsAnnotation(eps []discoveryv1.Endpoint, weights map[string]int) string {
+	if len(weights) == 0 {
+		return ""
+	}
+	m := map[netip.Addr]int{}
+	for i := range eps {
+		for _, a := range eps[i].Addresses {
+			if w, ok := weights[a]; ok {
+				if addr, err := netip.ParseAddr(a); err == nil {
+					m[addr.Unmap()] = w
+				}
+			}
+		}
+	}
+	return lb.FormatEndpointWeights(m)
+}
+
+// setWeights writes (or removes) a slice's weights annotation.
+func setWeights(s *discoveryv1.EndpointSlice, weights map[string]int) {
+	v := weightsAnnotation(s.Endpoints, weights)
+	if v == "" {
+		if _, ok := s.Annotations[lb.EndpointWeightsAnnotation]; ok {
+			delete(s.Annotations, lb.EndpointWeightsAnnotation)
+		}
+		return
+	}
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Annotations[lb.EndpointWeightsAnnotation] = v
 }
 
 // PortKey identifies a port list independent of order.
@@ -164,10 +207,17 @@ func (r *Reconciler) Reconcile(existing []*discoveryv1.EndpointSlice, desired []
 			k := PortKey(d.Ports)
 			if prev, ok := desiredByPorts[k]; ok {
 				prev.Endpoints = append(prev.Endpoints, d.Endpoints...)
+				for a, w := range d.Weights {
+					if prev.Weights == nil {
+						prev.Weights = map[string]int{}
+					}
+					prev.Weights[a] = w
+				}
 				continue
 			}
 			cp := *d
 			cp.Endpoints = append([]discoveryv1.Endpoint(nil), d.Endpoints...)
+			cp.Weights = maps.Clone(d.Weights)
 			desiredByPorts[k] = &cp
 			keys = append(keys, k)
 		}
@@ -264,7 +314,7 @@ func (r *Reconciler) reconcilePorts(existing []*discoveryv1.EndpointSlice, d *De
 			cp.Labels = lbls
 			toUpdate[cp.Name] = cp
 			updateOrder = append(updateOrder, cp.Name)
-		case labelsChanged:
+		case labelsChanged || s.Annotations[lb.EndpointWeightsAnnotation] != weightsAnnotation(s.Endpoints, d.Weights):
 			cp := s.DeepCopy()
 			cp.Labels = lbls
 			toUpdate[cp.Name] = cp
@@ -321,6 +371,12 @@ func (r *Reconciler) reconcilePorts(existing []*discoveryv1.EndpointSlice, d *De
 	}
 	for _, n := range updateOrder {
 		update = append(update, toUpdate[n])
+	}
+	for _, s := range create {
+		setWeights(s, d.Weights)
+	}
+	for _, s := range update {
+		setWeights(s, d.Weights)
 	}
 	return create, update, del
 }

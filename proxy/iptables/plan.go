@@ -53,6 +53,10 @@ type PlanInput struct {
 	// (the payload is applied with --noflush).
 	Partial bool
 	Changed sets.Set[types.NamespacedName]
+	// Policy, when set, returns the core's policy of a port (the
+	// Proxier's cache); when nil, BuildPlan computes it from the fields
+	// above.
+	Policy func(name proxy.ServicePortName, ipv6 bool) *proxy.PortPolicy
 	// ExistingNATChains are the nat chains currently in the kernel; our
 	// service chains among them that are no longer used are deleted. Nil
 	// skips the sweep.
@@ -131,25 +135,31 @@ func BuildPlan(in PlanInput) *Plan {
 			"-d", "127.0.0.0/8", "!", "-s", "127.0.0.0/8", "-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED,DNAT", "-j", "DROP")
 	}
 
-	// Select this family's share of the model.
+	// Select this family's share of the model: the policy of each port
+	// (which endpoints, which verdicts) comes from the proxy core.
 	type svcEntry struct {
 		info *proxy.ServicePort
-		eps  []*proxy.Endpoint
+		pol  *proxy.PortPolicy
+	}
+	policy := in.Policy
+	if policy == nil {
+		node := proxy.PolicyNode{Name: in.NodeName, Labels: in.NodeLabels, IP: in.NodeIP}
+		policy = func(name proxy.ServicePortName, ipv6 bool) *proxy.PortPolicy {
+			return proxy.NewPortPolicy(in.Services[name], in.Endpoints[name], node, ipv6)
+		}
 	}
 	var entries []svcEntry
 	for _, name := range proxy.SortedServicePorts(in.Services) {
-		info, ok := in.Services[name].ForFamily(in.IPv6)
-		if !ok {
+		pol := policy(name, in.IPv6)
+		if pol == nil {
 			continue
 		}
-		var eps []*proxy.Endpoint
+		entries = append(entries, svcEntry{pol.Port, pol})
 		for _, ep := range in.Endpoints[name] {
 			if ep.Addr.Is6() == in.IPv6 {
-				eps = append(eps, ep)
+				plan.NumEndpoints++
 			}
 		}
-		entries = append(entries, svcEntry{info, eps})
-		plan.NumEndpoints += len(eps)
 	}
 	plan.NumServices = len(entries)
 	plan.LargeClusterMode = plan.NumEndpoints > largeClusterEndpointsThreshold
@@ -174,37 +184,35 @@ func BuildPlan(in PlanInput) *Plan {
 		port := strconv.Itoa(svc.Port)
 		clusterIP := svc.ClusterIP().String()
 
-		clusterEPs, localEPs, reachable, hasEndpoints := proxy.CategorizeEndpointsForNode(e.eps, svc, in.NodeName, in.NodeLabels)
+		pol := e.pol
+		clusterEPs, localEPs, reachable, hasEndpoints := pol.Cluster, pol.Local, pol.Reachable, pol.HasEndpoints
 		epChains := make(map[*proxy.Endpoint]string, len(reachable))
 		for _, ep := range reachable {
 			epChains[ep] = EndpointChain(svc, ep)
 		}
 		clusterChain := ClusterPolicyChain(svc)
-		usesClusterChain := len(clusterEPs) > 0 && svc.UsesClusterEndpoints()
+		usesClusterChain := pol.UsesCluster
 		localChain := LocalPolicyChain(svc)
-		usesLocalChain := len(localEPs) > 0 && svc.UsesLocalEndpoints()
+		usesLocalChain := pol.UsesLocal
 
 		internalChain := clusterChain
-		hasInternal := hasEndpoints
-		if svc.InternalPolicyLocal {
+		if pol.Internal.Local {
 			internalChain = localChain
-			if len(localEPs) == 0 {
-				hasInternal = false
-			}
 		}
+		hasInternal := pol.Internal.Verdict == proxy.VerdictAccept
 		externalPolicyChain := clusterChain
-		hasExternal := hasEndpoints
-		if svc.ExternalPolicyLocal {
+		if pol.External.Local {
 			externalPolicyChain = localChain
-			if len(localEPs) == 0 {
-				hasExternal = false
-			}
 		}
+		hasExternal := pol.External.Verdict == proxy.VerdictAccept
 		extChain := ExternalChain(svc)
-		usesExtChain := hasEndpoints && svc.ExternallyAccessible()
+		usesExtChain := pol.Externally
 		lbChain := extChain
 		fwChain := FirewallChain(svc)
-		usesFW := hasEndpoints && len(svc.LoadBalancerVIPs) > 0 && len(svc.LoadBalancerSourceRanges) > 0
+		// Without endpoints the LB IP is rejected in the filter table
+		// before any firewall chain would be reached (kube-proxy's
+		// iptables layout writes none).
+		usesFW := pol.Firewall && hasEndpoints
 		if usesFW {
 			lbChain = fwChain
 		}
@@ -290,7 +298,7 @@ func BuildPlan(in PlanInput) *Plan {
 			}
 			if usesExtChain {
 				plan.ActiveNATChains.Insert(extChain)
-				if !svc.ExternalPolicyLocal {
+				if pol.MasqueradeExternal {
 					lines++
 				} else {
 					lines += 2
@@ -304,12 +312,9 @@ func BuildPlan(in PlanInput) *Plan {
 			}
 			if usesFW {
 				plan.ActiveNATChains.Insert(fwChain)
-				lines += len(svc.LoadBalancerSourceRanges) + 1
-				for _, r := range svc.LoadBalancerSourceRanges {
-					if in.NodeIP.IsValid() && r.Contains(in.NodeIP) {
-						lines += len(svc.LoadBalancerVIPs)
-						break
-					}
+				lines += len(pol.SourceRanges) + 1
+				if pol.FirewallAllowsNode {
+					lines += len(svc.LoadBalancerVIPs)
 				}
 			}
 			perEP := 1
@@ -342,7 +347,7 @@ func BuildPlan(in PlanInput) *Plan {
 		if usesExtChain {
 			nc.chain(extChain)
 			plan.ActiveNATChains.Insert(extChain)
-			if !svc.ExternalPolicyLocal {
+			if pol.MasqueradeExternal {
 				nr.write("-A", extChain, "-m", "comment", "--comment", fmt.Sprintf(`"masquerade traffic for %s external destinations"`, name), "-j", ChainMarkMasq)
 			} else {
 				if localCIDR != "" {
@@ -362,14 +367,10 @@ func BuildPlan(in PlanInput) *Plan {
 			nc.chain(fwChain)
 			plan.ActiveNATChains.Insert(fwChain)
 			args := []string{"-A", fwChain, "-m", "comment", "--comment", fmt.Sprintf(`"%s loadbalancer IP"`, name)}
-			allowFromNode := false
-			for _, r := range svc.LoadBalancerSourceRanges {
+			for _, r := range pol.SourceRanges {
 				nr.write(append(append([]string{}, args...), "-s", r.String(), "-j", extChain)...)
-				if in.NodeIP.IsValid() && r.Contains(in.NodeIP) {
-					allowFromNode = true
-				}
 			}
-			if allowFromNode {
+			if pol.FirewallAllowsNode {
 				for _, ip := range svc.LoadBalancerVIPs {
 					nr.write(append(append([]string{}, args...), "-s", ip.String(), "-j", extChain)...)
 				}

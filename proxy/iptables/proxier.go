@@ -274,6 +274,7 @@ func (p *Proxier) planInput(ctx context.Context, req *proxy.SyncRequest, v6 bool
 		ConntrackTCPLiberal: p.cfg.ConntrackTCPLiberal,
 		NodeName:            req.Node.Name,
 		NodeLabels:          req.Node.Labels,
+		Policy:              req.Policy,
 	}
 	if in.NodeName == "" {
 		in.NodeName = p.cfg.NodeName

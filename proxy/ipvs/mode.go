@@ -77,6 +77,9 @@ func New(cfg Config) (*Mode, error) {
 	if cfg.Exec == nil {
 		cfg.Exec = proxy.OSExecutor{}
 	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if cfg.Handle == nil {
 		nsPath := ""
 		if e, ok := cfg.Exec.(proxy.OSExecutor); ok && e.NetNS != "" {
@@ -113,7 +116,7 @@ func (m *Mode) PlanFor(req *proxy.SyncRequest, ipv6 bool) *Plan {
 	pc := PlanConfig{
 		IPv6: ipv6, Scheduler: m.cfg.Scheduler, MasqueradeAll: m.cfg.MasqueradeAll,
 		MasqueradeMark: fmt.Sprintf("%#08x", m.cfg.MasqueradeValue()),
-		NodeName:       req.Node.Name, NodeLabels: req.Node.Labels,
+		NodeName:       req.Node.Name, NodeLabels: req.Node.Labels, Policy: req.Policy,
 	}
 	if pc.NodeName == "" {
 		pc.NodeName = m.cfg.NodeName

@@ -136,6 +136,10 @@ type PlanConfig struct {
 	NodeIPs    []netip.Addr
 	NodeName   string
 	NodeLabels map[string]string
+	// Policy, when set, returns the core's policy of a port (the
+	// Proxier's cache); when nil, BuildPlan computes it from the node
+	// fields above (the first of NodeIPs is the primary address).
+	Policy func(name proxy.ServicePortName, ipv6 bool) *proxy.PortPolicy
 }
 
 // PlannedService is one desired virtual server with its real servers.
@@ -190,35 +194,47 @@ func BuildPlan(cfg PlanConfig, svcs proxy.ServicePortMap, eps proxy.EndpointsMap
 	bind := map[netip.Addr]bool{}
 	var lbNoNodeAccess []Key
 	noLocalInt, noLocalExt := map[string]bool{}, map[string]bool{}
+	policy := func(name proxy.ServicePortName) *proxy.PortPolicy {
+		if cfg.Policy != nil {
+			return cfg.Policy(name, cfg.IPv6)
+		}
+		node := proxy.PolicyNode{Name: cfg.NodeName, Labels: cfg.NodeLabels}
+		if len(cfg.NodeIPs) > 0 {
+			node.IP = cfg.NodeIPs[0]
+		}
+		return proxy.NewPortPolicy(svcs[name], eps[name], node, cfg.IPv6)
+	}
 
 	for _, name := range proxy.SortedServicePorts(svcs) {
-		full := svcs[name]
-		svc, ok := full.ForFamily(cfg.IPv6)
-		if !ok || svc.ClusterIP().Is6() != cfg.IPv6 {
+		pol := policy(name)
+		if pol == nil {
 			continue
 		}
+		svc := pol.Port
 		proto := svc.Protocol
 		sched, fell := ResolveScheduler(svc.Scheduler, cfg.Scheduler)
 		if fell {
 			p.Fallbacks = append(p.Fallbacks, SchedulerFallback{Service: name, Requested: svc.Scheduler, Used: sched})
 		}
 		endpoints := eps[name]
-		clusterEps, localEps, _, hasAny := proxy.CategorizeEndpointsForNode(endpoints, svc, cfg.NodeName, cfg.NodeLabels)
-		pick := func(onlyLocal bool, external bool) []*proxy.Endpoint {
-			if !onlyLocal {
-				return clusterEps
-			}
-			if len(localEps) > 0 {
-				return localEps
-			}
-			if hasAny {
-				if external {
-					noLocalExt[name.NamespacedName.String()] = true
-				} else {
-					noLocalInt[name.NamespacedName.String()] = true
-				}
-			}
-			return clusterEps
+		if pol.Internal.Verdict == proxy.VerdictDrop {
+			noLocalInt[name.NamespacedName.String()] = true
+		}
+		if pol.External.Verdict == proxy.VerdictDrop {
+			noLocalExt[name.NamespacedName.String()] = true
+		}
+		// ClusterIP virtual servers get exactly the policy's internal
+		// endpoints: none when it drops or rejects. External ones serve
+		// external clients and, in the same virtual server, the pods and
+		// the node itself, which the policy short-circuits to the
+		// cluster-wide endpoints; when the policy drops external traffic
+		// (Local, no endpoint here) they keep the cluster endpoints so
+		// that pods still reach the Service (kube-proxy's IPVS mode does
+		// the same; external clients' replies then go astray).
+		intEps := pol.Internal.Endpoints
+		extEps := pol.External.Endpoints
+		if pol.External.Verdict == proxy.VerdictDrop {
+			extEps = pol.Cluster
 		}
 		newVS := func(a netip.Addr, port int) VirtualServer {
 			vs := VirtualServer{Addr: a, Protocol: proto, Port: uint16(port), Scheduler: sched}
@@ -239,11 +255,7 @@ func BuildPlan(cfg PlanConfig, svcs proxy.ServicePortMap, eps proxy.EndpointsMap
 					continue
 				}
 				seen[ep.AddrPort()] = true
-				w := ep.Weight
-				if w <= 0 {
-					w = 1
-				}
-				ps.Dests = append(ps.Dests, RealServer{Addr: ep.Addr, Port: uint16(ep.Port), Weight: min(w, 65535)})
+				ps.Dests = append(ps.Dests, RealServer{Addr: ep.Addr, Port: uint16(ep.Port), Weight: proxy.EffectiveWeight(ep)})
 			}
 			sortDests(ps.Dests)
 			p.Services = append(p.Services, ps)
@@ -258,10 +270,9 @@ func BuildPlan(cfg PlanConfig, svcs proxy.ServicePortMap, eps proxy.EndpointsMap
 		// ClusterIP.
 		cip := svc.ClusterIP()
 		add(SetClusterIP, ipPortEntry(cip, proto, svc.Port))
-		emit(newVS(cip, svc.Port), pick(svc.InternalPolicyLocal, false))
+		emit(newVS(cip, svc.Port), intEps)
 		bind[cip] = true
 
-		extEps := pick(svc.ExternalPolicyLocal, true)
 		// externalIPs.
 		for _, ip := range svc.ExternalIPs {
 			if svc.ExternalPolicyLocal {
@@ -279,20 +290,14 @@ func BuildPlan(cfg PlanConfig, svcs proxy.ServicePortMap, eps proxy.EndpointsMap
 			if svc.ExternalPolicyLocal {
 				add(SetLoadBalancerLocal, e)
 			}
-			if len(svc.LoadBalancerSourceRanges) > 0 {
+			if pol.Firewall {
 				add(SetLoadBalancerFW, e)
-				allowFromNode := false
-				for _, r := range svc.LoadBalancerSourceRanges {
+				for _, r := range pol.SourceRanges {
 					add(SetLoadBalancerSrcCIDR, e+","+r.String())
-					for _, nip := range cfg.NodeIPs {
-						if r.Contains(nip) {
-							allowFromNode = true
-						}
-					}
 				}
 				// Node-originated traffic to an LB IP bound locally has
 				// the LB IP as source.
-				if allowFromNode {
+				if pol.FirewallAllowsNode {
 					add(SetLoadBalancerSourceIP, e+","+ip.String())
 				} else {
 					lbNoNodeAccess = append(lbNoNodeAccess, Key{ip, proto, uint16(svc.Port)})

@@ -63,6 +63,9 @@ func NewModeWithServiceCIDRs(cfg proxy.ModeConfig, serviceCIDRs []netip.Prefix, 
 	if cfg.IPv6 {
 		fams = append(fams, true)
 	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	for _, v6 := range fams {
 		var nft NFT
 		idx := 0

@@ -416,18 +416,13 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	noLocalInternal, noLocalExternal := 0, 0
 
 	for _, name := range proxy.SortedServicePorts(req.Services) {
-		sp, ok := req.Services[name].ForFamily(p.cfg.IPv6)
-		if !ok {
+		pol := req.Policy(name, p.cfg.IPv6)
+		if pol == nil {
 			continue
 		}
+		sp := pol.Port
 		protocol := strings.ToLower(string(sp.Protocol))
-		var eps []*proxy.Endpoint
-		for _, ep := range req.Endpoints[name] {
-			if ep.Addr.Is6() == p.cfg.IPv6 {
-				eps = append(eps, ep)
-			}
-		}
-		clusterEps, localEps, reachable, hasEndpoints := proxy.CategorizeEndpointsForNode(eps, sp, req.Node.Name, req.Node.Labels)
+		clusterEps, localEps, reachable, hasEndpoints := pol.Cluster, pol.Local, pol.Reachable, pol.HasEndpoints
 		skip := partial && !changed.Has(name.NamespacedName)
 		base := servicePortChainBase(name, protocol)
 		epChain := func(ep *proxy.Endpoint) string { return endpointChainPrefix + endpointChainBase(name, protocol, ep) }
@@ -446,27 +441,25 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 			}
 		}
 		clusterChain := clusterChainPrefix + base
-		usesCluster := len(clusterEps) > 0 && sp.UsesClusterEndpoints()
+		usesCluster := pol.UsesCluster
 		if usesCluster {
 			ensureChain(clusterChain, tx, active, skip)
 		}
 		localChain := localChainPrefix + base
-		usesLocal := len(localEps) > 0 && sp.UsesLocalEndpoints()
+		usesLocal := pol.UsesLocal
 		if usesLocal {
 			ensureChain(localChain, tx, active, skip)
 		}
-		internalChain, hasInternal := clusterChain, hasEndpoints
-		if sp.InternalPolicyLocal {
+		internalChain, hasInternal := clusterChain, pol.Internal.Verdict == proxy.VerdictAccept
+		if pol.Internal.Local {
 			internalChain = localChain
-			hasInternal = hasInternal && len(localEps) > 0
 		}
-		externalPolicyChain, hasExternal := clusterChain, hasEndpoints
-		if sp.ExternalPolicyLocal {
+		externalPolicyChain, hasExternal := clusterChain, pol.External.Verdict == proxy.VerdictAccept
+		if pol.External.Local {
 			externalPolicyChain = localChain
-			hasExternal = hasExternal && len(localEps) > 0
 		}
 		externalChain := externalChainPrefix + base
-		usesExternal := hasEndpoints && sp.ExternallyAccessible()
+		usesExternal := pol.Externally
 		if usesExternal {
 			ensureChain(externalChain, tx, active, skip)
 		}
@@ -505,7 +498,7 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 					Value: []string{externalVerdict}, Comment: &comment})
 			}
 		}
-		usesFW := len(sp.LoadBalancerVIPs) > 0 && len(sp.LoadBalancerSourceRanges) > 0
+		usesFW := pol.Firewall
 		fwChain := firewallChainPrefix + base
 		if usesFW {
 			ensureChain(fwChain, tx, active, skip)
@@ -540,7 +533,7 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 		}
 
 		if usesExternal {
-			if !sp.ExternalPolicyLocal {
+			if pol.MasqueradeExternal {
 				tx.Add(&knftables.Rule{Chain: externalChain, Rule: p.masqueradeRule(), Comment: ptrTo("masquerade")})
 			} else {
 				if m := p.podMatch(false); m != "" {
@@ -558,16 +551,10 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 		}
 		if usesFW {
 			var src []string
-			fromNode := false
-			for _, r := range sp.LoadBalancerSourceRanges {
+			for _, r := range pol.SourceRanges {
 				src = append(src, r.String())
-				for _, ip := range req.Node.IPs {
-					if r.Contains(ip) {
-						fromNode = true
-					}
-				}
 			}
-			if fromNode {
+			if pol.FirewallAllowsNode {
 				for _, ip := range sp.LoadBalancerVIPs {
 					src = append(src, ip.String())
 				}
@@ -716,21 +703,10 @@ func (p *Proxier) writeEndpointChoice(tx *knftables.Transaction, sp *proxy.Servi
 		tx.Add(&knftables.Rule{Chain: chain, Rule: knftables.Concat("meta l4proto", protocol, "dnat to", eps[0].AddrPort().String())})
 		return
 	}
-	var weighted []*proxy.Endpoint
-	for _, ep := range eps {
-		if ep.Weight > 0 {
-			weighted = append(weighted, ep)
-		}
-	}
-	if len(weighted) == 0 {
-		weighted = eps
-	}
-	weight := func(ep *proxy.Endpoint) int {
-		if ep.Weight <= 0 {
-			return 1
-		}
-		return ep.Weight
-	}
+	// Quiesced endpoints (weight 0) never reach here: the core's policy
+	// leaves them out.
+	weighted := eps
+	weight := proxy.EffectiveWeight
 	switch sched {
 	case "", lb.Random:
 		random()

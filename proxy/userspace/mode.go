@@ -89,8 +89,8 @@ func defaultSched(s string) string {
 }
 
 // Plan turns the core's snapshot into the listener table, as a pure
-// function. Endpoints are chosen per traffic policy with
-// proxy.CategorizeEndpoints. When the internal and external policies pick
+// function. Endpoints are the ones the core's policy (proxy.PortPolicy)
+// chose for internal and external traffic, topology hints included. When the internal and external policies pick
 // different endpoints (externalTrafficPolicy: Local, or
 // internalTrafficPolicy: Local, on an externally reachable Service), the
 // port gets two listeners: one for the ClusterIPs and one, named
@@ -114,14 +114,14 @@ func Plan(req *proxy.SyncRequest, defaultScheduler string, unknownScheduler func
 		if sp.SessionAffinity == v1.ServiceAffinityClientIP {
 			affinity = time.Duration(sp.StickyMaxAgeSeconds) * time.Second
 		}
-		cluster, local, _, _ := proxy.CategorizeEndpoints(req.Endpoints[name], sp)
-		internal := cluster
-		if sp.InternalPolicyLocal {
-			internal = local
-		}
-		external := cluster
-		if sp.ExternalPolicyLocal {
-			external = local
+		// One listener serves every family of the Service: it takes the
+		// endpoints the core's policy chose in each family.
+		var internal, external []*proxy.Endpoint
+		for _, ipv6 := range []bool{false, true} {
+			if pol := req.Policy(name, ipv6); pol != nil {
+				internal = append(internal, pol.Internal.Endpoints...)
+				external = append(external, pol.External.Endpoints...)
+			}
 		}
 		base := ServiceConfig{
 			Name: name.String(), Protocol: proto, Port: sp.Port, Scheduler: sched, AffinityTimeout: affinity,
@@ -153,11 +153,7 @@ func Plan(req *proxy.SyncRequest, defaultScheduler string, unknownScheduler func
 func toEndpoints(eps []*proxy.Endpoint) []Endpoint {
 	out := make([]Endpoint, 0, len(eps))
 	for _, ep := range eps {
-		w := ep.Weight
-		if w < 0 {
-			w = 1
-		}
-		out = append(out, Endpoint{Addr: ep.AddrPort(), Weight: w})
+		out = append(out, Endpoint{Addr: ep.AddrPort(), Weight: proxy.EffectiveWeight(ep)})
 	}
 	return out
 }

@@ -1,0 +1,184 @@
+package proxy
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func polEP(ip, node string, opts ...func(*Endpoint)) *Endpoint {
+	ep := &Endpoint{Addr: netip.MustParseAddr(ip), Port: 8080, Ready: true, Serving: true, NodeName: node, IsLocal: node == "n1"}
+	for _, o := range opts {
+		o(ep)
+	}
+	return ep
+}
+
+func nodeHint(n ...string) func(*Endpoint) { return func(e *Endpoint) { e.NodeHints = n } }
+func zoneHint(z ...string) func(*Endpoint) { return func(e *Endpoint) { e.ZoneHints = z } }
+func terminating(e *Endpoint)              { e.Ready, e.Terminating = false, true }
+func quiesced(e *Endpoint)                 { e.Quiesced = true }
+
+func addrsOf(eps []*Endpoint) []string {
+	var out []string
+	for _, e := range eps {
+		out = append(out, e.Addr.String())
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestPortPolicy(t *testing.T) {
+	svcName := ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "s"}, Protocol: v1.ProtocolTCP}
+	base := func() *ServicePort {
+		return &ServicePort{Name: svcName, ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1"), netip.MustParseAddr("fd00::1")},
+			Port: 80, Protocol: v1.ProtocolTCP, SessionAffinity: v1.ServiceAffinityNone}
+	}
+	n1 := PolicyNode{Name: "n1", Labels: map[string]string{v1.LabelTopologyZone: "za"}, IP: netip.MustParseAddr("172.18.0.2")}
+	for _, c := range []struct {
+		name     string
+		svc      func(*ServicePort)
+		eps      []*Endpoint
+		node     PolicyNode
+		ipv6     bool
+		topology string
+		internal []string
+		verdict  string
+		external string // external verdict, when it matters
+		check    func(t *testing.T, p *PortPolicy)
+	}{
+		{name: "node hints for this node keep traffic on it",
+			eps:  []*Endpoint{polEP("10.0.1.1", "n1", nodeHint("n1")), polEP("10.0.2.1", "n2", nodeHint("n2"))},
+			node: n1, topology: "PreferSameNode", internal: []string{"10.0.1.1"}, verdict: VerdictAccept},
+		{name: "node hints that do not name this node are ignored",
+			eps:  []*Endpoint{polEP("10.0.2.1", "n2", nodeHint("n2")), polEP("10.0.3.1", "n3", nodeHint("n3"))},
+			node: n1, topology: "", internal: []string{"10.0.2.1", "10.0.3.1"}, verdict: VerdictAccept},
+		{name: "node hints missing on one endpoint are ignored, zone hints apply",
+			eps:  []*Endpoint{polEP("10.0.1.1", "n1", nodeHint("n1"), zoneHint("za")), polEP("10.0.2.1", "n2", zoneHint("za")), polEP("10.0.3.1", "n3", zoneHint("zb"))},
+			node: n1, topology: "PreferSameZone", internal: []string{"10.0.1.1", "10.0.2.1"}, verdict: VerdictAccept},
+		{name: "zone hints without a zone label on the node are ignored",
+			eps:  []*Endpoint{polEP("10.0.2.1", "n2", zoneHint("za")), polEP("10.0.3.1", "n3", zoneHint("zb"))},
+			node: PolicyNode{Name: "n1"}, topology: "", internal: []string{"10.0.2.1", "10.0.3.1"}, verdict: VerdictAccept},
+		{name: "hints of non-ready endpoints do not count; terminating fallback ignores topology",
+			eps:  []*Endpoint{polEP("10.0.2.1", "n2", nodeHint("n2"), terminating), polEP("10.0.3.1", "n3", terminating)},
+			node: n1, topology: "", internal: []string{"10.0.2.1", "10.0.3.1"}, verdict: VerdictAccept},
+		{name: "weight 0 is quiesced",
+			eps:  []*Endpoint{polEP("10.0.1.1", "n1", quiesced), polEP("10.0.2.1", "n2")},
+			node: n1, internal: []string{"10.0.2.1"}, verdict: VerdictAccept},
+		{name: "all quiesced: as without endpoints",
+			eps:  []*Endpoint{polEP("10.0.1.1", "n1", quiesced)},
+			node: n1, verdict: VerdictReject},
+		{name: "internalTrafficPolicy Local with only terminating local endpoints uses them",
+			svc:  func(s *ServicePort) { s.InternalPolicyLocal = true },
+			eps:  []*Endpoint{polEP("10.0.1.1", "n1", terminating), polEP("10.0.2.1", "n2")},
+			node: n1, internal: []string{"10.0.1.1"}, verdict: VerdictAccept},
+		{name: "internalTrafficPolicy Local without local endpoints drops",
+			svc:  func(s *ServicePort) { s.InternalPolicyLocal = true },
+			eps:  []*Endpoint{polEP("10.0.2.1", "n2")},
+			node: n1, verdict: VerdictDrop},
+		{name: "externalTrafficPolicy Local: terminating local endpoints, cluster stays ready-only",
+			svc: func(s *ServicePort) {
+				s.NodePort, s.ExternalPolicyLocal = 30000, true
+			},
+			eps:  []*Endpoint{polEP("10.0.1.1", "n1", terminating), polEP("10.0.2.1", "n2")},
+			node: n1, internal: []string{"10.0.2.1"}, verdict: VerdictAccept, external: VerdictAccept,
+			check: func(t *testing.T, p *PortPolicy) {
+				if got := addrsOf(p.External.Endpoints); !slices.Equal(got, []string{"10.0.1.1"}) {
+					t.Errorf("external endpoints %v", got)
+				}
+				if p.MasqueradeExternal || !p.ShortCircuitLocalOrigin {
+					t.Errorf("masquerade %v short-circuit %v", p.MasqueradeExternal, p.ShortCircuitLocalOrigin)
+				}
+			}},
+		{name: "source range containing the primary node IP lets the node reach its LB IPs",
+			svc: func(s *ServicePort) {
+				s.LoadBalancerVIPs = []netip.Addr{netip.MustParseAddr("172.18.0.100")}
+				s.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("172.18.0.0/24"), netip.MustParsePrefix("fd00::/64")}
+			},
+			eps: []*Endpoint{polEP("10.0.2.1", "n2")}, node: n1, internal: []string{"10.0.2.1"}, verdict: VerdictAccept,
+			check: func(t *testing.T, p *PortPolicy) {
+				if !p.Firewall || !p.FirewallAllowsNode || len(p.SourceRanges) != 1 {
+					t.Errorf("firewall %v allowsNode %v ranges %v", p.Firewall, p.FirewallAllowsNode, p.SourceRanges)
+				}
+			}},
+		{name: "source range containing only a secondary node IP does not",
+			svc: func(s *ServicePort) {
+				s.LoadBalancerVIPs = []netip.Addr{netip.MustParseAddr("172.18.0.100")}
+				s.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("192.168.0.0/24")}
+			},
+			eps: []*Endpoint{polEP("10.0.2.1", "n2")}, node: n1, internal: []string{"10.0.2.1"}, verdict: VerdictAccept,
+			check: func(t *testing.T, p *PortPolicy) {
+				if !p.Firewall || p.FirewallAllowsNode {
+					t.Errorf("firewall %v allowsNode %v", p.Firewall, p.FirewallAllowsNode)
+				}
+			}},
+		{name: "dual-stack: the IPv6 policy uses the IPv6 endpoints",
+			eps:  []*Endpoint{polEP("10.0.1.1", "n1"), polEP("fd00:10::1", "n2")},
+			node: n1, ipv6: true, internal: []string{"fd00:10::1"}, verdict: VerdictAccept,
+			check: func(t *testing.T, p *PortPolicy) {
+				if p.Port.ClusterIP() != netip.MustParseAddr("fd00::1") {
+					t.Errorf("cluster IP %v", p.Port.ClusterIP())
+				}
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			svc := base()
+			if c.svc != nil {
+				c.svc(svc)
+			}
+			p := NewPortPolicy(svc, c.eps, c.node, c.ipv6)
+			if p.Topology != c.topology {
+				t.Errorf("topology %q, want %q", p.Topology, c.topology)
+			}
+			if p.Internal.Verdict != c.verdict {
+				t.Errorf("internal verdict %s, want %s", p.Internal.Verdict, c.verdict)
+			}
+			if got := addrsOf(p.Internal.Endpoints); !slices.Equal(got, c.internal) {
+				t.Errorf("internal endpoints %v, want %v", got, c.internal)
+			}
+			if c.external != "" && p.External.Verdict != c.external {
+				t.Errorf("external verdict %s, want %s", p.External.Verdict, c.external)
+			}
+			if c.check != nil {
+				c.check(t, p)
+			}
+		})
+	}
+}
+
+// TestPolicyCacheIncremental checks that the Proxier's cache recomputes a
+// changed Service's policy and every policy when the node's facts change.
+func TestPolicyCacheIncremental(t *testing.T) {
+	a := ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "a"}, Protocol: v1.ProtocolTCP}
+	b := ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "b"}, Protocol: v1.ProtocolTCP}
+	svcs := ServicePortMap{}
+	for i, n := range []ServicePortName{a, b} {
+		svcs[n] = &ServicePort{Name: n, ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 96, 0, byte(i + 1)})}, Port: 80, Protocol: v1.ProtocolTCP}
+	}
+	eps := EndpointsMap{
+		a: {polEP("10.0.1.1", "n1", nodeHint("n1")), polEP("10.0.2.1", "n2", nodeHint("n2"))},
+		b: {polEP("10.0.2.2", "n2")},
+	}
+	c := NewPolicyCache()
+	node := NodeInfo{Name: "n1"}
+	c.Update(node, func(ServicePortName) bool { return true })
+	pa, pb := c.Get(a, false, svcs, eps), c.Get(b, false, svcs, eps)
+	if got := addrsOf(pa.Internal.Endpoints); !slices.Equal(got, []string{"10.0.1.1"}) {
+		t.Fatalf("a on n1: %v", got)
+	}
+	eps[b] = append(eps[b], polEP("10.0.2.3", "n2"))
+	c.Update(node, func(n ServicePortName) bool { return n == b })
+	if c.Get(a, false, svcs, eps) != pa {
+		t.Errorf("unchanged Service a was recomputed")
+	}
+	if c.Get(b, false, svcs, eps) == pb || len(c.Get(b, false, svcs, eps).Internal.Endpoints) != 2 {
+		t.Errorf("changed Service b was not recomputed")
+	}
+	c.Update(NodeInfo{Name: "n2"}, func(ServicePortName) bool { return false })
+	if got := addrsOf(c.Get(a, false, svcs, eps).Internal.Endpoints); !slices.Equal(got, []string{"10.0.2.1"}) {
+		t.Errorf("after the node changed, a: %v", got)
+	}
+}
