@@ -182,3 +182,30 @@ func TestPolicyCacheIncremental(t *testing.T) {
 		t.Errorf("after the node changed, a: %v", got)
 	}
 }
+
+// TestMasqueradeBit checks kube-proxy's range 0..31: bit 0 is honoured,
+// nil is the default 14, and out-of-range bits are rejected by NewMode.
+func TestMasqueradeBit(t *testing.T) {
+	bit := func(b int) *int { return &b }
+	for _, c := range []struct {
+		bit  *int
+		mark uint32
+	}{{nil, 0x4000}, {bit(0), 0x1}, {bit(31), 0x80000000}, {bit(14), 0x4000}} {
+		cfg := ModeConfig{MasqueradeBit: c.bit}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("bit %v: %v", c.bit, err)
+		}
+		if got := cfg.MasqueradeMark(); got != c.mark {
+			t.Errorf("bit %v: mark %#x, want %#x", c.bit, got, c.mark)
+		}
+	}
+	for _, b := range []int{-1, 32} {
+		cfg := ModeConfig{MasqueradeBit: bit(b)}
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("bit %d accepted", b)
+		}
+		if _, err := NewMode("no-such-mode-needed", cfg); err == nil {
+			t.Errorf("NewMode accepted bit %d", b)
+		}
+	}
+}
