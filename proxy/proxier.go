@@ -233,6 +233,12 @@ func (p *Proxier) sync(ctx context.Context) error {
 	p.nodeMu.Lock()
 	node := p.node
 	p.nodeMu.Unlock()
+	// This node's name, labels and addresses feed every Service's policy
+	// (topology hints, the source-range exception): when they change,
+	// every Service is reprogrammed.
+	if !sameNodeFacts(p.policies.node, node) {
+		p.needFull = true
+	}
 	req := &SyncRequest{Full: p.needFull, Services: p.svcMap, Endpoints: p.epMap, ServiceResult: sr, EndpointsResult: er, Node: node}
 	changed := req.ChangedServices()
 	p.policies.Update(node, func(n ServicePortName) bool { return changed.Has(n.NamespacedName) })
