@@ -195,7 +195,7 @@ func TestMasqueradeBit(t *testing.T) {
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("bit %v: %v", c.bit, err)
 		}
-		if got := cfg.MasqueradeMark(); got != c.mark {
+		if got := cfg.MasqueradeValue(); got != c.mark {
 			t.Errorf("bit %v: mark %#x, want %#x", c.bit, got, c.mark)
 		}
 	}
