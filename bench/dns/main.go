@@ -132,13 +132,26 @@ func queryFile(dir string, n int) (string, error) {
 	return p, os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
 }
 
+var usedPorts = map[int]bool{}
+
+// freePort returns a port free for TCP and UDP on 127.0.0.1, never the same
+// one twice in a run.
 func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", p))
+		l.Close()
+		if err != nil || usedPorts[p] {
+			continue
+		}
+		u.Close()
+		usedPorts[p] = true
+		return p
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // stubUpstream answers everything NXDOMAIN, so neither server ever reaches a
@@ -187,6 +200,20 @@ func waitReady(url string, timeout time.Duration) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("%s not ready after %v", url, timeout)
+}
+
+func waitAnswers(port int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	c := &dns.Client{Timeout: 500 * time.Millisecond}
+	m := new(dns.Msg)
+	m.SetQuestion("cluster.local.", dns.TypeSOA)
+	for time.Now().Before(deadline) {
+		if r, _, err := c.Exchange(m, fmt.Sprintf("127.0.0.1:%d", port)); err == nil && r.Rcode == dns.RcodeSuccess {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("no DNS answer on port %d after %v", port, timeout)
 }
 
 func rssKiB(pid int) int {
@@ -368,7 +395,13 @@ func startTargets(dir, kc, up, svcnetBin, corednsBin string, o targetOpts) ([]*t
 		}
 	}
 	for _, t := range targets {
-		if err := waitReady(t.ready, 60*time.Second); err != nil {
+		if err := waitReady(t.ready, 120*time.Second); err != nil {
+			stopTargets(targets)
+			return nil, fmt.Errorf("%s: %w", t.name, err)
+		}
+		// CoreDNS reports ready before its DNS listener is up: wait until
+		// the server answers.
+		if err := waitAnswers(t.dnsPort, 30*time.Second); err != nil {
 			stopTargets(targets)
 			return nil, fmt.Errorf("%s: %w", t.name, err)
 		}

@@ -75,6 +75,7 @@ type Index struct {
 	podsByIP    map[netip.Addr]map[string]int    // IP → namespace → count
 
 	modified atomic.Int64 // unix seconds of the last change: the SOA serial
+	gen      atomic.Uint64 // counts changes: answers cached under an older value are stale
 }
 
 // New returns an empty index.
@@ -95,7 +96,15 @@ func New() *Index {
 
 func key(ns, name string) string { return ns + "/" + name }
 
-func (x *Index) touch() { x.modified.Store(time.Now().Unix()) }
+func (x *Index) touch() {
+	x.modified.Store(time.Now().Unix())
+	x.gen.Add(1)
+}
+
+// Generation changes whenever the index does (after the change is visible).
+// An answer computed after reading generation g is current while
+// Generation() == g.
+func (x *Index) Generation() uint64 { return x.gen.Load() }
 
 // Serial is the SOA serial: the unix time of the last change to the index.
 func (x *Index) Serial() uint32 { return uint32(x.modified.Load()) }
@@ -115,6 +124,46 @@ func (x *Index) DeleteNamespace(name string) {
 	delete(x.namespaces, name)
 	x.mu.Unlock()
 	x.touch()
+}
+
+func (x *Index) namespaceKeys() []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make([]string, 0, len(x.namespaces))
+	for k := range x.namespaces {
+		out = append(out, k)
+	}
+	return out
+}
+
+func (x *Index) serviceKeys() []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make([]string, 0, len(x.services))
+	for k := range x.services {
+		out = append(out, k)
+	}
+	return out
+}
+
+func (x *Index) sliceKeys() []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make([]string, 0, len(x.slices))
+	for k := range x.slices {
+		out = append(out, k)
+	}
+	return out
+}
+
+func (x *Index) podKeys() []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make([]string, 0, len(x.pods))
+	for k := range x.pods {
+		out = append(out, k)
+	}
+	return out
 }
 
 // NamespaceExists reports whether the namespace exists.

@@ -2,97 +2,225 @@ package index
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/netip"
 	"runtime/debug"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
-// Watcher feeds an Index from client-go informers. Every event updates the
-// one object it concerns.
+// Watcher feeds an Index from client-go reflectors. The index is the only
+// copy of the cluster state: there are no informer caches beside it. Each
+// reflector writes into a store that converts every object to the index's
+// slim form on arrival, so a full API object lives only as long as its
+// decoding.
 type Watcher struct {
-	idx     *Index
-	factory informers.SharedInformerFactory
-	synced  []cache.InformerSynced
-	done    atomic.Bool
-	log     *slog.Logger
+	idx       *Index
+	client    kubernetes.Interface
+	reflector []*cache.Reflector
+	stores    []*store
+	done      atomic.Bool
+	log       *slog.Logger
 }
 
-// NewWatcher wires informers for Namespaces, Services and EndpointSlices (and
-// Pods when watchPods is set) into idx. Nothing runs until Run.
+// NewWatcher wires reflectors for Namespaces, Services and EndpointSlices
+// (and Pods when watchPods is set) into idx. Nothing runs until Run.
 func NewWatcher(client kubernetes.Interface, idx *Index, watchPods bool, log *slog.Logger) (*Watcher, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	w := &Watcher{idx: idx, log: log}
-	// Resync 0: the index is exact from events alone, so periodic resyncs would
-	// only cost CPU.
-	w.factory = informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTransform(slim))
-
-	add := func(inf cache.SharedIndexInformer, h cache.ResourceEventHandlerFuncs) error {
-		if _, err := inf.AddEventHandler(h); err != nil {
-			return fmt.Errorf("add event handler: %w", err)
-		}
-		w.synced = append(w.synced, inf.HasSynced)
-		return nil
+	w := &Watcher{idx: idx, client: client, log: log}
+	ctxLW := func(list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+		watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.ListerWatcher {
+		lw := &cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchFn}
+		return cache.ToListWatcherWithWatchListSemantics(lw, client)
 	}
-
-	if err := add(w.factory.Core().V1().Namespaces().Informer(), cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { w.onNamespace(o, false) },
-		UpdateFunc: func(_, o any) { w.onNamespace(o, false) },
-		DeleteFunc: func(o any) { w.onNamespace(o, true) },
-	}); err != nil {
-		return nil, err
+	add := func(name string, lw cache.ListerWatcher, typ runtime.Object, st *store) {
+		st.idx, st.name = idx, name
+		// Resync 0: the index is exact from events alone.
+		w.reflector = append(w.reflector, cache.NewReflectorWithOptions(lw, typ, st, cache.ReflectorOptions{Name: "dns/" + name}))
+		w.stores = append(w.stores, st)
 	}
-	if err := add(w.factory.Core().V1().Services().Informer(), cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { w.onService(o, false) },
-		UpdateFunc: func(_, o any) { w.onService(o, false) },
-		DeleteFunc: func(o any) { w.onService(o, true) },
-	}); err != nil {
-		return nil, err
-	}
-	if err := add(w.factory.Discovery().V1().EndpointSlices().Informer(), cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { w.onSlice(o, false) },
-		UpdateFunc: func(_, o any) { w.onSlice(o, false) },
-		DeleteFunc: func(o any) { w.onSlice(o, true) },
-	}); err != nil {
-		return nil, err
-	}
+	core, disc := client.CoreV1(), client.DiscoveryV1()
+	add("namespaces", ctxLW(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return core.Namespaces().List(ctx, o) },
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return core.Namespaces().Watch(ctx, o) }),
+		&corev1.Namespace{}, &store{
+			set: func(o any) (string, bool) {
+				ns, ok := o.(*corev1.Namespace)
+				if ok {
+					idx.SetNamespace(ns.Name)
+				}
+				return nsKey(ns), ok
+			},
+			del:  func(ns, name string) { idx.DeleteNamespace(name) },
+			keys: idx.namespaceKeys,
+		})
+	add("services", ctxLW(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return core.Services("").List(ctx, o) },
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return core.Services("").Watch(ctx, o) }),
+		&corev1.Service{}, &store{
+			set: func(o any) (string, bool) {
+				s, ok := o.(*corev1.Service)
+				if ok {
+					idx.SetService(ServiceFromAPI(s))
+					return key(s.Namespace, s.Name), true
+				}
+				return "", false
+			},
+			del:  idx.DeleteService,
+			keys: idx.serviceKeys,
+		})
+	add("endpointslices", ctxLW(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return disc.EndpointSlices("").List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return disc.EndpointSlices("").Watch(ctx, o)
+		}),
+		&discoveryv1.EndpointSlice{}, &store{
+			set: func(o any) (string, bool) {
+				es, ok := o.(*discoveryv1.EndpointSlice)
+				if !ok {
+					return "", false
+				}
+				if s := SliceFromAPI(es); s != nil {
+					idx.SetSlice(s)
+				} else {
+					idx.DeleteSlice(es.Namespace, es.Name)
+				}
+				return key(es.Namespace, es.Name), true
+			},
+			del:  idx.DeleteSlice,
+			keys: idx.sliceKeys,
+		})
 	if watchPods {
-		if err := add(w.factory.Core().V1().Pods().Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(o any) { w.onPod(o, false) },
-			UpdateFunc: func(_, o any) { w.onPod(o, false) },
-			DeleteFunc: func(o any) { w.onPod(o, true) },
-		}); err != nil {
-			return nil, err
-		}
+		add("pods", ctxLW(
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return core.Pods("").List(ctx, o) },
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return core.Pods("").Watch(ctx, o) }),
+			&corev1.Pod{}, &store{
+				set: func(o any) (string, bool) {
+					p, ok := o.(*corev1.Pod)
+					if !ok {
+						return "", false
+					}
+					ip, _ := netip.ParseAddr(p.Status.PodIP)
+					idx.SetPod(p.Namespace, p.Name, ip.Unmap())
+					return key(p.Namespace, p.Name), true
+				},
+				del:  idx.DeletePod,
+				keys: idx.podKeys,
+			})
 	}
 	return w, nil
 }
 
-// Run starts the informers and blocks until ctx is done.
-func (w *Watcher) Run(ctx context.Context) {
-	w.factory.Start(ctx.Done())
-	if cache.WaitForCacheSync(ctx.Done(), w.synced...) {
-		w.done.Store(true)
-		s, e := w.idx.Counts()
-		w.log.Info("dns index synced", "services", s, "endpointslices", e)
-		// The initial lists leave much garbage behind; hand it back to the OS
-		// once instead of carrying it as RSS.
-		debug.FreeOSMemory()
+func nsKey(ns *corev1.Namespace) string {
+	if ns == nil {
+		return ""
 	}
+	return ns.Name
+}
+
+// store is a cache.ReflectorStore that writes into the index instead of
+// keeping objects: set converts and stores one object and returns its key,
+// del removes a key, keys lists what the index holds of this kind (for
+// Replace after a relist).
+type store struct {
+	idx    *Index
+	name   string
+	set    func(o any) (string, bool)
+	del    func(ns, name string)
+	keys   func() []string
+	synced atomic.Bool
+}
+
+func (s *store) Add(o any) error    { s.set(o); return nil }
+func (s *store) Update(o any) error { s.set(o); return nil }
+func (s *store) Resync() error      { return nil }
+
+func (s *store) Delete(o any) error {
+	o = unwrap(o)
+	m, err := meta.Accessor(o)
+	if err != nil {
+		return nil
+	}
+	s.del(m.GetNamespace(), m.GetName())
+	return nil
+}
+
+// Replace makes the index hold exactly list for this kind: after the first
+// list, or a relist after the watch broke.
+func (s *store) Replace(list []any, _ string) error {
+	seen := make(map[string]struct{}, len(list))
+	for i, o := range list {
+		if k, ok := s.set(o); ok {
+			seen[k] = struct{}{}
+		}
+		list[i] = nil // let the full object go now
+	}
+	for _, k := range s.keys() {
+		if _, ok := seen[k]; ok {
+			continue
+		}
+		ns, name, found := strings.Cut(k, "/")
+		if !found {
+			ns, name = "", k
+		}
+		s.del(ns, name)
+	}
+	s.synced.Store(true)
+	return nil
+}
+
+// Run starts the reflectors and blocks until ctx is done.
+func (w *Watcher) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, r := range w.reflector {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.RunWithContext(ctx)
+		}()
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !w.allSynced() {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		case <-tick.C:
+		}
+	}
+	w.done.Store(true)
+	s, e := w.idx.Counts()
+	w.log.Info("dns index synced", "services", s, "endpointslices", e)
+	// The initial lists leave much garbage behind; hand it back to the OS
+	// once instead of carrying it as RSS.
+	debug.FreeOSMemory()
 	<-ctx.Done()
-	w.factory.Shutdown()
+	wg.Wait()
+}
+
+func (w *Watcher) allSynced() bool {
+	for _, s := range w.stores {
+		if !s.synced.Load() {
+			return false
+		}
+	}
+	return true
 }
 
 // HasSynced reports whether every informer has delivered its initial list.
@@ -125,90 +253,3 @@ func unwrap(o any) any {
 	return o
 }
 
-func (w *Watcher) onNamespace(o any, del bool) {
-	ns, ok := unwrap(o).(*corev1.Namespace)
-	if !ok {
-		return
-	}
-	if del {
-		w.idx.DeleteNamespace(ns.Name)
-		return
-	}
-	w.idx.SetNamespace(ns.Name)
-}
-
-func (w *Watcher) onService(o any, del bool) {
-	s, ok := unwrap(o).(*corev1.Service)
-	if !ok {
-		return
-	}
-	if del {
-		w.idx.DeleteService(s.Namespace, s.Name)
-		return
-	}
-	w.idx.SetService(ServiceFromAPI(s))
-}
-
-func (w *Watcher) onSlice(o any, del bool) {
-	es, ok := unwrap(o).(*discoveryv1.EndpointSlice)
-	if !ok {
-		return
-	}
-	if del {
-		w.idx.DeleteSlice(es.Namespace, es.Name)
-		return
-	}
-	s := SliceFromAPI(es)
-	if s == nil {
-		w.idx.DeleteSlice(es.Namespace, es.Name)
-		return
-	}
-	w.idx.SetSlice(s)
-}
-
-func (w *Watcher) onPod(o any, del bool) {
-	p, ok := unwrap(o).(*corev1.Pod)
-	if !ok {
-		return
-	}
-	if del {
-		w.idx.DeletePod(p.Namespace, p.Name)
-		return
-	}
-	ip, _ := netip.ParseAddr(p.Status.PodIP)
-	w.idx.SetPod(p.Namespace, p.Name, ip.Unmap())
-}
-
-// slim drops what DNS never reads before objects enter the informer caches,
-// which is most of their memory (managed fields, annotations, pod specs).
-func slim(o any) (any, error) {
-	clearMeta := func(m *metav1.ObjectMeta) {
-		m.ManagedFields = nil
-		m.Annotations = nil
-		m.OwnerReferences = nil
-		m.Finalizers = nil
-	}
-	switch v := o.(type) {
-	case *corev1.Service:
-		clearMeta(&v.ObjectMeta)
-		v.Labels = nil
-		v.Spec.Selector = nil
-		v.Status = corev1.ServiceStatus{}
-	case *discoveryv1.EndpointSlice:
-		clearMeta(&v.ObjectMeta)
-		for i := range v.Endpoints {
-			v.Endpoints[i].TargetRef = nil
-			v.Endpoints[i].Hints = nil
-			v.Endpoints[i].DeprecatedTopology = nil
-		}
-	case *corev1.Pod:
-		clearMeta(&v.ObjectMeta)
-		v.Labels = nil
-		v.Spec = corev1.PodSpec{}
-		v.Status = corev1.PodStatus{PodIP: v.Status.PodIP, PodIPs: v.Status.PodIPs, Phase: v.Status.Phase}
-	case *corev1.Namespace:
-		clearMeta(&v.ObjectMeta)
-		v.Labels = nil
-	}
-	return o, nil
-}

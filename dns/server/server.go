@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"time"
 
@@ -212,6 +213,9 @@ type Config struct {
 	// /metrics; an empty address disables it, and equal addresses share one
 	// HTTP server.
 	HealthListen, ReadyListen, MetricsListen string
+	// UDPReaders is the number of UDP sockets (and reading goroutines) per
+	// listen address; 0 means one per CPU (GOMAXPROCS).
+	UDPReaders int
 }
 
 // Server runs the listeners.
@@ -221,6 +225,8 @@ type Server struct {
 	ready   func() bool
 	log     *slog.Logger
 	dns     []*dns.Server
+	udp     []*udpReader
+	udpDone sync.WaitGroup
 	dnsAddr []string
 	http    []*http.Server
 	httpLn  map[string]net.Listener
@@ -249,14 +255,20 @@ func (s *Server) Start() error {
 		}
 		return err
 	}
+	readers := s.cfg.UDPReaders
+	if readers <= 0 {
+		readers = runtime.GOMAXPROCS(0)
+	}
 	for _, addr := range s.cfg.Listen {
-		pc, err := net.ListenPacket("udp", addr)
+		pcs, err := listenUDP(addr, readers)
 		if err != nil {
 			return fail(fmt.Errorf("listen udp %s: %w", addr, err))
 		}
-		closers = append(closers, func() { pc.Close() })
+		for _, pc := range pcs {
+			closers = append(closers, func() { pc.Close() })
+		}
 		// TCP on the same port as UDP, which matters when the port was 0.
-		ln, err := net.Listen("tcp", pc.LocalAddr().String())
+		ln, err := net.Listen("tcp", pcs[0].LocalAddr().String())
 		if err != nil {
 			return fail(fmt.Errorf("listen tcp %s: %w", addr, err))
 		}
@@ -264,9 +276,11 @@ func (s *Server) Start() error {
 		label := ServerLabel(addr)
 		handler := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) { s.h.ServeDNS(label, w, r) })
 		s.dns = append(s.dns,
-			&dns.Server{PacketConn: pc, Handler: handler, UDPSize: MaxRequestSize},
 			&dns.Server{Listener: ln, Handler: handler, ReadTimeout: 10 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
-		s.dnsAddr = append(s.dnsAddr, pc.LocalAddr().String())
+		for _, pc := range pcs {
+			s.udp = append(s.udp, newUDPReader(pc, s.h, label))
+		}
+		s.dnsAddr = append(s.dnsAddr, pcs[0].LocalAddr().String())
 	}
 	muxes := map[string]*http.ServeMux{}
 	mux := func(addr string) *http.ServeMux {
@@ -321,6 +335,13 @@ func (s *Server) Start() error {
 		}()
 	}
 	started.Wait()
+	for _, u := range s.udp {
+		s.udpDone.Add(1)
+		go func() {
+			defer s.udpDone.Done()
+			u.serve()
+		}()
+	}
 	for _, f := range serve {
 		go f()
 	}
@@ -350,6 +371,15 @@ func (s *Server) Shutdown(ctx context.Context) {
 			_ = d.ShutdownContext(ctx)
 		}()
 	}
+	// UDP: stop reading; a reader finishes the packet in hand.
+	for _, u := range s.udp {
+		_ = u.conn.Close()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.udpDone.Wait()
+	}()
 	for _, hs := range s.http {
 		wg.Add(1)
 		go func() {

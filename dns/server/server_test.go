@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"net"
 	"net/http"
 	"net/netip"
@@ -344,5 +345,51 @@ func TestSeparateHTTPListeners(t *testing.T) {
 	ready.Store(true)
 	if code, _ := get(t, r+"/ready"); code != 200 {
 		t.Errorf("/ready after sync: %d", code)
+	}
+}
+
+// TestUDPAnswerCacheFollowsIndex: repeated UDP questions are answered from
+// each reader's packed-answer cache, with the asker's ID, and a change in
+// the cluster replaces the cached answer.
+func TestUDPAnswerCacheFollowsIndex(t *testing.T) {
+	ts := startServer(t)
+	ask := func(id uint16) *dns.Msg {
+		m := new(dns.Msg)
+		m.SetQuestion("myapp.default.svc.cluster.local.", dns.TypeA)
+		m.Id = id
+		r, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, ts.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Id != id {
+			t.Fatalf("answer ID %d, want %d", r.Id, id)
+		}
+		return r
+	}
+	// Several times, so that every reader has it cached.
+	for i := range 20 {
+		if r := ask(uint16(100 + i)); len(r.Answer) != 1 || r.Answer[0].(*dns.A).A.String() != "10.96.3.215" {
+			t.Fatalf("before: %v", r)
+		}
+	}
+	ctx := context.Background()
+	if err := ts.client.CoreV1().Services("default").Delete(ctx, "myapp", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		nx := 0
+		for i := range 20 {
+			if ask(uint16(200+i)).Rcode == dns.RcodeNameError {
+				nx++
+			}
+		}
+		if nx == 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after deleting the Service, %d of 20 answers were NXDOMAIN", nx)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -274,6 +274,15 @@ func (z *Zone) answer(ctx context.Context, n name, qtype uint16) (answer, extra 
 	return nil, nil, err
 }
 
+// Generation changes whenever the answers may have (see index.Generation).
+func (z *Zone) Generation() uint64 {
+	g := z.idx.Generation() << 1
+	if z.synced() {
+		g |= 1
+	}
+	return g
+}
+
 func (z *Zone) reply(req *dns.Msg) *dns.Msg {
 	m := new(dns.Msg)
 	m.SetReply(req)

@@ -1,0 +1,210 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/netip"
+	"syscall"
+	"time"
+
+	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
+)
+
+// UDP is served by one socket per CPU on the same address (SO_REUSEPORT: the
+// kernel spreads clients over them), each read by one goroutine with its own
+// buffers and its own answer cache, so readers share no locks and a packet
+// costs no goroutine.
+//
+// The answer cache maps a request's bytes after the ID (flags, question,
+// OPT record) to the packed response: the same bytes always get the same
+// answer while the zone's generation (which every index change moves) is
+// unchanged. Only zone answers that depend on nothing but the index are
+// kept (not forwarded ones, not ExternalName chases through the upstream).
+
+// maxCachedAnswers bounds each reader's answer cache; a random entry makes
+// room for a new one.
+const maxCachedAnswers = 20000
+
+type cachedAnswer struct {
+	gen  uint64
+	v6   bool // the client family the metrics children are for
+	wire []byte
+	obs  *observers // nil without metrics
+}
+
+// udpReader is one socket's loop state; nothing in it is shared.
+type udpReader struct {
+	conn  *net.UDPConn
+	h     *Handler
+	label string
+	buf   []byte
+	out   []byte
+	cache map[string]*cachedAnswer
+}
+
+// listenUDP opens n sockets on addr with SO_REUSEPORT; when addr has port 0
+// the others join the first one's port.
+func listenUDP(addr string, n int) ([]*net.UDPConn, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	var out []*net.UDPConn
+	for i := 0; i < n; i++ {
+		pc, err := lc.ListenPacket(context.Background(), "udp", addr)
+		if err != nil {
+			for _, c := range out {
+				c.Close()
+			}
+			return nil, err
+		}
+		out = append(out, pc.(*net.UDPConn))
+		addr = pc.LocalAddr().String()
+	}
+	return out, nil
+}
+
+func newUDPReader(conn *net.UDPConn, h *Handler, label string) *udpReader {
+	return &udpReader{conn: conn, h: h, label: label, buf: make([]byte, MaxRequestSize+1),
+		out: make([]byte, 0, dns.MaxMsgSize), cache: map[string]*cachedAnswer{}}
+}
+
+// serve reads until the socket is closed.
+func (u *udpReader) serve() {
+	for {
+		n, from, err := u.conn.ReadFromUDPAddrPort(u.buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		if wire := u.handle(u.buf[:n], from); wire != nil {
+			_, _ = u.conn.WriteToUDPAddrPort(wire, from)
+		}
+	}
+}
+
+// handle answers one packet; nil means drop it.
+func (u *udpReader) handle(req []byte, from netip.AddrPort) []byte {
+	start := time.Now()
+	if len(req) < 12 {
+		return nil // not even a header: dropped, as the DNS library does
+	}
+	if len(req) > MaxRequestSize {
+		req = req[:MaxRequestSize+1]
+	}
+	var gen uint64
+	if z := u.h.Zone; z != nil {
+		gen = z.Generation()
+		if c, ok := u.cache[string(req[2:])]; ok && c.gen == gen && c.v6 == isV6(from) {
+			u.out = append(u.out[:0], c.wire...)
+			copy(u.out[:2], req[:2])
+			if c.obs != nil {
+				c.obs.observe(len(req), len(u.out), time.Since(start).Seconds())
+			}
+			return u.out
+		}
+	}
+	r, reject := parseRequest(req)
+	if r == nil {
+		return nil
+	}
+	var resp *dns.Msg
+	var plugin string
+	var wire []byte
+	if reject != nil {
+		resp = reject
+		var err error
+		if wire, err = resp.Pack(); err != nil {
+			return nil
+		}
+	} else {
+		resp, plugin, wire = u.h.answer(r, false)
+	}
+	var obs *observers
+	if u.h.Metrics != nil {
+		var qtype uint16
+		if len(r.Question) > 0 {
+			qtype = r.Question[0].Qtype
+		}
+		family := "1"
+		if isV6(from) {
+			family = "2"
+		}
+		obs = u.h.Metrics.observers(u.label, "udp", family, qtype, resp.Rcode, plugin)
+		obs.observe(len(req), len(wire), time.Since(start).Seconds())
+	}
+	if plugin == "kubernetes" && cacheable(resp) {
+		if len(u.cache) >= maxCachedAnswers {
+			for k := range u.cache {
+				delete(u.cache, k)
+				break
+			}
+		}
+		u.cache[string(req[2:])] = &cachedAnswer{gen: gen, v6: isV6(from), wire: append([]byte(nil), wire...), obs: obs}
+	}
+	return wire
+}
+
+// cacheable: answers from the index alone. ExternalName answers (a CNAME)
+// may carry records from the upstream, SERVFAIL means not synced yet.
+func cacheable(m *dns.Msg) bool {
+	if m.Rcode == dns.RcodeServerFailure {
+		return false
+	}
+	for _, rr := range m.Answer {
+		if rr.Header().Rrtype == dns.TypeCNAME {
+			return false
+		}
+	}
+	return true
+}
+
+// parseRequest unpacks a request as the DNS library's server does: a
+// header its default accept function rejects gets FORMERR or NOTIMP
+// (returned as reject), ignored ones (responses) are dropped (nil, nil),
+// and a body that does not unpack gets FORMERR echoing what did.
+func parseRequest(b []byte) (*dns.Msg, *dns.Msg) {
+	h := dns.Header{
+		Id:      binary.BigEndian.Uint16(b[0:]),
+		Bits:    binary.BigEndian.Uint16(b[2:]),
+		Qdcount: binary.BigEndian.Uint16(b[4:]),
+		Ancount: binary.BigEndian.Uint16(b[6:]),
+		Nscount: binary.BigEndian.Uint16(b[8:]),
+		Arcount: binary.BigEndian.Uint16(b[10:]),
+	}
+	action := dns.DefaultMsgAcceptFunc(h)
+	if action == dns.MsgIgnore {
+		return nil, nil
+	}
+	r := new(dns.Msg)
+	if action == dns.MsgAccept {
+		if r.Unpack(b) == nil {
+			return r, nil
+		}
+		action = dns.MsgReject
+	} else {
+		_ = r.Unpack(b[:12]) // the header only, as the library keeps it
+		r.Question = nil
+	}
+	m := r.Copy()
+	opcode := m.Opcode
+	m.SetRcodeFormatError(m)
+	m.Zero = false
+	if action == dns.MsgRejectNotImplemented {
+		m.Opcode, m.Rcode = opcode, dns.RcodeNotImplemented
+	}
+	m.Ns, m.Answer, m.Extra = nil, nil, nil
+	return r, m
+}
+
+func isV6(a netip.AddrPort) bool { return a.Addr().Is6() && !a.Addr().Is4In6() }
