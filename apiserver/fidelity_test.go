@@ -160,8 +160,14 @@ func TestRepairConflictEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The default ServiceCIDR is only made from the flag when missing (as
+	// kube-apiserver): delete it (no servicecidrs controller runs, so no
+	// finalizer holds it) and restart with another service range; the
+	// stored ClusterIP is then outside every ServiceCIDR.
+	if err := c.NetworkingV1().ServiceCIDRs().Delete(ctx, "kubernetes", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	srv.Stop()
-	// Restart with another service range: the stored ClusterIP is now out of range.
 	srv = apiservertest.Start(t, apiservertest.WithDataDir(dir), apiservertest.WithConfig(func(cfg *apiserver.Config) {
 		cfg.ServiceClusterIPRange = netip.MustParsePrefix("10.200.0.0/16")
 	}))

@@ -25,6 +25,8 @@ func repairEventSource(reason string) (controller, action string) {
 	switch reason {
 	case "PortOutOfRange", "PortAlreadyAllocated":
 		return "portallocator-repair-controller", "PortAllocation"
+	case "IPAddressNotAllocated", "IPAddressWrongReference":
+		return "ipallocator-repair-controller", "IPAddressAllocation"
 	}
 	return "ipallocator-repair-controller", "ClusterIPAllocation"
 }

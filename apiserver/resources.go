@@ -12,6 +12,7 @@ import (
 
 	"github.com/svcnet/svcnet/registry"
 	"github.com/svcnet/svcnet/registry/core"
+	"github.com/svcnet/svcnet/registry/networking"
 	"github.com/svcnet/svcnet/registry/networkpolicy"
 )
 
@@ -83,6 +84,10 @@ func builtinResources() []resourceDef {
 			New: typed[networkingv1.NetworkPolicy](), NewList: typed[networkingv1.NetworkPolicyList]()}, func() registry.Strategy {
 			return &core.Basic{Namespaced: true, Defaulter: networkpolicy.Default, Validator: networkpolicy.Validate, UpdateValidator: networkpolicy.ValidateUpdate}
 		}},
+		{registry.ResourceInfo{GVR: networkingv1.SchemeGroupVersion.WithResource("servicecidrs"), Kind: "ServiceCIDR", Singular: "servicecidr", Status: true,
+			New: typed[networkingv1.ServiceCIDR](), NewList: typed[networkingv1.ServiceCIDRList]()}, networking.NewServiceCIDRStrategy},
+		{registry.ResourceInfo{GVR: networkingv1.SchemeGroupVersion.WithResource("ipaddresses"), Kind: "IPAddress", Singular: "ipaddress", ShortNames: []string{"ip"},
+			New: typed[networkingv1.IPAddress](), NewList: typed[networkingv1.IPAddressList]()}, networking.NewIPAddressStrategy},
 	}, append(rbacResources(), []resourceDef{
 		{registry.ResourceInfo{GVR: metallbGV.WithResource("ipaddresspools"), Kind: "IPAddressPool", Singular: "ipaddresspool", Namespaced: true, Generation: true,
 			New: unstructuredNew(metallbGV, "IPAddressPool"), NewList: unstructuredNewList(metallbGV, "IPAddressPool")}, func() registry.Strategy { return &core.Basic{Namespaced: true} }},

@@ -105,6 +105,7 @@ type Server struct {
 	openapiHandler http.Handler
 	openapiErr     error
 	serviceCfg     *service.Config
+	ipAddresses    *service.IPAddressAllocator
 }
 
 type served struct {
@@ -197,19 +198,6 @@ func (s *Server) buildStores() error {
 		EndpointsResource:      endpoints.NewStrategy(),
 		EndpointSlicesResource: endpointslice.NewStrategy(),
 	}
-	if _, overridden := s.cfg.Strategies[ServicesResource]; !overridden {
-		cidrs := s.cfg.ServiceClusterIPRange.String()
-		if s.cfg.SecondaryServiceClusterIPRange.IsValid() {
-			cidrs += "," + s.cfg.SecondaryServiceClusterIPRange.String()
-		}
-		scfg, err := service.NewEtcdConfig(s.etcd, cidrs, s.cfg.ServiceNodePortRange)
-		if err != nil {
-			return err
-		}
-		scfg.Logger = s.log
-		s.serviceCfg = &scfg
-		defaults[ServicesResource] = service.NewStrategy(scfg)
-	}
 	for _, def := range builtinResources() {
 		info := def.info
 		strategy := def.strategy()
@@ -256,6 +244,18 @@ func (s *Server) buildStores() error {
 		s.byGR[info.GroupResource()] = st
 		s.order = append(s.order, st)
 	}
+	if _, overridden := s.cfg.Strategies[ServicesResource]; !overridden {
+		// ClusterIPs are IPAddress objects in ServiceCIDRs; node ports
+		// keep their bitmap.
+		s.ipAddresses = &service.IPAddressAllocator{IPAddresses: s.byGR[ipAddressesResource].Store, ServiceCIDRs: s.byGR[serviceCIDRsResource].Store}
+		scfg, err := service.NewIPAddressConfig(s.etcd, s.serviceCIDRs(), s.cfg.ServiceNodePortRange, s.ipAddresses)
+		if err != nil {
+			return err
+		}
+		scfg.Logger = s.log
+		s.serviceCfg = &scfg
+		s.byGR[ServicesResource].Strategy = service.NewStrategy(scfg)
+	}
 	s.installPoolAdmission()
 	esc := &authz.Escalation{RBAC: s.rbac, Authorizer: s.authorizer}
 	for _, gr := range []schema.GroupResource{rolesGR, clusterRolesGR, roleBindingsGR, clusterRoleBindingsGR} {
@@ -266,6 +266,15 @@ func (s *Server) buildStores() error {
 		}
 	}
 	return nil
+}
+
+// serviceCIDRs is --service-cluster-ip-range as given: one CIDR or two.
+func (s *Server) serviceCIDRs() string {
+	cidrs := s.cfg.ServiceClusterIPRange.Masked().String()
+	if s.cfg.SecondaryServiceClusterIPRange.IsValid() {
+		cidrs += "," + s.cfg.SecondaryServiceClusterIPRange.Masked().String()
+	}
+	return cidrs
 }
 
 // Run starts etcd (embedded unless EtcdServers is set), bootstraps the
@@ -340,6 +349,10 @@ func (s *Server) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
+	if err := s.startServiceCIDRs(ctx); err != nil {
+		ln.Close()
+		return fmt.Errorf("service CIDRs: %w", err)
+	}
 	if err := s.bootstrap(ctx, ln.Addr().(*net.TCPAddr).Port); err != nil {
 		ln.Close()
 		return fmt.Errorf("bootstrap: %w", err)
@@ -386,22 +399,18 @@ func (s *Server) repairLoop(ctx context.Context) {
 	if s.serviceCfg == nil {
 		return
 	}
-	rep := s.serviceCfg.Repairer(func(c allocator.Conflict) {
-		s.log.Warn("service allocation repair", "service", c.Service.Namespace+"/"+c.Service.Name, "reason", c.Reason, "message", c.Message)
-		if err := s.recordRepairConflict(ctx, c); err != nil {
-			s.log.Warn("service allocation repair", "err", err)
-		}
-	})
-	list := func(ctx context.Context) ([]corev1.Service, error) {
-		l, err := s.byGR[ServicesResource].List(ctx, "", registry.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		return l.(*corev1.ServiceList).Items, nil
-	}
+	rep := s.serviceCfg.Repairer(s.reportRepair(ctx))
 	for {
-		if err := rep.RunOnce(ctx, list); err != nil && ctx.Err() == nil {
+		if err := rep.RunOnce(ctx, s.listServices); err != nil && ctx.Err() == nil {
 			s.log.Warn("service allocation repair", "err", err)
+		}
+		if s.ipAddresses != nil {
+			if err := s.syncDefaultServiceCIDR(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("default ServiceCIDR", "err", err)
+			}
+			if err := s.ipAddresses.Repair(ctx, s.listServices, s.reportRepair(ctx)); err != nil && ctx.Err() == nil {
+				s.log.Warn("ipaddress repair", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -409,4 +418,22 @@ func (s *Server) repairLoop(ctx context.Context) {
 		case <-time.After(3 * time.Minute):
 		}
 	}
+}
+
+// reportRepair logs a repair finding and records it as a Warning Event.
+func (s *Server) reportRepair(ctx context.Context) func(allocator.Conflict) {
+	return func(c allocator.Conflict) {
+		s.log.Warn("service allocation repair", "object", c.Service.Kind+" "+c.Service.Namespace+"/"+c.Service.Name, "reason", c.Reason, "message", c.Message)
+		if err := s.recordRepairConflict(ctx, c); err != nil {
+			s.log.Warn("service allocation repair", "err", err)
+		}
+	}
+}
+
+func (s *Server) listServices(ctx context.Context) ([]corev1.Service, error) {
+	l, err := s.byGR[ServicesResource].List(ctx, "", registry.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return l.(*corev1.ServiceList).Items, nil
 }

@@ -37,6 +37,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -83,6 +84,10 @@ func DefaultResources() []Resource {
 			Object: &appsv1.ReplicaSet{}, List: &appsv1.ReplicaSetList{}, Subresources: []string{"status", "scale"}},
 		{GVK: coordinationv1.SchemeGroupVersion.WithKind("Lease"), Resource: "leases", Namespaced: true,
 			Object: &coordinationv1.Lease{}, List: &coordinationv1.LeaseList{}},
+		{GVK: networkingv1.SchemeGroupVersion.WithKind("ServiceCIDR"), Resource: "servicecidrs",
+			Object: &networkingv1.ServiceCIDR{}, List: &networkingv1.ServiceCIDRList{}, Subresources: []string{"status"}},
+		{GVK: networkingv1.SchemeGroupVersion.WithKind("IPAddress"), Resource: "ipaddresses",
+			Object: &networkingv1.IPAddress{}, List: &networkingv1.IPAddressList{}},
 	}
 }
 

@@ -38,6 +38,13 @@ type Config struct {
 	// --service-cluster-ip-range. Empty = no ClusterIP allocation (every
 	// non-headless Service is then rejected).
 	ClusterIPs []*allocator.IPAllocator
+	// IPAddresses, when set, allocates ClusterIPs as IPAddress objects in
+	// ServiceCIDRs (Kubernetes 1.33+) for the families of Families, and
+	// ClusterIPs is not used.
+	IPAddresses *IPAddressAllocator
+	// Families are the IP families of --service-cluster-ip-range, primary
+	// first (with IPAddresses).
+	Families []corev1.IPFamily
 	// NodePorts allocates nodePort and healthCheckNodePort values.
 	NodePorts *allocator.PortAllocator
 	// Logger receives release failures (which leak, and Repair later frees).
@@ -71,6 +78,25 @@ func ParseServiceClusterIPRange(s string) ([]netip.Prefix, error) {
 // "10.96.0.0/16,fd00:10:96::/112" and "30000-32767".
 func NewEtcdConfig(c *clientv3.Client, cidrs, ports string) (Config, error) {
 	return newConfig(cidrs, ports, func(key string) allocator.Store { return allocator.NewEtcdStore(c, key) })
+}
+
+// NewIPAddressConfig builds the Config of an apiserver: ClusterIPs are
+// IPAddress objects in the ServiceCIDRs of ips, node ports a bitmap in etcd
+// under allocator.KeyServiceNodePorts (Kubernetes keeps a bitmap for them).
+func NewIPAddressConfig(c *clientv3.Client, cidrs, ports string, ips *IPAddressAllocator) (Config, error) {
+	prefixes, err := ParseServiceClusterIPRange(cidrs)
+	if err != nil {
+		return Config{}, err
+	}
+	pr, err := allocator.ParsePortRange(ports)
+	if err != nil {
+		return Config{}, fmt.Errorf("--service-node-port-range: %w", err)
+	}
+	cfg := Config{IPAddresses: ips, NodePorts: allocator.NewPortAllocator(pr, allocator.NewEtcdStore(c, allocator.KeyServiceNodePorts))}
+	for _, p := range prefixes {
+		cfg.Families = append(cfg.Families, familyOf(p.Addr()))
+	}
+	return cfg, nil
 }
 
 // NewMemoryConfig is NewEtcdConfig with in-memory stores (tests, single process).
@@ -112,7 +138,7 @@ func (c Config) Repairer(report func(allocator.Conflict)) *allocator.Repairer {
 // hooks (CreateAllocator, UpdateAllocator, DeleteReleaser).
 type Strategy struct {
 	cfg      Config
-	byFamily map[corev1.IPFamily]*allocator.IPAllocator
+	byFamily map[corev1.IPFamily]clusterIPAllocator
 	primary  corev1.IPFamily
 	log      *slog.Logger
 }
@@ -126,7 +152,7 @@ var (
 
 // NewStrategy returns the Service strategy over cfg's allocators.
 func NewStrategy(cfg Config) *Strategy {
-	s := &Strategy{cfg: cfg, byFamily: map[corev1.IPFamily]*allocator.IPAllocator{}, log: cfg.Logger}
+	s := &Strategy{cfg: cfg, byFamily: map[corev1.IPFamily]clusterIPAllocator{}, log: cfg.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -135,9 +161,17 @@ func NewStrategy(cfg Config) *Strategy {
 		if a.Range().Prefix().Addr().Is6() {
 			fam = corev1.IPv6Protocol
 		}
-		s.byFamily[fam] = a
+		s.byFamily[fam] = bitmapIPs{a}
 		if i == 0 {
 			s.primary = fam
+		}
+	}
+	if cfg.IPAddresses != nil {
+		for i, fam := range cfg.Families {
+			s.byFamily[fam] = objectIPs{cfg.IPAddresses, fam}
+			if i == 0 {
+				s.primary = fam
+			}
 		}
 	}
 	return s
@@ -315,7 +349,7 @@ func (s *Strategy) AfterDelete(ctx context.Context, obj runtime.Object, dryRun b
 	}
 }
 
-func (s *Strategy) allocatorFor(ip netip.Addr) *allocator.IPAllocator {
+func (s *Strategy) allocatorFor(ip netip.Addr) clusterIPAllocator {
 	if ip.Is4() {
 		return s.byFamily[corev1.IPv4Protocol]
 	}
@@ -410,7 +444,7 @@ func (s *Strategy) allocClusterIPs(ctx context.Context, svc, old *corev1.Service
 						keep[ip] = true
 						continue
 					}
-					if err := a.Allocate(ctx, ip, dryRun); err != nil {
+					if err := a.Allocate(ctx, svc, ip, dryRun); err != nil {
 						return invalid(svc, field.ErrorList{field.Invalid(field.NewPath("spec", "clusterIPs"), svc.Spec.ClusterIPs,
 							fmt.Sprintf("failed to allocate IP %v: %v", req, err))})
 					}
@@ -419,7 +453,7 @@ func (s *Strategy) allocClusterIPs(ctx context.Context, svc, old *corev1.Service
 					}
 					continue
 				}
-				ip, err := a.AllocateNext(ctx, dryRun)
+				ip, err := a.AllocateNext(ctx, svc, dryRun)
 				if err != nil {
 					return apierrors.NewInternalError(fmt.Errorf("failed to allocate a serviceIP for Service %q: %w", svc.Name, err))
 				}
@@ -454,7 +488,7 @@ func containsAddr(list []netip.Addr, ip netip.Addr) bool {
 	return false
 }
 
-func (s *Strategy) releaseIPFunc(a *allocator.IPAllocator, ip netip.Addr) func() {
+func (s *Strategy) releaseIPFunc(a clusterIPAllocator, ip netip.Addr) func() {
 	return func() {
 		ctx, cancel := releaseCtx()
 		defer cancel()
@@ -591,3 +625,36 @@ func requestedNodePort(port int32, ports []corev1.ServicePort) int32 {
 	}
 	return 0
 }
+
+// clusterIPAllocator hands out the ClusterIPs of one IP family.
+type clusterIPAllocator interface {
+	Allocate(ctx context.Context, svc *corev1.Service, ip netip.Addr, dryRun bool) error
+	AllocateNext(ctx context.Context, svc *corev1.Service, dryRun bool) (netip.Addr, error)
+	Release(ctx context.Context, ip netip.Addr) error
+}
+
+// bitmapIPs is the in-memory (or legacy etcd bitmap) allocator of the
+// tests' Configs; it does not record owners.
+type bitmapIPs struct{ a *allocator.IPAllocator }
+
+func (b bitmapIPs) Allocate(ctx context.Context, _ *corev1.Service, ip netip.Addr, dryRun bool) error {
+	return b.a.Allocate(ctx, ip, dryRun)
+}
+func (b bitmapIPs) AllocateNext(ctx context.Context, _ *corev1.Service, dryRun bool) (netip.Addr, error) {
+	return b.a.AllocateNext(ctx, dryRun)
+}
+func (b bitmapIPs) Release(ctx context.Context, ip netip.Addr) error { return b.a.Release(ctx, ip) }
+
+// objectIPs is one family of the IPAddress allocator.
+type objectIPs struct {
+	a   *IPAddressAllocator
+	fam corev1.IPFamily
+}
+
+func (o objectIPs) Allocate(ctx context.Context, svc *corev1.Service, ip netip.Addr, dryRun bool) error {
+	return o.a.Allocate(ctx, svc, ip, dryRun)
+}
+func (o objectIPs) AllocateNext(ctx context.Context, svc *corev1.Service, dryRun bool) (netip.Addr, error) {
+	return o.a.AllocateNext(ctx, svc, o.fam, dryRun)
+}
+func (o objectIPs) Release(ctx context.Context, ip netip.Addr) error { return o.a.Release(ctx, ip) }

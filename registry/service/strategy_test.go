@@ -76,7 +76,7 @@ func (f *flow) mustCreate(svc *corev1.Service) *corev1.Service {
 
 func (f *flow) ipUsed(ip string) bool {
 	a := netip.MustParseAddr(ip)
-	has, err := f.s.allocatorFor(a).Has(context.Background(), a)
+	has, err := f.s.allocatorFor(a).(bitmapIPs).a.Has(context.Background(), a)
 	if err != nil {
 		f.t.Fatal(err)
 	}
