@@ -291,10 +291,19 @@ func TestMetalLBSeedAgainstAPIServer(t *testing.T) {
 		t.Fatalf("EXTERNAL-IP = %s, want %s", got, want)
 	}
 	wait("192.168.4.10")
-	cur, _ := client.CoreV1().Services("default").Get(ctx, "nginx-service", metav1.GetOptions{})
-	cur.Spec.Type = corev1.ServiceTypeClusterIP
-	cur.Spec.Ports[0].NodePort = 0
-	if _, err := client.CoreV1().Services("default").Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+	// The LB IPAM controller writes the Service's status and annotations
+	// concurrently, so the type change retries on conflict as kubectl edit
+	// would.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := client.CoreV1().Services("default").Get(ctx, "nginx-service", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Spec.Type = corev1.ServiceTypeClusterIP
+		cur.Spec.Ports[0].NodePort = 0
+		_, err = client.CoreV1().Services("default").Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	wait("<pending>")
