@@ -296,6 +296,11 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		if err := c.start("proxy-"+strconv.Itoa(i), proxyArgs...); err != nil {
 			return nil, err
 		}
+		// NetworkPolicy enforcement for this node's pods, in its own table.
+		if err := c.start("netpol-"+strconv.Itoa(i), "nsenter", nsPath, "--", cfg.Exe, "netpol", "--kubeconfig", c.Kubeconfig,
+			"--hostname-override", name); err != nil {
+			return nil, err
+		}
 	}
 	if c.hasCommand("controllers") {
 		if err := c.start("controllers", cfg.Exe, "controllers", "--kubeconfig", c.Kubeconfig); err != nil {
@@ -514,7 +519,7 @@ func killClusterProcesses(exe, dataDir string) {
 			continue
 		}
 		switch string(f[1]) {
-		case "node", "proxy", "sandbox-init", "dns", "builtin", "apiserver", "controllers":
+		case "node", "proxy", "netpol", "sandbox-init", "dns", "builtin", "apiserver", "controllers":
 		default:
 			continue
 		}
