@@ -32,6 +32,7 @@ import (
 	"github.com/svcnet/svcnet/controller/mirroring"
 	"github.com/svcnet/svcnet/controller/replicaset"
 	"github.com/svcnet/svcnet/controller/scheduler"
+	"github.com/svcnet/svcnet/controller/servicecidrs"
 )
 
 // Names of the controllers, for Options.Controllers.
@@ -44,10 +45,11 @@ const (
 	Scheduler     = "scheduler"
 	GC            = "garbagecollector"
 	LBIPAM        = "lbipam"
+	ServiceCIDRs  = "servicecidrs"
 )
 
 // All lists every controller name.
-var All = []string{Endpoints, EndpointSlice, Mirroring, Deployment, ReplicaSet, Scheduler, GC, LBIPAM}
+var All = []string{Endpoints, EndpointSlice, Mirroring, Deployment, ReplicaSet, Scheduler, GC, LBIPAM, ServiceCIDRs}
 
 // Options configure Run.
 type Options struct {
@@ -104,6 +106,10 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 		dynFactory = dynamicinformer.NewDynamicSharedInformerFactory(dyn, opts.ResyncPeriod)
 	}
 	var runs []func(context.Context) error
+	if on(ServiceCIDRs) {
+		c := servicecidrs.New(client, factory, log)
+		runs = append(runs, func(ctx context.Context) error { return c.Run(ctx, workers) })
+	}
 	if on(Endpoints) {
 		c := endpoints.New(client, factory, recorder("endpoint-controller"), log)
 		runs = append(runs, func(ctx context.Context) error { return c.Run(ctx, workers) })
