@@ -16,8 +16,12 @@ import (
 
 // StartInformers starts informers for Services and EndpointSlices (without
 // the service-proxy-name and headless labels, as kube-proxy selects them) and
-// for the Node named nodeName, wiring their events to p. It returns once the
-// caches have synced or ctx ends; the informers stop with ctx.
+// for the Node named nodeName, wiring their events to p. It returns once
+// p's event handlers have processed the initial lists (not merely once the
+// informers' caches are full: handlers run behind the cache, and a first
+// sync started in between would program only part of the Services, as
+// kube-proxy avoids with its handlers' HasSynced), or when ctx ends; the
+// informers stop with ctx.
 func StartInformers(ctx context.Context, client kubernetes.Interface, p *Proxier, nodeName string, resync time.Duration) error {
 	sel := func(o *metav1.ListOptions) {
 		o.LabelSelector = "!" + LabelServiceProxyName + ",!" + LabelHeadless
@@ -25,7 +29,7 @@ func StartInformers(ctx context.Context, client kubernetes.Interface, p *Proxier
 	f := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTweakListOptions(sel))
 	svcInf := f.Core().V1().Services().Informer()
 	epInf := f.Discovery().V1().EndpointSlices().Informer()
-	if _, err := svcInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	svcReg, err := svcInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(o any) {
 			if s, ok := o.(*v1.Service); ok {
 				p.OnServiceAdd(s)
@@ -46,10 +50,11 @@ func StartInformers(ctx context.Context, client kubernetes.Interface, p *Proxier
 				p.OnServiceDelete(s)
 			}
 		},
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("service informer: %w", err)
 	}
-	if _, err := epInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	epReg, err := epInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(o any) {
 			if s, ok := o.(*discovery.EndpointSlice); ok {
 				p.OnEndpointSliceAdd(s)
@@ -69,14 +74,15 @@ func StartInformers(ctx context.Context, client kubernetes.Interface, p *Proxier
 				p.OnEndpointSliceDelete(s)
 			}
 		},
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("endpointslice informer: %w", err)
 	}
 	nf := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", nodeName).String()
 	}))
 	nodeInf := nf.Core().V1().Nodes().Informer()
-	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	nodeReg, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(o any) {
 			if n, ok := o.(*v1.Node); ok {
 				p.OnNode(n)
@@ -88,13 +94,14 @@ func StartInformers(ctx context.Context, client kubernetes.Interface, p *Proxier
 			}
 		},
 		DeleteFunc: func(any) { p.OnNode(nil) },
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("node informer: %w", err)
 	}
 	f.Start(ctx.Done())
 	nf.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), svcInf.HasSynced, epInf.HasSynced, nodeInf.HasSynced) {
-		return fmt.Errorf("waiting for informer caches: %w", ctx.Err())
+	if !cache.WaitForCacheSync(ctx.Done(), svcReg.HasSynced, epReg.HasSynced, nodeReg.HasSynced) {
+		return fmt.Errorf("waiting for the proxy's informer handlers to process the initial lists: %w", ctx.Err())
 	}
 	p.OnServiceSynced()
 	p.OnEndpointSlicesSynced()
