@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -112,6 +113,9 @@ func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
+// dnsGCPercent is svcnet dns's GOGC.
+const dnsGCPercent = 50
+
 func runDNS(ctx context.Context, args []string) error {
 	a, err := parseDNSArgs(args)
 	if err != nil {
@@ -156,6 +160,16 @@ func runDNS(ctx context.Context, args []string) error {
 	go func() {
 		defer close(watchDone)
 		w.Run(ctx)
+	}()
+	// Memory: a lower GC target than Go's default (unless GOGC is set): the
+	// live heap is the index, and the garbage is per-query and short-lived.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(dnsGCPercent)
+	}
+	go func() {
+		if w.WaitForSync(ctx, 24*time.Hour) {
+			log.Info("index synced; paging out unused parts of the executable", "bytes", pageOutExecutable())
+		}
 	}()
 	log.Info("starting", "zone", a.zone, "upstreams", fwd.Upstreams(), "pods", a.pods, "ttl", a.ttl)
 	err = srv.Run(ctx)

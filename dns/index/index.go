@@ -74,7 +74,7 @@ type Index struct {
 	pods        map[string]netip.Addr            // ns/name → pod IP
 	podsByIP    map[netip.Addr]map[string]int    // IP → namespace → count
 
-	modified atomic.Int64 // unix seconds of the last change: the SOA serial
+	modified atomic.Int64  // unix seconds of the last change: the SOA serial
 	gen      atomic.Uint64 // counts changes: answers cached under an older value are stale
 }
 

@@ -54,8 +54,12 @@ func NewWatcher(client kubernetes.Interface, idx *Index, watchPods bool, log *sl
 	}
 	core, disc := client.CoreV1(), client.DiscoveryV1()
 	add("namespaces", ctxLW(
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return core.Namespaces().List(ctx, o) },
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return core.Namespaces().Watch(ctx, o) }),
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return core.Namespaces().List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return core.Namespaces().Watch(ctx, o)
+		}),
 		&corev1.Namespace{}, &store{
 			set: func(o any) (string, bool) {
 				ns, ok := o.(*corev1.Namespace)
@@ -68,8 +72,12 @@ func NewWatcher(client kubernetes.Interface, idx *Index, watchPods bool, log *sl
 			keys: idx.namespaceKeys,
 		})
 	add("services", ctxLW(
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return core.Services("").List(ctx, o) },
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return core.Services("").Watch(ctx, o) }),
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return core.Services("").List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return core.Services("").Watch(ctx, o)
+		}),
 		&corev1.Service{}, &store{
 			set: func(o any) (string, bool) {
 				s, ok := o.(*corev1.Service)
@@ -107,8 +115,12 @@ func NewWatcher(client kubernetes.Interface, idx *Index, watchPods bool, log *sl
 		})
 	if watchPods {
 		add("pods", ctxLW(
-			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return core.Pods("").List(ctx, o) },
-			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return core.Pods("").Watch(ctx, o) }),
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return core.Pods("").List(ctx, o)
+			},
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return core.Pods("").Watch(ctx, o)
+			}),
 			&corev1.Pod{}, &store{
 				set: func(o any) (string, bool) {
 					p, ok := o.(*corev1.Pod)
@@ -252,4 +264,3 @@ func unwrap(o any) any {
 	}
 	return o
 }
-

@@ -125,7 +125,7 @@ func rcodeLabel(rc int) string {
 // observers are the metric children one kind of request updates, resolved
 // once so that a cached answer costs a few atomic adds, not label lookups.
 type observers struct {
-	requests, responses        prometheus.Counter
+	requests, responses         prometheus.Counter
 	duration, reqSize, respSize prometheus.Observer
 }
 

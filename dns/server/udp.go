@@ -42,7 +42,17 @@ type udpReader struct {
 	label string
 	buf   []byte
 	out   []byte
-	cache map[string]*cachedAnswer
+	cache map[string]cachedAnswer
+	// obs holds the metric children per kind of answer, so that cached
+	// entries share them.
+	obs map[obsKey]*observers
+}
+
+type obsKey struct {
+	qtype  uint16
+	rcode  int
+	v6     bool
+	plugin string
 }
 
 // listenUDP opens n sockets on addr with SO_REUSEPORT; when addr has port 0
@@ -74,7 +84,7 @@ func listenUDP(addr string, n int) ([]*net.UDPConn, error) {
 
 func newUDPReader(conn *net.UDPConn, h *Handler, label string) *udpReader {
 	return &udpReader{conn: conn, h: h, label: label, buf: make([]byte, MaxRequestSize+1),
-		out: make([]byte, 0, dns.MaxMsgSize), cache: map[string]*cachedAnswer{}}
+		out: make([]byte, 0, dns.MaxMsgSize), cache: map[string]cachedAnswer{}, obs: map[obsKey]*observers{}}
 }
 
 // serve reads until the socket is closed.
@@ -136,11 +146,15 @@ func (u *udpReader) handle(req []byte, from netip.AddrPort) []byte {
 		if len(r.Question) > 0 {
 			qtype = r.Question[0].Qtype
 		}
-		family := "1"
-		if isV6(from) {
-			family = "2"
+		k := obsKey{qtype: qtype, rcode: resp.Rcode, v6: isV6(from), plugin: plugin}
+		if obs = u.obs[k]; obs == nil {
+			family := "1"
+			if k.v6 {
+				family = "2"
+			}
+			obs = u.h.Metrics.observers(u.label, "udp", family, qtype, resp.Rcode, plugin)
+			u.obs[k] = obs
 		}
-		obs = u.h.Metrics.observers(u.label, "udp", family, qtype, resp.Rcode, plugin)
 		obs.observe(len(req), len(wire), time.Since(start).Seconds())
 	}
 	if plugin == "kubernetes" && cacheable(resp) {
@@ -150,7 +164,7 @@ func (u *udpReader) handle(req []byte, from netip.AddrPort) []byte {
 				break
 			}
 		}
-		u.cache[string(req[2:])] = &cachedAnswer{gen: gen, v6: isV6(from), wire: append([]byte(nil), wire...), obs: obs}
+		u.cache[string(req[2:])] = cachedAnswer{gen: gen, v6: isV6(from), wire: append([]byte(nil), wire...), obs: obs}
 	}
 	return wire
 }
