@@ -87,6 +87,7 @@ var scenarios = []struct {
 	{"13-proxy-rules-structure", false, ruleStructure},
 	{"11-seed001-extras", false, seed001},
 	{"12-seed002-traffic-policies", false, seed002},
+	{"15-networkpolicy", false, networkPolicy},
 }
 
 // 0 (issue 17): first thing after the export line, a Deployment and its
