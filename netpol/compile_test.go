@@ -32,7 +32,7 @@ func scaleInput(n, p int) Input {
 			ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("ns%d", j%10), Name: fmt.Sprintf("pol%d", j)},
 			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprint(j)}},
 				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-				Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "1"}}}}}}},
+				Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "1"}}}}}}},
 		})
 	}
 	return in
