@@ -11,9 +11,12 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/testbed"
+	"github.com/svcnet/svcnet/proxy"
+	"github.com/svcnet/svcnet/proxy/lb"
 )
 
 // chiSquareCritical holds the 0.999 quantile of chi-square for 1..7 degrees
@@ -42,10 +45,24 @@ func ap(ip string, port int) netip.AddrPort {
 
 const dialTimeout = 2 * time.Second
 
+// KernelOption adapts RunKernelScenarios to what a mode can do.
+type KernelOption func(*kernelOpts)
+
+type kernelOpts struct{ weighted bool }
+
+// Weighted says the mode honours pod weights under the wrr scheduler
+// annotation; then RunKernelScenarios checks that 7:1:1:1 weights give the
+// heavy pod about 70% of the connections.
+func Weighted() KernelOption { return func(o *kernelOpts) { o.weighted = true } }
+
 // RunKernelScenarios builds a two-node cluster running the mode made by
 // factory on each node and checks, with real packets, the behaviours every
 // mode must have. Each behaviour is a subtest.
-func RunKernelScenarios(t *testing.T, factory ModeFactory) {
+func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption) {
+	var o kernelOpts
+	for _, f := range opts {
+		f(&o)
+	}
 	c := NewCluster(t, factory, 2, 3)
 	n1, n2 := c.Nodes[0], c.Nodes[1]
 	client := n1.Pods[2] // a pod on node 1 that is never an endpoint
@@ -291,6 +308,95 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory) {
 			t.Errorf("hairpin reached %s with source %s; want itself, masqueraded", pod, src)
 		}
 	})
+
+	t.Run("PreferSameNodeKeepsTrafficOnTheNode", func(t *testing.T) {
+		svc := Service("samenode", "10.96.0.19", 80, v1.ProtocolTCP)
+		svc.Spec.TrafficDistribution = ptr.To(v1.ServiceTrafficDistributionPreferSameNode)
+		slice := Slice(svc, PodTCPPort, servers...)
+		// As the EndpointSlice controller publishes PreferSameNode.
+		for i := range slice.Endpoints {
+			slice.Endpoints[i].Hints = &discovery.EndpointHints{ForNodes: []discovery.ForNode{{Name: *slice.Endpoints[i].NodeName}}}
+		}
+		c.Apply(svc, slice)
+		c.Sync(t)
+		for _, n := range c.Nodes {
+			from := n.Pods[2]
+			seen := map[string]int{}
+			for i := 0; i < 40; i++ {
+				pod, _, err := Ask(from.NS, ap("10.96.0.19", 80), dialTimeout)
+				if err != nil {
+					t.Fatalf("from %s: %v", from.Name, err)
+				}
+				seen[pod]++
+			}
+			for pod := range seen {
+				if p := c.PodByName(pod); p == nil || p.Node != n {
+					t.Errorf("PreferSameNode: a pod on %s reached %s on another node (%v)", n.Name, pod, seen)
+				}
+			}
+			if len(seen) != 2 {
+				t.Errorf("PreferSameNode: a pod on %s reached %v, want both pods of its node", n.Name, seen)
+			}
+			t.Logf("from %s: %v", n.Name, seen)
+		}
+	})
+
+	t.Run("WeightZeroIsQuiesced", func(t *testing.T) {
+		svc := Service("quiesced", "10.96.0.20", 80, v1.ProtocolTCP)
+		slice := Slice(svc, PodTCPPort, servers...)
+		slice.Annotations = map[string]string{lb.EndpointWeightsAnnotation: servers[0].IP.String() + "=0"}
+		c.Apply(svc, Slice(svc, PodTCPPort, servers...))
+		c.Sync(t)
+		conn, err := Dial(client.NS, ap("10.96.0.20", 80), dialTimeout)
+		for i := 0; err == nil && conn.Pod != servers[0].Name && i < 50; i++ {
+			conn.Close()
+			conn, err = Dial(client.NS, ap("10.96.0.20", 80), dialTimeout)
+		}
+		if err != nil || conn.Pod != servers[0].Name {
+			t.Fatalf("no connection to %s before quiescing it: %v", servers[0].Name, err)
+		}
+		defer conn.Close()
+		c.Apply(svc, slice)
+		c.Sync(t)
+		for i := 0; i < 40; i++ {
+			pod, _, err := Ask(client.NS, ap("10.96.0.20", 80), dialTimeout)
+			if err != nil {
+				t.Fatalf("connection %d: %v", i, err)
+			}
+			if pod == servers[0].Name {
+				t.Fatalf("new connection %d reached the quiesced pod %s", i, pod)
+			}
+		}
+		if err := conn.Echo("still here", dialTimeout); err != nil {
+			t.Errorf("established connection to the quiesced pod broke: %v", err)
+		}
+	})
+
+	if o.weighted {
+		t.Run("WeightsUnderWRR", func(t *testing.T) {
+			svc := Service("weighted", "10.96.0.21", 80, v1.ProtocolTCP)
+			svc.Annotations = map[string]string{proxy.AnnotationIPVSScheduler: "wrr"}
+			slice := Slice(svc, PodTCPPort, servers...)
+			slice.Annotations = map[string]string{lb.EndpointWeightsAnnotation: servers[0].IP.String() + "=7"}
+			c.Apply(svc, slice)
+			c.Sync(t)
+			counts := map[string]int{}
+			const n = 400
+			for i := 0; i < n; i++ {
+				pod, _, err := Ask(client.NS, ap("10.96.0.21", 80), dialTimeout)
+				if err != nil {
+					t.Fatalf("connection %d: %v", i, err)
+				}
+				counts[pod]++
+			}
+			share := float64(counts[servers[0].Name]) / n
+			t.Logf("weights 7:1:1:1 under wrr, %d connections: %v (heavy pod %.1f%%)", n, counts, 100*share)
+			// 70% expected; with 400 draws the standard deviation is 2.3%.
+			if share < 0.60 || share > 0.80 || len(counts) != len(servers) {
+				t.Errorf("heavy pod got %.1f%% of %d connections (%v), want about 70%%", 100*share, n, counts)
+			}
+		})
+	}
 
 	t.Run("ProxyRestartKeepsConnections", func(t *testing.T) {
 		svc := Service("restart", "10.96.0.18", 80, v1.ProtocolTCP)
