@@ -60,7 +60,7 @@ func parseProxyArgs(args []string) (*proxyArgs, error) {
 	fs.StringVar(&a.mode, "proxy-mode", "iptables", "data plane: iptables, nftables, ipvs or userspace (registered: "+strings.Join(proxy.Modes(), ", ")+")")
 	fs.StringVar(&clusterCIDR, "cluster-cidr", "", "comma-separated pod CIDRs; traffic to ClusterIPs from outside them is masqueraded")
 	fs.StringVar(&serviceCIDR, "service-cluster-ip-range", "", "svcnet extension: comma-separated Service CIDRs; nftables mode drops traffic to unallocated ClusterIPs in them (kube-proxy reads ServiceCIDR objects instead)")
-	fs.StringVar(&nodePortAddrs, "nodeport-addresses", "", "comma-separated CIDRs (or \"primary\") of the local addresses that accept NodePorts (default: all)")
+	fs.StringVar(&nodePortAddrs, "nodeport-addresses", "", "comma-separated CIDRs and keywords (primary, localhost, all) of the local addresses that accept NodePorts (default: all; primary in nftables mode)")
 	fs.BoolVar(&a.masqueradeAll, "masquerade-all", false, "SNAT all traffic sent to Service cluster IPs")
 	fs.IntVar(&a.masqueradeBit, "iptables-masquerade-bit", 14, "fwmark bit marking packets to masquerade (0-31)")
 	fs.DurationVar(&a.minSyncPeriod, "min-sync-period", time.Second, "minimum interval between rule syncs")
@@ -92,15 +92,25 @@ func parseProxyArgs(args []string) (*proxyArgs, error) {
 	if a.clusterCIDRs, err = parseCIDRList(clusterCIDR); err != nil {
 		return nil, fmt.Errorf("--cluster-cidr: %w", err)
 	}
-	// As kube-proxy 1.36: in nftables mode an unset --nodeport-addresses
+	// As kube-proxy 1.36 and 1.37: in nftables mode an unset --nodeport-addresses
 	// means "primary" (the node's primary IP of each family), in the other
 	// modes every local address.
 	if nodePortAddrs == "" && a.mode == "nftables" {
 		a.nodePortPrimary = true
 	}
 	for _, s := range splitList(nodePortAddrs) {
-		if s == "primary" {
+		// kube-proxy 1.37's keywords: primary (the node's primary IP of
+		// each family), localhost (127.0.0.0/8 and ::1/128) and all (every
+		// local address: the zero CIDRs).
+		switch s {
+		case "primary":
 			a.nodePortPrimary = true
+			continue
+		case "localhost":
+			a.nodePortAddresses = append(a.nodePortAddresses, netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"))
+			continue
+		case "all":
+			a.nodePortAddresses = append(a.nodePortAddresses, netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0"))
 			continue
 		}
 		p, err := netip.ParsePrefix(s)

@@ -28,8 +28,25 @@ func TestParseProxyArgs(t *testing.T) {
 	}
 }
 
-// kube-proxy 1.36 defaults --nodeport-addresses to "primary" in nftables mode
-// only.
+// kube-proxy 1.37's --nodeport-addresses keywords localhost and all.
+func TestNodePortAddressKeywords(t *testing.T) {
+	a, err := parseProxyArgs([]string{"--nodeport-addresses", "localhost,all"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"127.0.0.0/8", "::1/128", "0.0.0.0/0", "::/0"}
+	if len(a.nodePortAddresses) != len(want) || a.nodePortPrimary {
+		t.Fatalf("got %v primary=%v, want %v", a.nodePortAddresses, a.nodePortPrimary, want)
+	}
+	for i, w := range want {
+		if a.nodePortAddresses[i].String() != w {
+			t.Errorf("%d: got %v, want %s", i, a.nodePortAddresses[i], w)
+		}
+	}
+}
+
+// kube-proxy 1.36 and 1.37 default --nodeport-addresses to "primary" in
+// nftables mode only.
 func TestNodePortAddressesDefaultPerMode(t *testing.T) {
 	for mode, wantPrimary := range map[string]bool{"iptables": false, "nftables": true, "ipvs": false, "userspace": false} {
 		a, err := parseProxyArgs([]string{"--proxy-mode", mode})

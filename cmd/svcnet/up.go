@@ -31,7 +31,7 @@ func runUp(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.ServiceClusterIPRange, "service-cluster-ip-range", "10.96.0.0/16", "CIDR of Service ClusterIPs")
 	fs.StringVar(&cfg.ServiceNodePortRange, "service-node-port-range", "30000-32767", "range of Service NodePorts")
 	fs.StringVar(&cfg.ClusterCIDR, "cluster-cidr", "10.244.0.0/16", "pod addresses; node i gets <a.b>.i.0/24")
-	fs.StringVar(&cfg.NodePortAddresses, "nodeport-addresses", "", "passed to every node's proxy: comma-separated CIDRs (or \"primary\") of the node addresses that accept NodePorts (default: the proxy mode's default)")
+	fs.StringVar(&cfg.NodePortAddresses, "nodeport-addresses", "", "passed to every node's proxy: comma-separated CIDRs and keywords (primary, localhost, all) of the node addresses that accept NodePorts (default: the proxy mode's default)")
 	fs.StringVar(&cfg.Prefix, "prefix", "svcnet", "prefix of namespace, bridge and node names")
 	if err := fs.Parse(args); err != nil {
 		return err
