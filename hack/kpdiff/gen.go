@@ -392,3 +392,94 @@ func (g *gen) hints(ep *discovery.Endpoint, node, mode string) {
 		}
 	}
 }
+
+// features names what a scenario exercises, for the coverage line of the
+// report (so a generator change that stops producing something shows).
+func (sc *Scenario) features() []string {
+	f := map[string]bool{}
+	if len(sc.Families) == 2 {
+		f["dual-stack node"] = true
+	}
+	if sc.Zone != "" {
+		f["node zone"] = true
+	}
+	if len(sc.NodePortFlag) > 0 {
+		f["--nodeport-addresses"] = true
+	}
+	for _, k := range sc.NodePortFlag {
+		if k == "primary" || k == "localhost" || k == "all" {
+			f["--nodeport-addresses "+k] = true
+		}
+	}
+	if sc.MasqueradeAll {
+		f["masquerade-all"] = true
+	}
+	if sc.PodCIDRs[v1.IPv4Protocol] == "" {
+		f["no local detection"] = true
+	}
+	for _, s := range sc.Services {
+		sp := s.Spec
+		f["type "+string(sp.Type)] = true
+		if sp.ClusterIP == v1.ClusterIPNone {
+			f["headless"] = true
+		}
+		if len(sp.IPFamilies) == 2 {
+			f["dual-stack Service"] = true
+		}
+		if len(sp.Ports) > 1 {
+			f["multiple ports"] = true
+		}
+		if len(sp.ExternalIPs) > 0 {
+			f["externalIPs"] = true
+		}
+		if len(s.Status.LoadBalancer.Ingress) > 0 {
+			f["LB ingress IP"] = true
+		}
+		for _, ing := range s.Status.LoadBalancer.Ingress {
+			if ing.IPMode != nil && *ing.IPMode == v1.LoadBalancerIPModeProxy {
+				f["LB ipMode Proxy"] = true
+			}
+		}
+		if len(sp.LoadBalancerSourceRanges) > 0 {
+			f["loadBalancerSourceRanges"] = true
+		}
+		if sp.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal {
+			f["externalTrafficPolicy Local"] = true
+		}
+		if sp.InternalTrafficPolicy != nil && *sp.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal {
+			f["internalTrafficPolicy Local"] = true
+		}
+		if sp.SessionAffinity == v1.ServiceAffinityClientIP {
+			f["ClientIP affinity"] = true
+		}
+		if sp.TrafficDistribution != nil {
+			f["trafficDistribution "+*sp.TrafficDistribution] = true
+		}
+	}
+	bySvc := map[string]bool{}
+	for _, sl := range sc.Slices {
+		bySvc[sl.Namespace+"/"+sl.Labels[discovery.LabelServiceName]] = true
+		for _, e := range sl.Endpoints {
+			c := e.Conditions
+			if c.Terminating != nil && *c.Terminating && c.Serving != nil && *c.Serving {
+				f["serving terminating endpoint"] = true
+			}
+			if e.Hints != nil && len(e.Hints.ForNodes) > 0 {
+				f["node hints"] = true
+			}
+			if e.Hints != nil && len(e.Hints.ForZones) > 0 {
+				f["zone hints"] = true
+			}
+		}
+	}
+	for _, s := range sc.Services {
+		if !bySvc[s.Namespace+"/"+s.Name] {
+			f["Service without endpoints"] = true
+		}
+	}
+	out := make([]string, 0, len(f))
+	for k := range f {
+		out = append(out, k)
+	}
+	return out
+}

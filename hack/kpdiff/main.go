@@ -76,8 +76,12 @@ func main() {
 		first, count = *one, 1
 	}
 	t0 := time.Now()
+	coverage := map[string]int{}
 	for id := first; id < first+count; id++ {
 		sc := Generate(*seed, id)
+		for _, f := range sc.features() {
+			coverage[f]++
+		}
 		if *one >= 0 {
 			b, _ := json.MarshalIndent(sc, "", "  ")
 			fmt.Printf("scenario %d (seed %d):\n%s\n", id, *seed, b)
@@ -127,6 +131,10 @@ func main() {
 	}
 	fail := false
 	fmt.Printf("\nkpdiff: kube-proxy %s vs svcnet, seed %d, scenarios %d..%d, %.1fs\n", kubeProxyVersion, *seed, first, first+count-1, time.Since(t0).Seconds())
+	fmt.Println("scenarios exercising:")
+	for _, k := range sortedKeys(coverage) {
+		fmt.Printf("  %-34s %d\n", k, coverage[k])
+	}
 	for _, r := range runs {
 		fmt.Printf("%s: %d scenarios, %d differ\n", r.name, count, r.differed)
 		if r.differed > 0 {
