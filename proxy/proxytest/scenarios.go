@@ -310,7 +310,7 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 	})
 
 	t.Run("PreferSameNodeKeepsTrafficOnTheNode", func(t *testing.T) {
-		svc := Service("samenode", "10.96.0.19", 80, v1.ProtocolTCP)
+		svc := Service("samenode", "10.96.0.30", 80, v1.ProtocolTCP)
 		svc.Spec.TrafficDistribution = ptr.To(v1.ServiceTrafficDistributionPreferSameNode)
 		slice := Slice(svc, PodTCPPort, servers...)
 		// As the EndpointSlice controller publishes PreferSameNode.
@@ -323,7 +323,7 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 			from := n.Pods[2]
 			seen := map[string]int{}
 			for i := 0; i < 40; i++ {
-				pod, _, err := Ask(from.NS, ap("10.96.0.19", 80), dialTimeout)
+				pod, _, err := Ask(from.NS, ap("10.96.0.30", 80), dialTimeout)
 				if err != nil {
 					t.Fatalf("from %s: %v", from.Name, err)
 				}
@@ -342,15 +342,15 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 	})
 
 	t.Run("WeightZeroIsQuiesced", func(t *testing.T) {
-		svc := Service("quiesced", "10.96.0.20", 80, v1.ProtocolTCP)
+		svc := Service("quiesced", "10.96.0.31", 80, v1.ProtocolTCP)
 		slice := Slice(svc, PodTCPPort, servers...)
 		slice.Annotations = map[string]string{lb.EndpointWeightsAnnotation: servers[0].IP.String() + "=0"}
 		c.Apply(svc, Slice(svc, PodTCPPort, servers...))
 		c.Sync(t)
-		conn, err := Dial(client.NS, ap("10.96.0.20", 80), dialTimeout)
+		conn, err := Dial(client.NS, ap("10.96.0.31", 80), dialTimeout)
 		for i := 0; err == nil && conn.Pod != servers[0].Name && i < 50; i++ {
 			conn.Close()
-			conn, err = Dial(client.NS, ap("10.96.0.20", 80), dialTimeout)
+			conn, err = Dial(client.NS, ap("10.96.0.31", 80), dialTimeout)
 		}
 		if err != nil || conn.Pod != servers[0].Name {
 			t.Fatalf("no connection to %s before quiescing it: %v", servers[0].Name, err)
@@ -359,7 +359,7 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 		c.Apply(svc, slice)
 		c.Sync(t)
 		for i := 0; i < 40; i++ {
-			pod, _, err := Ask(client.NS, ap("10.96.0.20", 80), dialTimeout)
+			pod, _, err := Ask(client.NS, ap("10.96.0.31", 80), dialTimeout)
 			if err != nil {
 				t.Fatalf("connection %d: %v", i, err)
 			}
@@ -374,7 +374,7 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 
 	if o.weighted {
 		t.Run("WeightsUnderWRR", func(t *testing.T) {
-			svc := Service("weighted", "10.96.0.21", 80, v1.ProtocolTCP)
+			svc := Service("weighted", "10.96.0.32", 80, v1.ProtocolTCP)
 			svc.Annotations = map[string]string{proxy.AnnotationIPVSScheduler: "wrr"}
 			slice := Slice(svc, PodTCPPort, servers...)
 			slice.Annotations = map[string]string{lb.EndpointWeightsAnnotation: servers[0].IP.String() + "=7"}
@@ -383,7 +383,7 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 			counts := map[string]int{}
 			const n = 400
 			for i := 0; i < n; i++ {
-				pod, _, err := Ask(client.NS, ap("10.96.0.21", 80), dialTimeout)
+				pod, _, err := Ask(client.NS, ap("10.96.0.32", 80), dialTimeout)
 				if err != nil {
 					t.Fatalf("connection %d: %v", i, err)
 				}
