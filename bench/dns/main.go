@@ -10,7 +10,7 @@
 //
 //	go build -o /tmp/svcnet ./cmd/svcnet
 //	GOBIN=/tmp/coredns go install github.com/coredns/coredns@v1.15.0
-//	go run ./bench/dns --svcnet /tmp/svcnet --coredns /tmp/coredns/coredns --services 1000,10000
+//	go run ./bench/dns --svcnet /tmp/svcnet --coredns /tmp/coredns/coredns --services 1000,10000,100000
 package main
 
 import (
@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,7 +39,7 @@ import (
 func main() {
 	svcnetBin := flag.String("svcnet", "", "svcnet binary (required)")
 	corednsBin := flag.String("coredns", "", "coredns binary (optional: without it only svcnet is measured)")
-	sizes := flag.String("services", "1000,10000", "comma-separated Service counts")
+	sizes := flag.String("services", "1000,10000,100000", "comma-separated Service counts")
 	seconds := flag.Int("seconds", 10, "dnsperf run length per server")
 	clients := flag.Int("clients", 4, "dnsperf -c")
 	outstanding := flag.Int("outstanding", 100, "dnsperf -q")
@@ -60,16 +61,22 @@ func main() {
 		}
 		return
 	}
+	var rows []row
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
 			fmt.Fprintf(os.Stderr, "bad --services entry %q\n", s)
 			os.Exit(2)
 		}
-		if err := runSize(n, *svcnetBin, *corednsBin, *seconds, *clients, *outstanding); err != nil {
+		r, err := runSize(n, *svcnetBin, *corednsBin, *seconds, *clients, *outstanding)
+		if err != nil {
 			fmt.Fprintf(os.Stderr, "services=%d: %v\n", n, err)
 			os.Exit(1)
 		}
+		rows = append(rows, r)
+	}
+	if *corednsBin != "" {
+		printTable(rows, *svcnetBin, *corednsBin)
 	}
 }
 
@@ -216,6 +223,60 @@ func waitAnswers(port int, timeout time.Duration) error {
 	return fmt.Errorf("no DNS answer on port %d after %v", port, timeout)
 }
 
+// printTable prints the side-by-side table with ratios, the versions and
+// the command, as docs/dns.md records it.
+func printTable(rows []row, svcnetBin, corednsBin string) {
+	version := func(bin string, args ...string) string {
+		b, err := exec.Command(bin, args...).CombinedOutput()
+		if err != nil {
+			return "?"
+		}
+		return strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("\n%s; svcnet: %s; CoreDNS: %s; dnsperf %s; %d CPUs; load average %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"),
+		version(svcnetBin, "version"), version(corednsBin, "-version"), dnsperfVersion(), runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "))
+	fmt.Printf("command: %s\n\n", strings.Join(os.Args, " "))
+	fmt.Println("| Services | QPS svcnet / CoreDNS | p99 ms svcnet / CoreDNS | RSS idle MiB svcnet / CoreDNS | RSS under load MiB svcnet / CoreDNS |")
+	fmt.Println("|---|---|---|---|---|")
+	ratio := func(a, b float64) string {
+		if b == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f×", a/b)
+	}
+	for _, r := range rows {
+		fmt.Printf("| %d | %.0f / %.0f (%s) | %.2f / %.2f (%s) | %.1f / %.1f (%s) | %.1f / %.1f (%s) |\n", r.services,
+			r.qps[0], r.qps[1], ratio(r.qps[0], r.qps[1]),
+			r.p99[0], r.p99[1], ratio(r.p99[0], r.p99[1]),
+			float64(r.idleKiB[0])/1024, float64(r.idleKiB[1])/1024, ratio(float64(r.idleKiB[0]), float64(r.idleKiB[1])),
+			float64(r.loadKiB[0])/1024, float64(r.loadKiB[1])/1024, ratio(float64(r.loadKiB[0]), float64(r.loadKiB[1])))
+	}
+}
+
+func dnsperfVersion() string {
+	b, _ := exec.Command("dnsperf", "-h").CombinedOutput()
+	if m := regexp.MustCompile(`[Vv]ersion ([0-9.]+)`).FindSubmatch(b); m != nil {
+		return string(m[1])
+	}
+	b, _ = exec.Command("dpkg-query", "-W", "-f", "${Version}", "dnsperf").Output()
+	return strings.TrimSpace(string(b))
+}
+
+func rssAnonKiB(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "RssAnon:") {
+			v, _ := strconv.Atoi(strings.Fields(l)[1])
+			return v
+		}
+	}
+	return -1
+}
+
 func rssKiB(pid int) int {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -281,46 +342,59 @@ func dnsperf(port int, file string, seconds, clients, outstanding int) (result, 
 	return r, nil
 }
 
-func runSize(n int, svcnetBin, corednsBin string, seconds, clients, outstanding int) error {
+// row is one size's measurements of both servers (index 0 svcnet, 1 CoreDNS).
+type row struct {
+	services         int
+	qps, p99         [2]float64
+	idleKiB, loadKiB [2]int
+}
+
+func runSize(n int, svcnetBin, corednsBin string, seconds, clients, outstanding int) (row, error) {
+	out := row{services: n}
 	dir, err := os.MkdirTemp("", "dnsbench")
 	if err != nil {
-		return err
+		return out, err
 	}
 	defer os.RemoveAll(dir)
 	api := newFakeAPI(clusterState(n))
 	if err := api.start(); err != nil {
-		return err
+		return out, err
 	}
 	defer api.srv.Close()
 	kc := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kc, []byte(api.kubeconfig()), 0o600); err != nil {
-		return err
+		return out, err
 	}
 	up, stopUp := stubUpstream()
 	defer stopUp()
 	qf, err := queryFile(dir, n)
 	if err != nil {
-		return err
+		return out, err
 	}
 
 	targets, err := startTargets(dir, kc, up, svcnetBin, corednsBin, targetOpts{ttl: "30", pods: "insecure", kubeadm: true})
 	if err != nil {
-		return err
+		return out, err
 	}
+	time.Sleep(2 * time.Second) // both settle after the initial lists
 	defer stopTargets(targets)
 	fmt.Printf("\n== %d Services (%d namespaces, 2 ready endpoints each, every 10th headless); dnsperf -c %d -q %d -l %d, 80%% A / 10%% SRV / 10%% NXDOMAIN\n",
 		n, namespaces, clients, outstanding, seconds)
 	fmt.Printf("%-16s %10s %10s %10s %10s %10s  %s\n", "server", "QPS", "avg ms", "p99 ms", "RSS idle", "RSS load", "completed / lost")
-	for _, t := range targets {
-		idle := rssKiB(t.cmd.Process.Pid)
+	for i, t := range targets {
+		idle, idleAnon := rssKiB(t.cmd.Process.Pid), rssAnonKiB(t.cmd.Process.Pid)
 		r, err := dnsperf(t.dnsPort, qf, seconds, clients, outstanding)
 		if err != nil {
-			return fmt.Errorf("%s: %w", t.name, err)
+			return out, fmt.Errorf("%s: %w", t.name, err)
 		}
-		fmt.Printf("%-16s %10.0f %10.3f %10.3f %9.1fM %9.1fM  %s / %s\n", t.name, r.qps, r.avgMs, r.p99Ms,
-			float64(idle)/1024, float64(rssKiB(t.cmd.Process.Pid))/1024, r.completed, r.lost)
+		load, loadAnon := rssKiB(t.cmd.Process.Pid), rssAnonKiB(t.cmd.Process.Pid)
+		fmt.Printf("%-16s %10.0f %10.3f %10.3f %9.1fM %9.1fM  %s / %s  (anonymous RSS idle %.1fM, load %.1fM)\n", t.name, r.qps, r.avgMs, r.p99Ms,
+			float64(idle)/1024, float64(load)/1024, r.completed, r.lost, float64(idleAnon)/1024, float64(loadAnon)/1024)
+		if i < 2 {
+			out.qps[i], out.p99[i], out.idleKiB[i], out.loadKiB[i] = r.qps, r.p99Ms, idle, load
+		}
 	}
-	return nil
+	return out, nil
 }
 
 // targetOpts configures both servers alike.

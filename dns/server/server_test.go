@@ -393,3 +393,35 @@ func TestUDPAnswerCacheFollowsIndex(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestWildcardListenRepliesFromAskedAddress: on a wildcard address the UDP
+// readers send each reply from the address the question went to (the
+// client's socket is connected to it, so a reply from elsewhere would not
+// arrive).
+func TestWildcardListenRepliesFromAskedAddress(t *testing.T) {
+	idx := index.New()
+	idx.SetNamespace("default")
+	z := zone.New(zone.Config{Zone: "cluster.local.", TTL: 5}, idx, func() bool { return true }, nil)
+	srv := New(Config{Listen: []string{":0"}}, &Handler{Zone: z}, nil, nil)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	_, port, _ := net.SplitHostPort(srv.DNSAddrs()[0])
+	for _, host := range []string{"127.0.0.1", "::1"} {
+		addr := net.JoinHostPort(host, port)
+		m := new(dns.Msg)
+		m.SetQuestion("default.svc.cluster.local.", dns.TypeA)
+		r, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, addr)
+		if err != nil {
+			if host == "::1" {
+				t.Logf("no IPv6 loopback: %v", err)
+				continue
+			}
+			t.Fatalf("%s: %v", addr, err)
+		}
+		if r.Rcode != dns.RcodeSuccess || !r.Authoritative {
+			t.Errorf("%s: %v", addr, r)
+		}
+	}
+}

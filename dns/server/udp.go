@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,6 +44,11 @@ type udpReader struct {
 	label string
 	buf   []byte
 	out   []byte
+	// pktinfo: the socket is bound to a wildcard address, so each reply
+	// must name the address the question came to as its source (as the
+	// DNS library does), or a multi-homed host could answer from another.
+	pktinfo bool
+	oob     []byte
 	cache map[string]cachedAnswer
 	// obs holds the metric children per kind of answer, so that cached
 	// entries share them.
@@ -83,21 +90,60 @@ func listenUDP(addr string, n int) ([]*net.UDPConn, error) {
 }
 
 func newUDPReader(conn *net.UDPConn, h *Handler, label string) *udpReader {
-	return &udpReader{conn: conn, h: h, label: label, buf: make([]byte, MaxRequestSize+1),
+	u := &udpReader{conn: conn, h: h, label: label, buf: make([]byte, MaxRequestSize+1),
 		out: make([]byte, 0, dns.MaxMsgSize), cache: map[string]cachedAnswer{}, obs: map[obsKey]*observers{}}
+	if conn != nil {
+		if a, ok := conn.LocalAddr().(*net.UDPAddr); ok && a.IP.IsUnspecified() {
+			err6 := ipv6.NewPacketConn(conn).SetControlMessage(ipv6.FlagDst|ipv6.FlagInterface, true)
+			err4 := ipv4.NewPacketConn(conn).SetControlMessage(ipv4.FlagDst|ipv4.FlagInterface, true)
+			u.pktinfo = err4 == nil || err6 == nil
+			u.oob = make([]byte, 512)
+		}
+	}
+	return u
+}
+
+// replySource returns control data that sends a reply from the address the
+// request in oob was sent to.
+func replySource(oob []byte) []byte {
+	var dst net.IP
+	if cm6 := new(ipv6.ControlMessage); cm6.Parse(oob) == nil && cm6.Dst != nil {
+		dst = cm6.Dst
+	} else if cm4 := new(ipv4.ControlMessage); cm4.Parse(oob) == nil && cm4.Dst != nil {
+		dst = cm4.Dst
+	}
+	if dst == nil {
+		return nil
+	}
+	if dst.To4() == nil {
+		return (&ipv6.ControlMessage{Src: dst}).Marshal()
+	}
+	return (&ipv4.ControlMessage{Src: dst}).Marshal()
 }
 
 // serve reads until the socket is closed.
 func (u *udpReader) serve() {
 	for {
-		n, from, err := u.conn.ReadFromUDPAddrPort(u.buf)
+		var n, oobn int
+		var from netip.AddrPort
+		var err error
+		if u.pktinfo {
+			n, oobn, _, from, err = u.conn.ReadMsgUDPAddrPort(u.buf, u.oob)
+		} else {
+			n, from, err = u.conn.ReadFromUDPAddrPort(u.buf)
+		}
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			continue
 		}
-		if wire := u.handle(u.buf[:n], from); wire != nil {
+		wire := u.handle(u.buf[:n], from)
+		switch {
+		case wire == nil:
+		case u.pktinfo:
+			_, _, _ = u.conn.WriteMsgUDPAddrPort(wire, replySource(u.oob[:oobn]), from)
+		default:
 			_, _ = u.conn.WriteToUDPAddrPort(wire, from)
 		}
 	}
