@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"syscall"
 
@@ -50,6 +51,11 @@ func usage() {
 }
 
 func main() {
+	// Linked as kubectl (scripts/install.sh does so on a machine without
+	// one), the binary is kubectl.
+	if filepath.Base(os.Args[0]) == "kubectl" {
+		os.Args = append([]string{"svcnet", "kubectl"}, os.Args[1:]...)
+	}
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
 		usage()
 		if len(os.Args) < 2 {

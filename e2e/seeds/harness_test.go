@@ -24,6 +24,9 @@ import (
 // bin is the svcnet binary TestMain builds; empty when the suite cannot run.
 var bin string
 
+// kubectlBin is the kubectl the suite drives (see TestMain).
+var kubectlBin = "kubectl"
+
 func TestMain(m *testing.M) {
 	code := func() int {
 		dir, err := os.MkdirTemp("", "svcnet-e2e-seeds-")
@@ -40,6 +43,16 @@ func TestMain(m *testing.M) {
 				return 1
 			}
 			bin = filepath.Join(dir, "svcnet")
+			// SVCNET_E2E_KUBECTL=svcnet drives every step with the kubectl
+			// built into svcnet (a link named kubectl, as scripts/install.sh
+			// makes on a machine without one) instead of the one on PATH.
+			if os.Getenv("SVCNET_E2E_KUBECTL") == "svcnet" {
+				kubectlBin = filepath.Join(dir, "kubectl")
+				if err := os.Symlink(bin, kubectlBin); err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					return 1
+				}
+			}
 		}
 		return m.Run()
 	}()
@@ -204,7 +217,7 @@ func (c *cluster) nodeNS(i int) string { return fmt.Sprintf("%s-node-%d", c.pref
 func (c *cluster) kubectl(args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", c.lab.Name, "kubectl", "--kubeconfig", c.kubecfg}, args...)...)
+	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", c.lab.Name, kubectlBin, "--kubeconfig", c.kubecfg}, args...)...)
 	cmd.WaitDelay = 2 * time.Second
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -76,6 +76,7 @@ var scenarios = []struct {
 	{"03-named-ports-describe-endpoints", true, namedPorts},
 	{"14-hairpin-pod-reaches-itself", false, hairpin},
 	{"15-node-exec", false, nodeExec},
+	{"16-svcnet-kubectl", false, builtinKubectl},
 	{"07-discovery-env-resolv-dns", false, discovery},
 	{"08-nodeport", false, nodePort},
 	{"04-v2-joins", false, v2Joins},
@@ -258,6 +259,34 @@ func nodeExec(s *scenario) {
 	out2, err := sh.CombinedOutput()
 	if err != nil || !strings.Contains(string(out2), "on "+worker) || !strings.Contains(string(out2), nodeIP(2)+"/24") {
 		s.failf([]string{"svcnet node-exec " + worker + " <<< 'echo on $SVCNET_NODE; ip -4 -o addr show eth0'"}, string(out2), err, "want a shell on the node")
+	}
+}
+
+// 16 (issue 17): the kubectl built into svcnet, as `svcnet kubectl` and
+// through a link named kubectl, talks to the cluster like the real one.
+func builtinKubectl(s *scenario) {
+	link := filepath.Join(s.TempDir(), "kubectl")
+	if err := os.Symlink(bin, link); err != nil {
+		s.Fatal(err)
+	}
+	for _, argv := range [][]string{{bin, "kubectl"}, {link}} {
+		full := append(append([]string{"ip", "netns", "exec", s.c.lab.Name}, argv...), "--kubeconfig", s.c.kubecfg, "get", "nodes", "-o", "name")
+		out, err := runCmd(60*time.Second, "", full...)
+		if err != nil || !strings.Contains(out, "node/"+s.c.nodeName(2)+"\n") {
+			s.failf(full, out, err, "want the nodes")
+		}
+		full = append(argv, "version", "--client")
+		out, err = runCmd(60*time.Second, "", full...)
+		if err != nil || !strings.HasPrefix(out, "Client Version: v") {
+			s.failf(full, out, err, "want kubectl's client version")
+		}
+		// kubectl's own errors and exit code.
+		full = append(append([]string{"ip", "netns", "exec", s.c.lab.Name}, argv...), "--kubeconfig", s.c.kubecfg, "get", "svc", "no-such-svc")
+		out, err = runCmd(60*time.Second, "", full...)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(out, `Error from server (NotFound): services "no-such-svc" not found`) {
+			s.failf(full, out, err, "want kubectl's NotFound error and exit code 1")
+		}
 	}
 }
 
