@@ -75,8 +75,8 @@ var scenarios = []struct {
 	{"01-walkthrough-deploy-svc-curl", true, walkthrough},
 	{"03-named-ports-describe-endpoints", true, namedPorts},
 	{"14-hairpin-pod-reaches-itself", false, hairpin},
-	{"15-node-exec", false, nodeExec},
-	{"16-svcnet-kubectl", false, builtinKubectl},
+	{"16-node-exec", false, nodeExec},
+	{"17-svcnet-kubectl", false, builtinKubectl},
 	{"07-discovery-env-resolv-dns", false, discovery},
 	{"08-nodeport", false, nodePort},
 	{"04-v2-joins", false, v2Joins},
@@ -217,7 +217,7 @@ func hairpin(s *scenario) {
 	s.kubectl("delete", "-f", mustAbs("testdata/hairpin.yaml"), "--wait=false")
 }
 
-// 15 (issue 17): svcnet node-exec runs a command on a node, by the name
+// 16 (issue 17): svcnet node-exec runs a command on a node, by the name
 // kubectl shows, and passes its exit code on.
 func nodeExec(s *scenario) {
 	worker := s.c.nodeName(2)
@@ -262,7 +262,7 @@ func nodeExec(s *scenario) {
 	}
 }
 
-// 16 (issue 17): the kubectl built into svcnet, as `svcnet kubectl` and
+// 17 (issue 17): the kubectl built into svcnet, as `svcnet kubectl` and
 // through a link named kubectl, talks to the cluster like the real one.
 func builtinKubectl(s *scenario) {
 	link := filepath.Join(s.TempDir(), "kubectl")
