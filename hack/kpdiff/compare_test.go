@@ -1,0 +1,58 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// The comparison must see real differences and ignore only what the README
+// says it ignores.
+func TestDiffIPTables(t *testing.T) {
+	base := `*nat
+:KUBE-SERVICES - [0:0]
+:KUBE-SVC-A - [0:0]
+:PREROUTING - [0:0]
+-A KUBE-SERVICES -m comment --comment "a" -j KUBE-SVC-A
+-A KUBE-SERVICES -m comment --comment "b" -j KUBE-SVC-B
+-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -d 192.168.0.2 -j KUBE-NODEPORTS
+-A KUBE-SVC-A -m statistic --mode random --probability 0.5000000000 -j KUBE-SEP-1
+-A KUBE-SVC-A -j KUBE-SEP-2
+-A KUBE-MARK-MASQ -j MARK --or-mark 0x004000
+COMMIT
+`
+	same := strings.NewReplacer(
+		`-A KUBE-SERVICES -m comment --comment "a" -j KUBE-SVC-A
+-A KUBE-SERVICES -m comment --comment "b" -j KUBE-SVC-B`,
+		`-A KUBE-SERVICES -m comment --comment b -j KUBE-SVC-B
+-A KUBE-SERVICES -m comment --comment a -j KUBE-SVC-A`,
+		"0x004000", "0x4000",
+		":PREROUTING - [0:0]\n", "").Replace(base)
+	if d := diffIPTables(base, same); len(d) != 0 {
+		t.Errorf("map-ordered dispatch rules, mark spelling, quoting or an empty built-in chain counted as differences: %v", d)
+	}
+	for name, changed := range map[string]string{
+		"endpoint order":       strings.Replace(strings.Replace(base, "KUBE-SEP-1", "KUBE-SEP-X", 1), "KUBE-SEP-2", "KUBE-SEP-1", 1),
+		"missing rule":         strings.Replace(base, "-A KUBE-SVC-A -j KUBE-SEP-2\n", "", 1),
+		"different mark":       strings.Replace(base, "0x004000", "0x8000", 1),
+		"nodeports jump early": strings.Replace(base, `-A KUBE-SERVICES -m comment --comment "a" -j KUBE-SVC-A`, `-A KUBE-SERVICES -d 192.168.0.3 -j KUBE-NODEPORTS`+"\n"+`-A KUBE-SERVICES -m comment --comment "a" -j KUBE-SVC-A`, 1),
+		"extra chain":          strings.Replace(base, "COMMIT", ":KUBE-FW-A - [0:0]\nCOMMIT", 1),
+		"same rules reordered": strings.Replace(strings.Replace(base, "-A KUBE-SVC-A -j KUBE-SEP-2\n", "", 1), "-A KUBE-SVC-A -m statistic", "-A KUBE-SVC-A -j KUBE-SEP-2\n-A KUBE-SVC-A -m statistic", 1),
+	} {
+		if d := diffIPTables(base, changed); len(d) == 0 {
+			t.Errorf("%s: no difference reported", name)
+		}
+	}
+}
+
+func TestDiffNFT(t *testing.T) {
+	base := "add table ip kube-proxy\nadd rule ip kube-proxy c a\nadd rule ip kube-proxy c b\nadd element ip kube-proxy s { 1 }\nadd element ip kube-proxy s { 2 }\n"
+	if d := diffNFT(base, "add table ip kube-proxy\nadd rule ip kube-proxy c a\nadd rule ip kube-proxy c b\nadd element ip kube-proxy s { 2 }\nadd element ip kube-proxy s { 1 }\n"); len(d) != 0 {
+		t.Errorf("element order counted: %v", d)
+	}
+	if d := diffNFT(base, "add table ip kube-proxy\nadd rule ip kube-proxy c b\nadd rule ip kube-proxy c a\nadd element ip kube-proxy s { 1 }\nadd element ip kube-proxy s { 2 }\n"); len(d) == 0 {
+		t.Error("rule order not seen")
+	}
+	if d := diffNFT(base, strings.Replace(base, "{ 2 }", "{ 3 }", 1)); len(d) == 0 {
+		t.Error("element change not seen")
+	}
+}
