@@ -17,7 +17,7 @@ func TestBehaviourTable(t *testing.T) {
 	p := New(proxy.ModeConfig{ClusterCIDRs: []netip.Prefix{proxytest.ClusterCIDR}}, fake)
 	svcs, eps := proxytest.Scenario()
 	req := &proxy.SyncRequest{Full: true, Services: svcs, Endpoints: eps,
-		Node: proxy.NodeInfo{Name: proxytest.ScenarioNode, IPs: []netip.Addr{proxytest.Node1IP}}}
+		Node: proxytest.ScenarioNodeInfo()}
 	if err := p.Sync(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}

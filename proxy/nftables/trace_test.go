@@ -18,7 +18,7 @@ func TestBehaviourTable(t *testing.T) {
 	p := NewProxier(Config{PodCIDRs: []netip.Prefix{proxytest.ClusterCIDR}, ServiceCIDRs: []netip.Prefix{proxytest.ServiceCIDR}}, nft)
 	svcs, eps := proxytest.Scenario()
 	req := &proxy.SyncRequest{Full: true, Services: svcs, Endpoints: eps,
-		Node: proxy.NodeInfo{Name: proxytest.ScenarioNode, IPs: []netip.Addr{proxytest.Node1IP}}}
+		Node: proxytest.ScenarioNodeInfo()}
 	if err := p.Sync(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}

@@ -26,8 +26,33 @@ var (
 	AllowedExternal = netip.MustParseAddr("203.0.113.7")
 )
 
-// ScenarioNode is the name of the node the proxy under test runs on.
-const ScenarioNode = "node1"
+// ScenarioNode is the name of the node the proxy under test runs on, and
+// ScenarioZone its topology.kubernetes.io/zone.
+const (
+	ScenarioNode = "node1"
+	ScenarioZone = "zone-a"
+)
+
+// ScenarioNodeInfo is what the proxy under test knows about its node.
+func ScenarioNodeInfo() proxy.NodeInfo {
+	return proxy.NodeInfo{Name: ScenarioNode, IPs: []netip.Addr{Node1IP}, Labels: map[string]string{v1.LabelTopologyZone: ScenarioZone}}
+}
+
+// epOpt changes one endpoint of the scenario.
+type epOpt func(*proxy.Endpoint)
+
+func withNodeHint(ep *proxy.Endpoint)  { ep.NodeHints = []string{ep.NodeName} }
+func withZoneHint(z string) epOpt      { return func(ep *proxy.Endpoint) { ep.ZoneHints = []string{z} } }
+func asTerminating(ep *proxy.Endpoint) { ep.Ready, ep.Terminating = false, true }
+func asQuiesced(ep *proxy.Endpoint)    { ep.Quiesced = true }
+
+func endpoint(port int, spec string, opts ...epOpt) *proxy.Endpoint {
+	ep := endpoints(port, spec)[0]
+	for _, o := range opts {
+		o(ep)
+	}
+	return ep
+}
 
 func name(n, port string, proto v1.Protocol) proxy.ServicePortName {
 	return proxy.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: n}, Port: port, Protocol: proto}
@@ -61,6 +86,15 @@ func ips(s ...string) []netip.Addr {
 //	itl     ClusterIP 10.96.0.14:80, internalTrafficPolicy Local, endpoint only on node2
 //	fw      LoadBalancer 10.96.0.15:80, LB 172.18.0.101, loadBalancerSourceRanges 203.0.113.0/24
 //	udp     ClusterIP 10.96.0.16:53/UDP -> 2 endpoints
+//	hint    ClusterIP 10.96.0.20:80, node hints (PreferSameNode): 10.244.1.20 (node1), 10.244.2.20 (node2)
+//	hintx   ClusterIP 10.96.0.21:80, node hints for node2 and node3 only (do not cover node1)
+//	zone    ClusterIP 10.96.0.22:80, zone hints: 10.244.2.22 (zone-a, on node2), 10.244.3.22 (zone-b)
+//	quiet   ClusterIP 10.96.0.23:80, 10.244.1.23 weight 0 (quiesced), 10.244.2.23
+//	fwnode  LoadBalancer 10.96.0.24:80, LB 172.18.0.102, source range 172.18.0.0/24 (contains node1's IP)
+//	itlterm ClusterIP 10.96.0.25:80, internalTrafficPolicy Local: 10.244.1.25 (node1, terminating), 10.244.2.25 (ready)
+//	etlterm NodePort 10.96.0.26:80, nodePort 30083, externalTrafficPolicy Local: 10.244.1.26 (node1, terminating),
+//	        10.244.2.26 (ready)
+//	ds      dual-stack ClusterIP 10.96.0.27 / fd00:96::27 :80 -> 10.244.1.27 and fd00:244:1::27 (node1)
 func Scenario() (proxy.ServicePortMap, proxy.EndpointsMap) {
 	none := v1.ServiceAffinityNone
 	svcs := proxy.ServicePortMap{}
@@ -91,6 +125,24 @@ func Scenario() (proxy.ServicePortMap, proxy.EndpointsMap) {
 		endpoints(8080, "10.244.2.7@node2"))
 	add(&proxy.ServicePort{Name: name("udp", "dns", v1.ProtocolUDP), Type: v1.ServiceTypeClusterIP, ClusterIPs: ips("10.96.0.16"), Port: 53, Protocol: v1.ProtocolUDP},
 		endpoints(5353, "10.244.1.8@node1", "10.244.2.8@node2"))
+	cip := func(n, ip string) *proxy.ServicePort {
+		return &proxy.ServicePort{Name: name(n, "", v1.ProtocolTCP), Type: v1.ServiceTypeClusterIP, ClusterIPs: ips(ip), Port: 80, Protocol: v1.ProtocolTCP}
+	}
+	add(cip("hint", "10.96.0.20"), []*proxy.Endpoint{endpoint(8080, "10.244.1.20@node1", withNodeHint), endpoint(8080, "10.244.2.20@node2", withNodeHint)})
+	add(cip("hintx", "10.96.0.21"), []*proxy.Endpoint{endpoint(8080, "10.244.2.21@node2", withNodeHint), endpoint(8080, "10.244.3.21@node3", withNodeHint)})
+	add(cip("zone", "10.96.0.22"), []*proxy.Endpoint{endpoint(8080, "10.244.2.22@node2", withZoneHint("zone-a")), endpoint(8080, "10.244.3.22@node3", withZoneHint("zone-b"))})
+	add(cip("quiet", "10.96.0.23"), []*proxy.Endpoint{endpoint(8080, "10.244.1.23@node1", asQuiesced), endpoint(8080, "10.244.2.23@node2")})
+	add(&proxy.ServicePort{Name: name("fwnode", "", v1.ProtocolTCP), Type: v1.ServiceTypeLoadBalancer, ClusterIPs: ips("10.96.0.24"), Port: 80, Protocol: v1.ProtocolTCP,
+		NodePort: 30084, LoadBalancerVIPs: ips("172.18.0.102"), LoadBalancerSourceRanges: []netip.Prefix{netip.MustParsePrefix("172.18.0.0/24")}},
+		endpoints(8080, "10.244.2.24@node2"))
+	itl := cip("itlterm", "10.96.0.25")
+	itl.InternalPolicyLocal = true
+	add(itl, []*proxy.Endpoint{endpoint(8080, "10.244.1.25@node1", asTerminating), endpoint(8080, "10.244.2.25@node2")})
+	add(&proxy.ServicePort{Name: name("etlterm", "", v1.ProtocolTCP), Type: v1.ServiceTypeNodePort, ClusterIPs: ips("10.96.0.26"), Port: 80, Protocol: v1.ProtocolTCP,
+		NodePort: 30083, ExternalPolicyLocal: true},
+		[]*proxy.Endpoint{endpoint(8080, "10.244.1.26@node1", asTerminating), endpoint(8080, "10.244.2.26@node2")})
+	add(cip("ds", "10.96.0.27"), endpoints(8080, "10.244.1.27@node1", "fd00:244:1::27@node1"))
+	svcs[name("ds", "", v1.ProtocolTCP)].ClusterIPs = ips("10.96.0.27", "fd00:96::27")
 	return svcs, eps
 }
 
@@ -140,6 +192,17 @@ func BehaviourCases() []Case {
 		{"internalTrafficPolicy Local without local endpoints drops", tcp(PodOnNode1, netip.MustParseAddr("10.96.0.14"), 80), nil, false, D},
 		{"LB source range allows", tcp(AllowedExternal, netip.MustParseAddr("172.18.0.101"), 80), []string{"10.244.2.7:8080"}, true, A},
 		{"LB source range blocks others", tcp(External, netip.MustParseAddr("172.18.0.101"), 80), nil, false, D},
+		{"node hints for this node keep a pod's traffic on the node", tcp(PodOnNode1, netip.MustParseAddr("10.96.0.20"), 80), []string{"10.244.1.20:8080"}, false, A},
+		{"node hints that do not cover this node are ignored", tcp(PodOnNode1, netip.MustParseAddr("10.96.0.21"), 80), []string{"10.244.2.21:8080", "10.244.3.21:8080"}, false, A},
+		{"zone hints for this node's zone are used", tcp(PodOnNode1, netip.MustParseAddr("10.96.0.22"), 80), []string{"10.244.2.22:8080"}, false, A},
+		{"weight 0 gets no new connections", tcp(PodOnNode1, netip.MustParseAddr("10.96.0.23"), 80), []string{"10.244.2.23:8080"}, false, A},
+		{"LB source range containing the node IP lets the node reach its LB IP", tcp(netip.MustParseAddr("172.18.0.102"), netip.MustParseAddr("172.18.0.102"), 80), []string{"10.244.2.24:8080"}, true, A},
+		{"LB source range containing the node IP admits the node's network", tcp(netip.MustParseAddr("172.18.0.50"), netip.MustParseAddr("172.18.0.102"), 80), []string{"10.244.2.24:8080"}, true, A},
+		{"LB source range containing the node IP still blocks others", tcp(External, netip.MustParseAddr("172.18.0.102"), 80), nil, false, D},
+		{"internalTrafficPolicy Local falls back to the local terminating endpoint", tcp(PodOnNode1, netip.MustParseAddr("10.96.0.25"), 80), []string{"10.244.1.25:8080"}, false, A},
+		{"externalTrafficPolicy Local falls back to the local terminating endpoint", tcp(External, Node1IP, 30083), []string{"10.244.1.26:8080"}, false, A},
+		{"externalTrafficPolicy Local: cluster traffic uses ready endpoints only", tcp(PodOnNode1, netip.MustParseAddr("10.96.0.26"), 80), []string{"10.244.2.26:8080"}, false, A},
+		{"dual-stack Service: the IPv4 ClusterIP reaches the IPv4 endpoint", tcp(PodOnNode1, netip.MustParseAddr("10.96.0.27"), 80), []string{"10.244.1.27:8080"}, false, A},
 	}
 }
 
@@ -188,4 +251,53 @@ func checkOutcomes(c Case, outs []proxy.TraceOutcome) error {
 		return fmt.Errorf("endpoints %v, want %v", got, want)
 	}
 	return nil
+}
+
+// RunSelection runs the behaviour table against a mode whose tracer follows
+// its endpoint selection rather than kernel rules (userspace: its listener
+// table; ipvs: its virtual servers and firewall sets). It checks that each
+// packet reaches exactly the expected endpoints, or is refused when the
+// table expects a drop or a reject; masquerading is not compared (userspace
+// always connects from the node; IPVS masquerading lives in iptables
+// rules). limits names the cases the mode cannot express, with the reason
+// (they are skipped with that reason, and a limit naming no case fails).
+func RunSelection(t *testing.T, tr proxy.Tracer, limits map[string]string) {
+	t.Helper()
+	used := map[string]bool{}
+	for _, c := range BehaviourCases() {
+		t.Run(c.Name, func(t *testing.T) {
+			if why, ok := limits[c.Name]; ok {
+				used[c.Name] = true
+				t.Skip("mode limit: " + why)
+			}
+			outs, err := tr.Trace(c.Packet)
+			if err != nil {
+				t.Fatalf("trace: %v", err)
+			}
+			if len(outs) == 0 {
+				t.Fatal("no outcome")
+			}
+			var got []string
+			for _, o := range outs {
+				if (o.Verdict == proxy.VerdictAccept) != (c.Verdict == proxy.VerdictAccept) {
+					t.Fatalf("verdict %s, want %s (%+v)", o.Verdict, c.Verdict, outs)
+				}
+				if o.Verdict == proxy.VerdictAccept {
+					got = append(got, o.Endpoint)
+				}
+			}
+			slices.Sort(got)
+			got = slices.Compact(got)
+			want := slices.Clone(c.Endpoints)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("endpoints %v, want %v", got, want)
+			}
+		})
+	}
+	for n := range limits {
+		if !used[n] {
+			t.Errorf("limit %q names no behaviour case", n)
+		}
+	}
 }
