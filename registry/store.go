@@ -264,24 +264,45 @@ func (s *Store) Create(ctx context.Context, ns string, obj runtime.Object, opts 
 			return nil, err
 		}
 	}
-	st := s.Strategy
+	obj, tx, err := s.prepareCreate(ctx, s.Strategy, obj, "", opts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.DryRun {
+		tx.Revert()
+		return obj, nil
+	}
+	out, err := s.Storage.Create(ctx, s.Key(ns, acc.GetName()), obj)
+	if err != nil {
+		tx.Revert()
+		return nil, err
+	}
+	tx.Commit()
+	return out, nil
+}
+
+// prepareCreate is the one create recipe, used by Create and by Update's
+// create branch (PUT or apply of a missing object): Default, BeginCreate
+// (allocation), PrepareForCreate, the server-owned metadata, managedFields
+// (of the subresource's field manager), then validation. On success the
+// returned transaction (never nil) must be committed once the object is
+// stored, or reverted; on error it has been reverted already.
+func (s *Store) prepareCreate(ctx context.Context, st Strategy, obj runtime.Object, sub string, opts WriteOptions) (runtime.Object, Transaction, error) {
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, nil, apierrors.NewBadRequest(err.Error())
+	}
 	st.Default(obj)
 	var tx Transaction = NopTransaction{}
 	if a, ok := st.(CreateAllocator); ok {
 		t, err := a.BeginCreate(ctx, obj, opts.DryRun)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if t != nil {
 			tx = t
 		}
 	}
-	committed := false
-	defer func() {
-		if !committed {
-			tx.Revert()
-		}
-	}()
 	st.PrepareForCreate(ctx, obj)
 	acc.SetUID(uuid.NewUUID())
 	acc.SetCreationTimestamp(s.now())
@@ -292,23 +313,15 @@ func (s *Store) Create(ctx context.Context, ns string, obj runtime.Object, opts 
 	if s.Info.Generation {
 		acc.SetGeneration(1)
 	}
-	if fm := s.FieldManagers[""]; fm != nil && !opts.SkipManagedFields {
+	if fm := s.FieldManagers[sub]; fm != nil && !opts.SkipManagedFields {
 		acc.SetManagedFields(nil)
 		obj = fm.UpdateNoErrors(s.Info.New(), obj, opts.FieldManager)
 	}
 	if errs := s.validateCreate(ctx, st, obj); len(errs) > 0 {
-		return nil, s.invalid(obj, errs)
+		tx.Revert()
+		return nil, nil, s.invalid(obj, errs)
 	}
-	if opts.DryRun {
-		return obj, nil
-	}
-	out, err := s.Storage.Create(ctx, s.Key(ns, acc.GetName()), obj)
-	if err != nil {
-		return nil, err
-	}
-	tx.Commit()
-	committed = true
-	return out, nil
+	return obj, tx, nil
 }
 
 // Get returns one object.
@@ -373,25 +386,9 @@ func (s *Store) Update(ctx context.Context, ns, name string, compute UpdateFunc,
 			if rv := acc.GetResourceVersion(); rv != "" {
 				return nil, apierrors.NewNotFound(s.Info.GroupResource(), name)
 			}
-			st.Default(obj)
-			if a, ok := st.(CreateAllocator); ok {
-				t, err := a.BeginCreate(ctx, obj, opts.DryRun)
-				if err != nil {
-					return nil, err
-				}
-				tx = t
-			}
-			st.PrepareForCreate(ctx, obj)
-			acc.SetUID(uuid.NewUUID())
-			acc.SetCreationTimestamp(s.now())
-			acc.SetGeneration(0)
-			if s.Info.Generation {
-				acc.SetGeneration(1)
-			}
-			acc.SetDeletionTimestamp(nil)
-			acc.SetDeletionGracePeriodSeconds(nil)
-			if errs := s.validateCreate(ctx, st, obj); len(errs) > 0 {
-				return nil, s.invalid(obj, errs)
+			obj, tx, err = s.prepareCreate(ctx, st, obj, opts.Subresource, opts)
+			if err != nil {
+				return nil, err
 			}
 			if opts.DryRun {
 				return nil, &dryRunResult{obj}
