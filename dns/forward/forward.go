@@ -12,8 +12,9 @@
 // and NXDOMAIN/NODATA answers for the SOA minimum (at most MaxDenialTTL);
 // SERVFAIL, REFUSED and truncated answers are not cached. Cached answers are
 // served with their TTLs decreased by the time spent in the cache. Like
-// kubeadm's CoreDNS ("cache 30"), every forwarded answer leaves with its TTLs
-// capped at 30 seconds, cached or not.
+// kubeadm's CoreDNS ("cache 30"), with the cache on every forwarded answer
+// leaves with its TTLs capped at 30 seconds, cached or not; with the cache
+// off (size 0) answers keep the upstream's TTLs.
 package forward
 
 import (
@@ -134,8 +135,10 @@ func (f *Forwarder) Exchange(ctx context.Context, req *dns.Msg, tcp bool) (resp 
 		stripOPT(resp)
 	}
 	resp.Id = req.Id
-	capTTL(resp, uint32(MaxTTL/time.Second))
 	if f.cache != nil {
+		// The cap belongs to the cache (CoreDNS's "cache 30"): without
+		// one, upstream answers pass with their own TTLs.
+		capTTL(resp, uint32(MaxTTL/time.Second))
 		f.cache.Put(k, resp, time.Now())
 	}
 	return resp, false, nil

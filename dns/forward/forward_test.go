@@ -197,3 +197,27 @@ func (o obs) CacheHit(string) { o.hits.Add(1) }
 func (o obs) CacheMiss()      { o.misses.Add(1) }
 
 func writeFile(p, s string) error { return os.WriteFile(p, []byte(s), 0o644) }
+
+// TestTTLCapBelongsToTheCache: with the cache on, forwarded TTLs leave capped
+// at 30 s (kubeadm's "cache 30"); with it off they pass unchanged.
+func TestTTLCapBelongsToTheCache(t *testing.T) {
+	s := startStub(t, func(r *dns.Msg, _ bool) *dns.Msg { return aAnswer(r, 1, 3600) })
+	for _, c := range []struct {
+		size int
+		want uint32
+	}{{100, 30}, {0, 3600}} {
+		f, err := New([]string{s.addr}, time.Second, c.size, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := new(dns.Msg)
+		m.SetQuestion("www.example.com.", dns.TypeA)
+		r, _, err := f.Exchange(context.Background(), m, false)
+		if err != nil || len(r.Answer) != 1 {
+			t.Fatalf("cache size %d: %v %v", c.size, err, r)
+		}
+		if got := r.Answer[0].Header().Ttl; got != c.want {
+			t.Errorf("cache size %d: TTL %d, want %d", c.size, got, c.want)
+		}
+	}
+}
