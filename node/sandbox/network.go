@@ -3,13 +3,17 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // run runs a program and returns a wrapped error with its output on failure.
@@ -25,19 +29,21 @@ func run(ctx context.Context, name string, args ...string) error {
 // network namespace, gives it gw/bits, brings it up and turns on IPv4
 // forwarding for this namespace (the sysctl is per network namespace).
 func EnsureBridge(ctx context.Context, br string, gw netip.Prefix) error {
-	if err := exec.CommandContext(ctx, "ip", "link", "show", br).Run(); err != nil {
-		if err := run(ctx, "ip", "link", "add", br, "type", "bridge"); err != nil {
-			return fmt.Errorf("create bridge: %w", err)
+	link, err := netlink.LinkByName(br)
+	if _, missing := err.(netlink.LinkNotFoundError); missing {
+		if err := netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: br}}); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("create bridge %s: %w", br, err)
 		}
+		link, err = netlink.LinkByName(br)
 	}
-	out, _ := exec.CommandContext(ctx, "ip", "-o", "addr", "show", "dev", br).Output()
-	if !strings.Contains(string(out), " "+gw.String()+" ") {
-		if err := run(ctx, "ip", "addr", "add", gw.String(), "dev", br); err != nil {
-			return fmt.Errorf("address bridge: %w", err)
-		}
+	if err != nil {
+		return fmt.Errorf("bridge %s: %w", br, err)
 	}
-	if err := run(ctx, "ip", "link", "set", br, "up"); err != nil {
-		return err
+	if err := netlink.AddrAdd(link, &netlink.Addr{IPNet: ipNet(gw)}); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("address bridge %s: %w", br, err)
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		return fmt.Errorf("bring bridge %s up: %w", br, err)
 	}
 	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644); err != nil {
 		return fmt.Errorf("enable forwarding: %w", err)
@@ -45,25 +51,65 @@ func EnsureBridge(ctx context.Context, br string, gw netip.Prefix) error {
 	return nil
 }
 
-// podNet wires a pod's network namespace: veth host end on the bridge,
-// eth0 inside with ip/bits, lo up, default route via gw.
+// ipNet is p as the netlink library's address type.
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+// podNet wires a pod's network namespace: veth host end on the bridge (in
+// hairpin mode), eth0 inside with ip/bits, lo up, default route via gw. The
+// namespace itself is made with `ip netns add`, which also makes the
+// /run/netns mount point shared, so the name is visible from the mount
+// namespaces of svcnet up, svcnet exec and the infra process alike.
 func podNet(ctx context.Context, nsName, hostIf, bridge string, ip netip.Prefix, gw netip.Addr) error {
 	if err := run(ctx, "ip", "netns", "add", nsName); err != nil {
 		return err
 	}
-	steps := [][]string{
-		{"ip", "link", "add", hostIf, "type", "veth", "peer", "name", "eth0", "netns", nsName},
-		{"ip", "link", "set", hostIf, "master", bridge},
-		{"ip", "link", "set", hostIf, "up"},
-		{"ip", "-n", nsName, "link", "set", "lo", "up"},
-		{"ip", "-n", nsName, "addr", "add", ip.String(), "dev", "eth0"},
-		{"ip", "-n", nsName, "link", "set", "eth0", "up"},
-		{"ip", "-n", nsName, "route", "add", "default", "via", gw.String(), "dev", "eth0"},
+	ns, err := netns.GetFromName(nsName)
+	if err != nil {
+		return fmt.Errorf("open netns %s: %w", nsName, err)
 	}
-	for _, s := range steps {
-		if err := run(ctx, s[0], s[1:]...); err != nil {
-			return err
-		}
+	defer ns.Close()
+	br, err := netlink.LinkByName(bridge)
+	if err != nil {
+		return fmt.Errorf("bridge %s: %w", bridge, err)
+	}
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: hostIf, MasterIndex: br.Attrs().Index},
+		PeerName: "eth0", PeerNamespace: netlink.NsFd(int(ns))}
+	if err := netlink.LinkAdd(veth); err != nil {
+		return fmt.Errorf("create veth %s: %w", hostIf, err)
+	}
+	host, err := netlink.LinkByName(hostIf)
+	if err != nil {
+		return fmt.Errorf("veth %s: %w", hostIf, err)
+	}
+	if err := netlink.LinkSetUp(host); err != nil {
+		return fmt.Errorf("bring %s up: %w", hostIf, err)
+	}
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return fmt.Errorf("netlink in %s: %w", nsName, err)
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		return fmt.Errorf("lo in %s: %w", nsName, err)
+	}
+	eth0, err := h.LinkByName("eth0")
+	if err != nil {
+		return fmt.Errorf("eth0 in %s: %w", nsName, err)
+	}
+	if err := h.LinkSetUp(lo); err != nil {
+		return fmt.Errorf("bring lo up in %s: %w", nsName, err)
+	}
+	if err := h.AddrAdd(eth0, &netlink.Addr{IPNet: ipNet(ip)}); err != nil {
+		return fmt.Errorf("address %s on eth0 in %s: %w", ip, nsName, err)
+	}
+	if err := h.LinkSetUp(eth0); err != nil {
+		return fmt.Errorf("bring eth0 up in %s: %w", nsName, err)
+	}
+	if err := h.RouteAdd(&netlink.Route{LinkIndex: eth0.Attrs().Index, Gw: gw.AsSlice()}); err != nil {
+		return fmt.Errorf("default route via %s in %s: %w", gw, nsName, err)
 	}
 	return setHairpin(hostIf)
 }
