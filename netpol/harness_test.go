@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,7 +212,13 @@ func (p probe) String() string {
 	return fmt.Sprintf("%s -> %s %d/%s", p.from.key(), p.to.key(), p.port, p.proto)
 }
 
-const probeTimeout = 400 * time.Millisecond
+const probeTimeout = 500 * time.Millisecond
+
+// nextSrcPort hands out probe source ports from 20001 up (a run makes far
+// fewer than the 40000 it has before reaching the ephemeral range's end).
+var nextSrcPort atomic.Int32
+
+func init() { nextSrcPort.Store(20000) }
 
 // try makes one fresh connection from inside the source pod and reports
 // whether the echo came back.
@@ -219,7 +226,17 @@ func (p probe) try() bool {
 	ok := false
 	_ = p.from.netns.Do(func() error {
 		addr := net.JoinHostPort(p.to.ip, fmt.Sprint(p.port))
-		c, err := net.DialTimeout(strings.ToLower(p.proto), addr, probeTimeout)
+		// Every probe uses a source port no earlier probe used: a reused
+		// 5-tuple could match a conntrack entry left by an earlier case's
+		// allowed probe (UDP entries live 30 s) and pass as established.
+		d := net.Dialer{Timeout: probeTimeout}
+		src := int(nextSrcPort.Add(1))
+		if p.proto == "UDP" {
+			d.LocalAddr = &net.UDPAddr{Port: src}
+		} else {
+			d.LocalAddr = &net.TCPAddr{Port: src}
+		}
+		c, err := d.Dial(strings.ToLower(p.proto), addr)
 		if err != nil {
 			return nil
 		}
