@@ -196,7 +196,8 @@ func (p *PKI) WriteKubeconfig(path, server string) error {
 // authenticates as user (in groups) with a new client certificate from the
 // cluster CA under dataDir. Node agents and other components get their
 // credentials this way, for example user "system:node:node-1" in group
-// "system:nodes". The server accepts any certificate its CA signed.
+// "system:nodes". What the user may do is up to the apiserver's
+// authorizers (RBAC, Node).
 func WriteClientKubeconfig(dataDir, path, server, user string, groups []string) error {
 	p, err := LoadOrCreatePKI(filepath.Join(dataDir, "pki"))
 	if err != nil {

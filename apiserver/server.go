@@ -27,6 +27,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/applyconfigurations"
@@ -80,6 +81,10 @@ type Config struct {
 	// --authorization-mode: RBAC, Node, AlwaysAllow, AlwaysDeny (default
 	// RBAC,Node). Members of system:masters are always allowed.
 	AuthorizationModes []string
+	// RepairInterval is how often the ClusterIP/NodePort repair runs after
+	// the run at start (default 3m, kube-apiserver's); a value leaked by a
+	// crash is freed on the third run that finds it unused.
+	RepairInterval time.Duration
 }
 
 // Server is one API server instance.
@@ -147,6 +152,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.BookmarkInterval == 0 {
 		cfg.BookmarkInterval = 10 * time.Second
+	}
+	if cfg.RepairInterval <= 0 {
+		cfg.RepairInterval = 3 * time.Minute
 	}
 	if len(cfg.AuthorizationModes) == 0 {
 		cfg.AuthorizationModes = []string{"RBAC", "Node"}
@@ -394,13 +402,33 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) Etcd() *clientv3.Client { return s.etcd }
 
 // repairLoop runs the ClusterIP/NodePort allocator repair once at start and
-// then every three minutes, as kube-apiserver's repair controllers do.
+// then every RepairInterval (three minutes), as kube-apiserver's repair
+// controllers do, and logs what changed.
 func (s *Server) repairLoop(ctx context.Context) {
 	if s.serviceCfg == nil {
 		return
 	}
 	rep := s.serviceCfg.Repairer(s.reportRepair(ctx))
-	for {
+	// used counts the allocations: ClusterIPs (IPAddress objects, or the
+	// bitmaps without ServiceCIDRs) and NodePorts (bitmap).
+	used := func() (ips, ports int) {
+		for _, a := range s.serviceCfg.ClusterIPs {
+			if n, err := a.Used(ctx); err == nil {
+				ips += n
+			}
+		}
+		if s.ipAddresses != nil {
+			if l, err := s.ipAddresses.IPAddresses.List(ctx, "", registry.ListOptions{}); err == nil {
+				ips += len(l.(*networkingv1.IPAddressList).Items)
+			}
+		}
+		if s.serviceCfg.NodePorts != nil {
+			ports, _ = s.serviceCfg.NodePorts.Used(ctx)
+		}
+		return ips, ports
+	}
+	for first := true; ; first = false {
+		ipsBefore, portsBefore := used()
 		if err := rep.RunOnce(ctx, s.listServices); err != nil && ctx.Err() == nil {
 			s.log.Warn("service allocation repair", "err", err)
 		}
@@ -412,10 +440,17 @@ func (s *Server) repairLoop(ctx context.Context) {
 				s.log.Warn("ipaddress repair", "err", err)
 			}
 		}
+		// What the repairs found: allocations without a Service are freed
+		// once seen unused long enough (NodePorts: on the third run;
+		// IPAddresses: after kube-apiserver's 60 s grace).
+		if ips, ports := used(); first || ips != ipsBefore || ports != portsBefore {
+			s.log.Info("service allocation repair", "clusterIPsAllocatedBefore", ipsBefore, "clusterIPsAllocated", ips,
+				"nodePortsAllocatedBefore", portsBefore, "nodePortsAllocated", ports)
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(3 * time.Minute):
+		case <-time.After(s.cfg.RepairInterval):
 		}
 	}
 }

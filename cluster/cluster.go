@@ -236,6 +236,12 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := clientcmd.WriteToFile(*kc, c.Kubeconfig); err != nil {
 		return nil, err
 	}
+	// One identity per component, with the bindings a real cluster gives
+	// them (apiserver/authz): the admin kubeconfig above is for the user only.
+	kcs, err := writeComponentKubeconfigs(cfg, apiDir, fmt.Sprintf("https://%s:%d", bridgeAddr, apiPort))
+	if err != nil {
+		return nil, err
+	}
 	log.Info("apiserver ready", "after", time.Since(t0).Round(time.Millisecond))
 
 	// The nodes.
@@ -277,7 +283,7 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		// (ip netns exec would make a private one), so the pod namespaces
 		// the node agents create are visible to svcnet exec and down.
 		nsPath := "--net=/var/run/netns/" + ns
-		args := []string{"nsenter", nsPath, "--", cfg.Exe, "node", "--kubeconfig", c.Kubeconfig, "--node-name", name,
+		args := []string{"nsenter", nsPath, "--", cfg.Exe, "node", "--kubeconfig", kcs["node-"+name], "--node-name", name,
 			"--node-ip", nodeIP(i), "--pod-cidr", podCIDR(i), "--data-dir", filepath.Join(cfg.DataDir, "nodes", name),
 			"--netns-prefix", fmt.Sprintf("%s-n%d-", cfg.Prefix, i), "--listen", nodeIP(i) + ":10250", "--cluster-dns", dnsIP}
 		if i == 1 && cfg.Nodes > 1 {
@@ -287,7 +293,7 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		if err := c.start("node-"+strconv.Itoa(i), args...); err != nil {
 			return nil, err
 		}
-		proxyArgs := []string{"nsenter", nsPath, "--", cfg.Exe, "proxy", "--kubeconfig", c.Kubeconfig,
+		proxyArgs := []string{"nsenter", nsPath, "--", cfg.Exe, "proxy", "--kubeconfig", kcs["proxy"],
 			"--hostname-override", name, "--proxy-mode", cfg.ProxyMode, "--cluster-cidr", cfg.ClusterCIDR,
 			"--service-cluster-ip-range", cfg.ServiceClusterIPRange}
 		if cfg.NodePortAddresses != "" {
@@ -303,7 +309,7 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		}
 	}
 	if c.hasCommand("controllers") {
-		if err := c.start("controllers", cfg.Exe, "controllers", "--kubeconfig", c.Kubeconfig); err != nil {
+		if err := c.start("controllers", cfg.Exe, "controllers", "--kubeconfig", kcs["controllers"]); err != nil {
 			return nil, err
 		}
 	} else {
@@ -402,7 +408,7 @@ func ensureDNS(ctx context.Context, client kubernetes.Interface, cfg Config) err
 	if _, err := client.CoreV1().Services("kube-system").Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create kube-dns Service: %w", err)
 	}
-	kubeconfig := filepath.Join(cfg.DataDir, "kubeconfig")
+	kubeconfig := componentKubeconfig(cfg.DataDir, "dns")
 	replicas := min(2, cfg.Nodes)
 	for r := 1; r <= replicas; r++ {
 		zero := int64(5)

@@ -158,14 +158,26 @@ func (p *DefaultPolicy) addExtras() {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:coredns"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "coredns", Namespace: "kube-system"}},
 	})
+	// MetalLB's controller ClusterRole (its LoadBalancer IP assignment is
+	// svcnet's lbipam controller): it annotates Services, writes their
+	// status and reads the address pools.
+	p.ClusterRoles = append(p.ClusterRoles, rbacv1.ClusterRole{
+		ObjectMeta: svcnetMeta("svcnet:metallb-controller"),
+		Rules: []rbacv1.PolicyRule{
+			{Verbs: []string{"get", "list", "watch", "update"}, APIGroups: []string{""}, Resources: []string{"services"}},
+			{Verbs: []string{"update"}, APIGroups: []string{""}, Resources: []string{"services/status"}},
+			{Verbs: []string{"create", "patch"}, APIGroups: []string{""}, Resources: []string{"events"}},
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"metallb.io"}, Resources: []string{"ipaddresspools", "l2advertisements"}},
+		},
+	})
 	user := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ControllersUser}}
-	roles := []string{"system:kube-scheduler"}
+	roles := []string{"system:kube-scheduler", "svcnet:metallb-controller"}
 	for _, c := range SvcnetControllers {
 		roles = append(roles, "system:controller:"+c)
 	}
 	for _, r := range roles {
 		p.ClusterRoleBindings = append(p.ClusterRoleBindings, rbacv1.ClusterRoleBinding{
-			ObjectMeta: svcnetMeta("svcnet:controllers:" + strings.TrimPrefix(r, "system:")),
+			ObjectMeta: svcnetMeta("svcnet:controllers:" + strings.TrimPrefix(strings.TrimPrefix(r, "system:"), "svcnet:")),
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: r},
 			Subjects:   user,
 		})
