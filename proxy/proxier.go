@@ -16,7 +16,7 @@ import (
 // ConntrackCleaner removes conntrack entries made stale by a sync (see
 // package proxy/conntrack). Errors are logged, never fatal.
 type ConntrackCleaner interface {
-	CleanStaleEntries(ctx context.Context, svcs ServicePortMap, sr ServiceUpdateResult, er EndpointsUpdateResult) error
+	CleanStaleEntries(ctx context.Context, svcs ServicePortMap, eps EndpointsMap) error
 }
 
 // Config configures a Proxier.
@@ -274,7 +274,7 @@ func (p *Proxier) sync(ctx context.Context) error {
 		p.cfg.ServiceHealth.SyncEndpoints(p.epMap.LocalReadyEndpoints())
 	}
 	if p.cfg.Conntrack != nil {
-		if err := p.cfg.Conntrack.CleanStaleEntries(ctx, p.svcMap, sr, er); err != nil {
+		if err := p.cfg.Conntrack.CleanStaleEntries(ctx, p.svcMap, p.epMap); err != nil {
 			p.log.Warn("clearing stale conntrack entries", "err", err)
 		}
 	}

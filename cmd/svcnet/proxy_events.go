@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -19,7 +20,9 @@ import (
 // serviceEvents records the proxy modes' Service events as core/v1 Events
 // (source component svcnet-proxy, host = the node), so that they show in
 // `kubectl describe svc`. The Service is read first for its UID, which
-// describe's event query matches on.
+// describe's event query matches on; by a list with a metadata.name field
+// selector, because kube-proxy's role (system:node-proxier) may list and
+// watch Services but not get them.
 type serviceEvents struct {
 	client kubernetes.Interface
 	rec    record.EventRecorder
@@ -42,11 +45,14 @@ func (e *serviceEvents) ServiceEvent(svc types.NamespacedName, eventType, reason
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		s, err := e.client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+		l, err := e.client.CoreV1().Services(svc.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + svc.Name})
+		if err == nil && len(l.Items) == 0 {
+			err = fmt.Errorf("service not found")
+		}
 		if err != nil {
 			e.log.Warn("cannot record event on service", "service", svc.String(), "reason", reason, "err", err)
 			return
 		}
-		e.rec.Event(s, eventType, reason, message)
+		e.rec.Event(&l.Items[0], eventType, reason, message)
 	}()
 }
