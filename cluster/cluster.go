@@ -303,7 +303,7 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			return nil, err
 		}
 		// NetworkPolicy enforcement for this node's pods, in its own table.
-		if err := c.start("netpol-"+strconv.Itoa(i), "nsenter", nsPath, "--", cfg.Exe, "netpol", "--kubeconfig", c.Kubeconfig,
+		if err := c.start("netpol-"+strconv.Itoa(i), "nsenter", nsPath, "--", cfg.Exe, "netpol", "--kubeconfig", kcs["netpol"],
 			"--hostname-override", name); err != nil {
 			return nil, err
 		}

@@ -20,7 +20,8 @@ func componentKubeconfig(dataDir, name string) string {
 // kubeconfig for each, keyed by component: every node agent acts as
 // system:node:<name> in system:nodes (Node authorizer), the proxies as
 // system:kube-proxy (system:node-proxier), the DNS servers as the coredns
-// service account of kube-system (system:coredns, as kubeadm binds it) and
+// service account of kube-system (system:coredns, as kubeadm binds it), the
+// network-policy agents as kube-system/svcnet-netpol (svcnet:netpol) and
 // the controllers as system:kube-controller-manager (bound to the
 // system:controller:* roles of the controllers svcnet runs).
 func writeComponentKubeconfigs(cfg Config, apiDir, server string) (map[string]string, error) {
@@ -35,6 +36,7 @@ func writeComponentKubeconfigs(cfg Config, apiDir, server string) (map[string]st
 		"proxy":       {user: authz.ProxyUser},
 		"controllers": {user: authz.ControllersUser},
 		"dns":         {user: authz.DNSUser, groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"}},
+		"netpol":      {user: authz.NetpolUser, groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"}},
 	}
 	for i := 1; i <= cfg.Nodes; i++ {
 		name := NodeName(cfg.Prefix, i)

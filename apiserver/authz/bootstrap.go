@@ -50,6 +50,11 @@ const DNSUser = "system:serviceaccount:kube-system:coredns"
 // ProxyUser is kube-proxy's identity, bound to system:node-proxier.
 const ProxyUser = "system:kube-proxy"
 
+// NetpolUser is the identity of `svcnet netpol` in `svcnet up`: a service
+// account of kube-system bound to svcnet:netpol (read pods, namespaces and
+// NetworkPolicies), as network-policy agents of CNI plugins get one.
+const NetpolUser = "system:serviceaccount:kube-system:svcnet-netpol"
+
 type itemList struct {
 	Items []json.RawMessage `json:"items"`
 }
@@ -169,6 +174,18 @@ func (p *DefaultPolicy) addExtras() {
 			{Verbs: []string{"create", "patch"}, APIGroups: []string{""}, Resources: []string{"events"}},
 			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"metallb.io"}, Resources: []string{"ipaddresspools", "l2advertisements"}},
 		},
+	})
+	p.ClusterRoles = append(p.ClusterRoles, rbacv1.ClusterRole{
+		ObjectMeta: svcnetMeta("svcnet:netpol"),
+		Rules: []rbacv1.PolicyRule{
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"pods", "namespaces"}},
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}},
+		},
+	})
+	p.ClusterRoleBindings = append(p.ClusterRoleBindings, rbacv1.ClusterRoleBinding{
+		ObjectMeta: svcnetMeta("svcnet:netpol"),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "svcnet:netpol"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "svcnet-netpol", Namespace: "kube-system"}},
 	})
 	user := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ControllersUser}}
 	roles := []string{"system:kube-scheduler", "svcnet:metallb-controller"}
