@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -39,6 +40,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -199,15 +201,8 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := c.saveState(); err != nil {
 		return nil, err
 	}
-	for _, s := range [][]string{
-		{"ip", "link", "add", br, "type", "bridge"},
-		{"ip", "addr", "add", bridgeAddr + "/24", "dev", br},
-		{"ip", "link", "set", br, "up"},
-		{"ip", "link", "set", "lo", "up"},
-	} {
-		if err := run(ctx, s...); err != nil {
-			return nil, err
-		}
+	if err := addBridge(br, netip.MustParsePrefix(bridgeAddr+"/24")); err != nil {
+		return nil, err
 	}
 	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644); err != nil {
 		return nil, fmt.Errorf("enable forwarding: %w", err)
@@ -257,26 +252,20 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		if err := c.saveState(); err != nil {
 			return nil, err
 		}
-		steps := [][]string{
-			{"ip", "netns", "add", ns},
-			{"ip", "link", "add", hostIf, "type", "veth", "peer", "name", "eth0", "netns", ns},
-			{"ip", "link", "set", hostIf, "master", br},
-			{"ip", "link", "set", hostIf, "up"},
-			{"ip", "-n", ns, "link", "set", "lo", "up"},
-			{"ip", "-n", ns, "addr", "add", nodeIP(i) + "/24", "dev", "eth0"},
-			{"ip", "-n", ns, "link", "set", "eth0", "up"},
-			{"ip", "-n", ns, "route", "add", "default", "via", bridgeAddr},
-			{"ip", "route", "replace", podCIDR(i), "via", nodeIP(i)},
+		if err := run(ctx, "ip", "netns", "add", ns); err != nil {
+			return nil, err
 		}
+		routes := map[netip.Prefix]netip.Addr{}
 		for j := 1; j <= cfg.Nodes; j++ {
 			if j != i {
-				steps = append(steps, []string{"ip", "-n", ns, "route", "add", podCIDR(j), "via", nodeIP(j)})
+				routes[netip.MustParsePrefix(podCIDR(j))] = netip.MustParseAddr(nodeIP(j))
 			}
 		}
-		for _, s := range steps {
-			if err := run(ctx, s...); err != nil {
-				return nil, err
-			}
+		if err := addNode(ns, hostIf, br, netip.MustParsePrefix(nodeIP(i)+"/24"), netip.MustParseAddr(bridgeAddr), routes); err != nil {
+			return nil, err
+		}
+		if err := netlink.RouteReplace(&netlink.Route{Dst: ipNet(netip.MustParsePrefix(podCIDR(i))), Gw: net.ParseIP(nodeIP(i))}); err != nil {
+			return nil, fmt.Errorf("route %s via %s: %w", podCIDR(i), nodeIP(i), err)
 		}
 		name := NodeName(cfg.Prefix, i)
 		// nsenter --net keeps the components in the current mount namespace
@@ -627,14 +616,14 @@ func Down(ctx context.Context, dataDir string) error {
 	for _, l := range st.Links {
 		// Deleting the node namespace removes its veth pair too, but only
 		// once the kernel has released the namespace; don't wait for that.
-		if exec.CommandContext(ctx, "ip", "link", "show", l).Run() == nil {
-			_ = run(ctx, "ip", "link", "delete", l)
+		if link, err := netlink.LinkByName(l); err == nil {
+			_ = netlink.LinkDel(link)
 		}
 	}
 	if st.Bridge != "" {
-		if exec.CommandContext(ctx, "ip", "link", "show", st.Bridge).Run() == nil {
-			if err := run(ctx, "ip", "link", "delete", st.Bridge); err != nil {
-				errs = append(errs, err)
+		if link, err := netlink.LinkByName(st.Bridge); err == nil {
+			if err := netlink.LinkDel(link); err != nil {
+				errs = append(errs, fmt.Errorf("delete bridge %s: %w", st.Bridge, err))
 			}
 		}
 	}
