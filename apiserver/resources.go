@@ -12,6 +12,8 @@ import (
 
 	"github.com/svcnet/svcnet/registry"
 	"github.com/svcnet/svcnet/registry/core"
+	"github.com/svcnet/svcnet/registry/endpoints"
+	"github.com/svcnet/svcnet/registry/endpointslice"
 	"github.com/svcnet/svcnet/registry/networking"
 	"github.com/svcnet/svcnet/registry/networkpolicy"
 )
@@ -24,7 +26,9 @@ var (
 )
 
 type resourceDef struct {
-	info     registry.ResourceInfo
+	info registry.ResourceInfo
+	// strategy builds the resource's strategy; nil for services, whose
+	// strategy needs the other stores (buildStores sets it).
 	strategy func() registry.Strategy
 }
 
@@ -61,9 +65,9 @@ func builtinResources() []resourceDef {
 		{registry.ResourceInfo{GVR: v1.WithResource("namespaces"), Kind: "Namespace", Singular: "namespace", ShortNames: []string{"ns"}, Status: true,
 			New: typed[corev1.Namespace](), NewList: typed[corev1.NamespaceList]()}, core.NewNamespaceStrategy},
 		{registry.ResourceInfo{GVR: v1.WithResource("services"), Kind: "Service", Singular: "service", Namespaced: true, ShortNames: []string{"svc"}, Categories: []string{"all"}, Status: true,
-			New: typed[corev1.Service](), NewList: typed[corev1.ServiceList]()}, core.NewSimpleServiceStrategy},
+			New: typed[corev1.Service](), NewList: typed[corev1.ServiceList]()}, nil}, // built by buildStores over the IPAddress allocator
 		{registry.ResourceInfo{GVR: v1.WithResource("endpoints"), Kind: "Endpoints", Singular: "endpoints", Namespaced: true, ShortNames: []string{"ep"},
-			New: typed[corev1.Endpoints](), NewList: typed[corev1.EndpointsList]()}, core.NewSimpleEndpointsStrategy},
+			New: typed[corev1.Endpoints](), NewList: typed[corev1.EndpointsList]()}, func() registry.Strategy { return endpoints.NewStrategy() }},
 		{registry.ResourceInfo{GVR: v1.WithResource("pods"), Kind: "Pod", Singular: "pod", Generation: true, Namespaced: true, ShortNames: []string{"po"}, Categories: []string{"all"}, Status: true,
 			New: typed[corev1.Pod](), NewList: typed[corev1.PodList]()}, core.NewPodStrategy},
 		{registry.ResourceInfo{GVR: v1.WithResource("nodes"), Kind: "Node", Singular: "node", ShortNames: []string{"no"}, Status: true,
@@ -73,7 +77,7 @@ func builtinResources() []resourceDef {
 		{registry.ResourceInfo{GVR: v1.WithResource("configmaps"), Kind: "ConfigMap", Singular: "configmap", Namespaced: true, ShortNames: []string{"cm"},
 			New: typed[corev1.ConfigMap](), NewList: typed[corev1.ConfigMapList]()}, core.NewConfigMapStrategy},
 		{registry.ResourceInfo{GVR: discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), Kind: "EndpointSlice", Singular: "endpointslice", Namespaced: true,
-			New: typed[discoveryv1.EndpointSlice](), NewList: typed[discoveryv1.EndpointSliceList]()}, core.NewSimpleEndpointSliceStrategy},
+			New: typed[discoveryv1.EndpointSlice](), NewList: typed[discoveryv1.EndpointSliceList]()}, func() registry.Strategy { return endpointslice.NewStrategy() }},
 		{registry.ResourceInfo{GVR: apps.WithResource("deployments"), Kind: "Deployment", Singular: "deployment", Generation: true, Namespaced: true, ShortNames: []string{"deploy"}, Categories: []string{"all"}, Status: true, Scale: true,
 			New: typed[appsv1.Deployment](), NewList: typed[appsv1.DeploymentList]()}, core.NewDeploymentStrategy},
 		{registry.ResourceInfo{GVR: apps.WithResource("replicasets"), Kind: "ReplicaSet", Singular: "replicaset", Generation: true, Namespaced: true, ShortNames: []string{"rs"}, Categories: []string{"all"}, Status: true, Scale: true,

@@ -39,8 +39,6 @@ import (
 	"github.com/svcnet/svcnet/apiserver/authz"
 	"github.com/svcnet/svcnet/registry"
 	"github.com/svcnet/svcnet/registry/core"
-	"github.com/svcnet/svcnet/registry/endpoints"
-	"github.com/svcnet/svcnet/registry/endpointslice"
 	"github.com/svcnet/svcnet/registry/service"
 	"github.com/svcnet/svcnet/storage"
 )
@@ -69,8 +67,9 @@ type Config struct {
 	SecondaryServiceClusterIPRange netip.Prefix
 	// ServiceNodePortRange is the NodePort range (default 30000-32767).
 	ServiceNodePortRange string
-	// Strategies replaces the strategy of a resource (for example the
-	// Service-semantics strategies of services, endpoints and endpointslices).
+	// Strategies replaces the strategy of a resource. Only tests use it
+	// (registry/service's integration tests run the Service strategy over
+	// an allocator Config of their own).
 	Strategies map[schema.GroupResource]registry.Strategy
 	// Logger receives the server's logs (default slog.Default()).
 	Logger *slog.Logger
@@ -202,15 +201,11 @@ func (s *Server) buildStores() error {
 	s.stores = map[schema.GroupVersionResource]*served{}
 	s.byGR = map[schema.GroupResource]*served{}
 	tc := applyconfigurations.NewTypeConverter(Scheme)
-	defaults := map[schema.GroupResource]registry.Strategy{
-		EndpointsResource:      endpoints.NewStrategy(),
-		EndpointSlicesResource: endpointslice.NewStrategy(),
-	}
 	for _, def := range builtinResources() {
 		info := def.info
-		strategy := def.strategy()
-		if st, ok := defaults[info.GroupResource()]; ok {
-			strategy = st
+		var strategy registry.Strategy
+		if def.strategy != nil {
+			strategy = def.strategy()
 		}
 		if st, ok := s.cfg.Strategies[info.GroupResource()]; ok && st != nil {
 			strategy = st

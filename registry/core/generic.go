@@ -1,7 +1,8 @@
 // Package core holds the strategies of the resources svcnet serves that are
 // not about Services: namespaces, pods, nodes, events, configmaps, leases,
-// deployments and replicasets, plus simple stand-ins for services, endpoints
-// and endpointslices until registry/service supplies the real ones.
+// deployments and replicasets (Services, Endpoints and EndpointSlices have
+// their own packages: registry/service, registry/endpoints,
+// registry/endpointslice).
 //
 // Defaults follow the Kubernetes defaulting functions of the same types
 // (for example a Pod gets dnsPolicy ClusterFirst, enableServiceLinks true,

@@ -5,7 +5,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -430,60 +429,4 @@ func equalSelector(a, b *metav1.LabelSelector) bool {
 	sa, _ := metav1.LabelSelectorAsSelector(a)
 	sb, _ := metav1.LabelSelectorAsSelector(b)
 	return sa.String() == sb.String()
-}
-
-// NewSimpleServiceStrategy is the stand-in Service strategy used until
-// registry/service is wired in: port protocol TCP, targetPort = port, type
-// ClusterIP, sessionAffinity None; it allocates nothing.
-func NewSimpleServiceStrategy() registry.Strategy {
-	return &Basic{
-		Namespaced: true,
-		HasStatus:  true,
-		NameFunc:   dns1035,
-		Defaulter: func(obj runtime.Object) {
-			s := obj.(*corev1.Service)
-			if s.Spec.Type == "" {
-				s.Spec.Type = corev1.ServiceTypeClusterIP
-			}
-			if s.Spec.SessionAffinity == "" {
-				s.Spec.SessionAffinity = corev1.ServiceAffinityNone
-			}
-			for i := range s.Spec.Ports {
-				p := &s.Spec.Ports[i]
-				if p.Protocol == "" {
-					p.Protocol = corev1.ProtocolTCP
-				}
-				if p.TargetPort == (intstr.IntOrString{}) {
-					p.TargetPort = intstr.FromInt32(p.Port)
-				}
-			}
-		},
-	}
-}
-
-// NewSimpleEndpointsStrategy is the stand-in Endpoints strategy.
-func NewSimpleEndpointsStrategy() registry.Strategy {
-	return &Basic{Namespaced: true, Defaulter: func(obj runtime.Object) {
-		e := obj.(*corev1.Endpoints)
-		for i := range e.Subsets {
-			for j := range e.Subsets[i].Ports {
-				if e.Subsets[i].Ports[j].Protocol == "" {
-					e.Subsets[i].Ports[j].Protocol = corev1.ProtocolTCP
-				}
-			}
-		}
-	}}
-}
-
-// NewSimpleEndpointSliceStrategy is the stand-in EndpointSlice strategy.
-func NewSimpleEndpointSliceStrategy() registry.Strategy {
-	return &Basic{Namespaced: true, Defaulter: func(obj runtime.Object) {
-		s := obj.(*discoveryv1.EndpointSlice)
-		for i := range s.Ports {
-			if s.Ports[i].Protocol == nil {
-				p := corev1.ProtocolTCP
-				s.Ports[i].Protocol = &p
-			}
-		}
-	}}
 }
