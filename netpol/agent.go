@@ -77,7 +77,10 @@ type Agent struct {
 	mu     sync.Mutex
 	prev   *State // what the table holds; nil forces a full sync
 	synced bool
-	syncs  int
+	// started numbers syncs as they start; syncs is the number of the last
+	// one that succeeded, so a caller can wait for a sync that began after
+	// some point (Started, then Synced).
+	started, syncs int
 }
 
 // Metrics are the agent's Prometheus metrics, in the proxy's style.
@@ -155,7 +158,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
-// Synced reports whether a sync has succeeded, and how many have.
+// Started is the number of the last sync that started.
+func (a *Agent) Started() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.started
+}
+
+// Synced reports whether a sync has succeeded, and the number (as counted
+// by Started) of the last one that did.
 func (a *Agent) Synced() (bool, int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -164,6 +175,10 @@ func (a *Agent) Synced() (bool, int) {
 
 func (a *Agent) sync() {
 	start := time.Now()
+	a.mu.Lock()
+	a.started++
+	n := a.started
+	a.mu.Unlock()
 	pols, err1 := a.factory.Networking().V1().NetworkPolicies().Lister().List(labels.Everything())
 	pods, err2 := a.factory.Core().V1().Pods().Lister().List(labels.Everything())
 	nss, err3 := a.factory.Core().V1().Namespaces().Lister().List(labels.Everything())
@@ -184,7 +199,7 @@ func (a *Agent) sync() {
 		fullSync(tx, st)
 		a.cfg.Metrics.FullSyncsTotal.Inc()
 	} else if incrementalSync(tx, prev, st) == 0 {
-		a.done(st, start, len(pols))
+		a.done(n, st, start, len(pols))
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -196,13 +211,12 @@ func (a *Agent) sync() {
 		a.fail(err)
 		return
 	}
-	a.done(st, start, len(pols))
+	a.done(n, st, start, len(pols))
 }
 
-func (a *Agent) done(st *State, start time.Time, policies int) {
+func (a *Agent) done(n int, st *State, start time.Time, policies int) {
 	a.mu.Lock()
-	a.prev, a.synced = st, true
-	a.syncs++
+	a.prev, a.synced, a.syncs = st, true, n
 	a.mu.Unlock()
 	m := a.cfg.Metrics
 	m.SyncDuration.Observe(time.Since(start).Seconds())

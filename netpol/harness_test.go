@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/knftables"
 
@@ -181,9 +182,40 @@ func (b *bed) serve(p *bedPod) {
 // state: a sync that started after now.
 func (b *bed) waitSynced() {
 	b.t.Helper()
+	// First the informers must have seen every policy the client holds
+	// (the fake clientset delivers watch events asynchronously); only a
+	// sync after that reflects them.
+	want, err := b.client.NetworkingV1().NetworkPolicies("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	key := func(ns, name, rv string) string { return ns + "/" + name + "@" + rv }
+	wantKeys := map[string]bool{}
+	for _, p := range want.Items {
+		wantKeys[key(p.Namespace, p.Name, p.ResourceVersion)] = true
+	}
+	cacheDeadline := time.Now().Add(20 * time.Second)
+	for i, a := range b.agents {
+		for {
+			got, _ := a.factory.Networking().V1().NetworkPolicies().Lister().List(labels.Everything())
+			same := len(got) == len(wantKeys)
+			for _, p := range got {
+				same = same && wantKeys[key(p.Namespace, p.Name, p.ResourceVersion)]
+			}
+			if same {
+				break
+			}
+			if time.Now().After(cacheDeadline) {
+				b.t.Fatalf("agent of node%d: informer did not catch up with the policies", i+1)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	var before [2]int
 	for i, a := range b.agents {
-		_, before[i] = a.Synced()
+		// A sync already running may have listed before the caches caught
+		// up: wait for one that starts after this point.
+		before[i] = a.Started()
 		a.runner.Run()
 	}
 	deadline := time.Now().Add(20 * time.Second)
