@@ -252,11 +252,16 @@ func (c *PolicyCache) Get(name ServicePortName, ipv6 bool, svcs ServicePortMap, 
 
 // Policy returns the policy of one ServicePort of req in one family (nil
 // when it has no cluster IP of that family). Requests built by the Proxier
-// share its cache; others (tests) get a cache of their own.
+// share its cache; for others (tests, callers that reuse and modify one
+// request) the policy is computed on every call, so it always follows the
+// request's current maps.
 func (r *SyncRequest) Policy(name ServicePortName, ipv6 bool) *PortPolicy {
-	if r.policies == nil {
-		r.policies = NewPolicyCache()
-		r.policies.node = r.Node
+	if r.policies != nil {
+		return r.policies.Get(name, ipv6, r.Services, r.Endpoints)
 	}
-	return r.policies.Get(name, ipv6, r.Services, r.Endpoints)
+	svc, ok := r.Services[name]
+	if !ok {
+		return nil
+	}
+	return NewPortPolicy(svc, r.Endpoints[name], PolicyNodeFor(r.Node, ipv6), ipv6)
 }

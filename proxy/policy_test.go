@@ -209,3 +209,19 @@ func TestMasqueradeBit(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyFollowsAReusedRequest: a request built outside the Proxier and
+// modified between syncs (as the IPVS VM guest does) must not serve stale
+// policies.
+func TestPolicyFollowsAReusedRequest(t *testing.T) {
+	n := ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "a"}, Protocol: v1.ProtocolTCP}
+	req := &SyncRequest{Services: ServicePortMap{n: {Name: n, ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")}, Port: 80, Protocol: v1.ProtocolTCP}},
+		Endpoints: EndpointsMap{n: {polEP("10.0.1.1", "n1"), polEP("10.0.2.1", "n2")}}}
+	if got := len(req.Policy(n, false).Internal.Endpoints); got != 2 {
+		t.Fatalf("%d endpoints", got)
+	}
+	req.Endpoints[n] = req.Endpoints[n][:1]
+	if got := len(req.Policy(n, false).Internal.Endpoints); got != 1 {
+		t.Errorf("after removing an endpoint from the reused request: %d endpoints, want 1", got)
+	}
+}
