@@ -15,6 +15,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/operation"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -182,37 +183,41 @@ func validatePathSegment(name string, prefix bool) []string {
 	return content.IsPathSegmentName(name)
 }
 
-// validateCreate returns the field errors of a new object in the order and
-// with the grouping of kube-apiserver's rest.BeforeCreate: the strategy's
+// ValidateCreate returns the field errors of a new object in the order and
+// with the grouping of kube-apiserver's rest.ValidateCreate: the strategy's
 // errors alone if there are any, otherwise the generic ObjectMeta errors
-// (path-segment name rule). For strategies that do not check ObjectMeta
-// themselves, the ObjectMeta errors (with the strategy's name rule) come
-// first in the strategy's list, as Kubernetes' ValidateXxx functions put
-// them. Errors are neither sorted nor deduplicated.
-func (s *Store) validateCreate(ctx context.Context, st Strategy, obj runtime.Object) field.ErrorList {
+// (path-segment name rule), then the declarative-validation step
+// (DeclarativeValidator). For strategies that do not check ObjectMeta
+// themselves (they implement NameValidator), the ObjectMeta errors (with the
+// strategy's name rule) come first in the strategy's list, as Kubernetes'
+// ValidateXxx functions put them. Errors are neither sorted nor deduplicated.
+// It is exported so that the differential check (hack/apidiff) runs exactly
+// what the store runs.
+func ValidateCreate(ctx context.Context, st Strategy, namespaced bool, obj runtime.Object) field.ErrorList {
 	acc, err := meta.Accessor(obj)
 	if err != nil {
 		return field.ErrorList{field.InternalError(field.NewPath("metadata"), err)}
 	}
 	metaPath := field.NewPath("metadata")
 	var errs field.ErrorList
-	if nv, ok := s.Strategy.(NameValidator); ok {
-		errs = append(errs, metavalidation.ValidateObjectMetaAccessor(acc, s.Info.Namespaced, nv.ValidateName, metaPath)...)
+	if nv, ok := st.(NameValidator); ok {
+		errs = append(errs, metavalidation.ValidateObjectMetaAccessor(acc, namespaced, nv.ValidateName, metaPath)...)
 	}
 	errs = append(errs, st.Validate(ctx, obj)...)
-	if len(errs) > 0 {
-		return errs
+	if len(errs) == 0 {
+		errs = metavalidation.ValidateObjectMetaAccessor(acc, namespaced, validatePathSegment, metaPath)
 	}
-	return metavalidation.ValidateObjectMetaAccessor(acc, s.Info.Namespaced, validatePathSegment, metaPath)
+	return mergeDeclarative(ctx, st, operation.Create, obj, nil, errs)
 }
 
-// validateUpdate returns the field errors of an update as kube-apiserver's
-// rest.BeforeUpdate does: the common ObjectMeta checks (path-segment name
+// ValidateUpdate returns the field errors of an update as kube-apiserver's
+// rest.ValidateUpdate does: the common ObjectMeta checks (path-segment name
 // rule, then the update rules such as immutable name and uid) followed by
 // the strategy's ValidateUpdate errors, in one list. A strategy that checks
 // ObjectMeta itself may repeat an error of the common checks; Kubernetes
-// reports both, and so does svcnet.
-func (s *Store) validateUpdate(ctx context.Context, st Strategy, obj, old runtime.Object) field.ErrorList {
+// reports both unless the strategy is a DeclarativeValidator (whose step
+// removes repeated errors), and so does svcnet.
+func ValidateUpdate(ctx context.Context, st Strategy, namespaced bool, obj, old runtime.Object) field.ErrorList {
 	acc, err := meta.Accessor(obj)
 	if err != nil {
 		return field.ErrorList{field.InternalError(field.NewPath("metadata"), err)}
@@ -222,9 +227,10 @@ func (s *Store) validateUpdate(ctx context.Context, st Strategy, obj, old runtim
 		return field.ErrorList{field.InternalError(field.NewPath("metadata"), err)}
 	}
 	metaPath := field.NewPath("metadata")
-	errs := metavalidation.ValidateObjectMetaAccessor(acc, s.Info.Namespaced, validatePathSegment, metaPath)
+	errs := metavalidation.ValidateObjectMetaAccessor(acc, namespaced, validatePathSegment, metaPath)
 	errs = append(errs, metavalidation.ValidateObjectMetaAccessorUpdate(acc, oacc, metaPath)...)
-	return append(errs, st.ValidateUpdate(ctx, obj, old)...)
+	errs = append(errs, st.ValidateUpdate(ctx, obj, old)...)
+	return mergeDeclarative(ctx, st, operation.Update, obj, old, errs)
 }
 
 func (s *Store) invalid(obj runtime.Object, errs field.ErrorList) error {
@@ -317,7 +323,7 @@ func (s *Store) prepareCreate(ctx context.Context, st Strategy, obj runtime.Obje
 		acc.SetManagedFields(nil)
 		obj = fm.UpdateNoErrors(s.Info.New(), obj, opts.FieldManager)
 	}
-	if errs := s.validateCreate(ctx, st, obj); len(errs) > 0 {
+	if errs := ValidateCreate(ctx, st, s.Info.Namespaced, obj); len(errs) > 0 {
 		tx.Revert()
 		return nil, nil, s.invalid(obj, errs)
 	}
@@ -425,7 +431,7 @@ func (s *Store) Update(ctx context.Context, ns, name string, compute UpdateFunc,
 		if fm := s.FieldManagers[opts.Subresource]; fm != nil && !opts.SkipManagedFields {
 			obj = fm.UpdateNoErrors(cur, obj, opts.FieldManager)
 		}
-		if errs := s.validateUpdate(ctx, st, obj, cur); len(errs) > 0 {
+		if errs := ValidateUpdate(ctx, st, s.Info.Namespaced, obj, cur); len(errs) > 0 {
 			return nil, s.invalid(obj, errs)
 		}
 		if opts.DryRun {

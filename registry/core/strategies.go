@@ -1,8 +1,11 @@
 package core
 
 import (
-	"strings"
+	// Digests in image references are validated with the registered hash.
+	_ "crypto/sha256"
+	_ "crypto/sha512"
 
+	"github.com/distribution/reference"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -67,13 +70,64 @@ func DefaultPodSpec(s *corev1.PodSpec) {
 	if s.SecurityContext == nil {
 		s.SecurityContext = &corev1.PodSecurityContext{}
 	}
-	if s.ServiceAccountName == "" && s.DeprecatedServiceAccount != "" {
+	// serviceAccount is the deprecated alias of serviceAccountName; the two
+	// are kept equal, serviceAccountName winning (Kubernetes 1.37 does this
+	// in the v1 defaults; before, its conversion did the same).
+	if s.ServiceAccountName == "" {
 		s.ServiceAccountName = s.DeprecatedServiceAccount
 	}
+	s.DeprecatedServiceAccount = s.ServiceAccountName
 	for _, list := range [][]corev1.Container{s.InitContainers, s.Containers} {
 		for i := range list {
 			defaultContainer(&list[i])
 		}
+	}
+}
+
+// DefaultPod applies the defaults Kubernetes gives a Pod beyond those of its
+// spec (a pod template does not get these): enableServiceLinks true, a
+// negative terminationGracePeriodSeconds becomes 1, container requests
+// default to their limits, host-network pods get hostPort = containerPort,
+// and status.podIP and status.podIPs are kept in step (podIP wins).
+func DefaultPod(pod *corev1.Pod) {
+	spec := &pod.Spec
+	if g := spec.TerminationGracePeriodSeconds; g != nil && *g < 0 {
+		one := int64(1)
+		spec.TerminationGracePeriodSeconds = &one
+	}
+	DefaultPodSpec(spec)
+	if spec.EnableServiceLinks == nil {
+		t := corev1.DefaultEnableServiceLinks
+		spec.EnableServiceLinks = &t
+	}
+	for _, list := range [][]corev1.Container{spec.Containers, spec.InitContainers} {
+		for i := range list {
+			c := &list[i]
+			for name, limit := range c.Resources.Limits {
+				if c.Resources.Requests == nil {
+					c.Resources.Requests = corev1.ResourceList{}
+				}
+				if _, ok := c.Resources.Requests[name]; !ok {
+					c.Resources.Requests[name] = limit.DeepCopy()
+				}
+			}
+			if spec.HostNetwork {
+				for j := range c.Ports {
+					if c.Ports[j].HostPort == 0 {
+						c.Ports[j].HostPort = c.Ports[j].ContainerPort
+					}
+				}
+			}
+		}
+	}
+	st := &pod.Status
+	switch {
+	case st.PodIP != "" && len(st.PodIPs) == 0:
+		st.PodIPs = []corev1.PodIP{{IP: st.PodIP}}
+	case st.PodIP == "" && len(st.PodIPs) > 0:
+		st.PodIP = st.PodIPs[0].IP
+	case st.PodIP != "" && st.PodIPs[0].IP != st.PodIP:
+		st.PodIPs = []corev1.PodIP{{IP: st.PodIP}}
 	}
 }
 
@@ -85,28 +139,25 @@ func defaultContainer(c *corev1.Container) {
 		c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
 	}
 	if c.ImagePullPolicy == "" {
-		// As Kubernetes: Always when the reference's tag is "latest" (which
-		// an image with neither tag nor digest implicitly has), else
-		// IfNotPresent; a digest does not override an explicit latest tag.
-		ref, digest := c.Image, false
-		if i := strings.IndexByte(ref, '@'); i >= 0 {
-			ref, digest = ref[:i], true
-		}
-		tag := ""
-		if i := strings.LastIndexByte(ref, ':'); i >= 0 && !strings.Contains(ref[i:], "/") {
-			tag = ref[i+1:]
-		}
-		if tag == "" && !digest && c.Image != "" {
-			tag = "latest"
-		}
-		c.ImagePullPolicy = corev1.PullIfNotPresent
-		if tag == "latest" {
-			c.ImagePullPolicy = corev1.PullAlways
-		}
+		c.ImagePullPolicy = defaultPullPolicy(c.Image)
 	}
 	for i := range c.Ports {
 		if c.Ports[i].Protocol == "" {
 			c.Ports[i].Protocol = corev1.ProtocolTCP
+		}
+	}
+	// Resource quantities are rounded up to milli-units.
+	for _, l := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
+		for name, q := range l {
+			q.RoundUp(-3)
+			l[name] = q
+		}
+	}
+	if lc := c.Lifecycle; lc != nil {
+		for _, h := range []*corev1.LifecycleHandler{lc.PostStart, lc.PreStop} {
+			if h != nil {
+				defaultHTTPGet(h.HTTPGet)
+			}
 		}
 	}
 	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
@@ -125,12 +176,37 @@ func defaultContainer(c *corev1.Container) {
 		if p.FailureThreshold == 0 {
 			p.FailureThreshold = 3
 		}
-		if p.HTTPGet != nil && p.HTTPGet.Scheme == "" {
-			p.HTTPGet.Scheme = corev1.URISchemeHTTP
-		}
-		if p.HTTPGet != nil && p.HTTPGet.Path == "" {
-			p.HTTPGet.Path = "/"
-		}
+		defaultHTTPGet(p.HTTPGet)
+	}
+}
+
+// defaultPullPolicy is Always for an image whose tag is "latest" (which a
+// reference with neither tag nor digest implicitly has) and IfNotPresent
+// otherwise, also for a reference that does not parse, as Kubernetes decides
+// it (with the same parser).
+func defaultPullPolicy(image string) corev1.PullPolicy {
+	named, err := reference.ParseNormalizedNamed(image)
+	if err != nil {
+		return corev1.PullIfNotPresent
+	}
+	tagged, hasTag := named.(reference.Tagged)
+	_, hasDigest := named.(reference.Digested)
+	if (hasTag && tagged.Tag() == "latest") || (!hasTag && !hasDigest) {
+		return corev1.PullAlways
+	}
+	return corev1.PullIfNotPresent
+}
+
+// defaultHTTPGet: path "/" and scheme HTTP, in probes and lifecycle hooks alike.
+func defaultHTTPGet(g *corev1.HTTPGetAction) {
+	if g == nil {
+		return
+	}
+	if g.Path == "" {
+		g.Path = "/"
+	}
+	if g.Scheme == "" {
+		g.Scheme = corev1.URISchemeHTTP
 	}
 }
 
@@ -173,17 +249,10 @@ func NewPodStrategy() registry.Strategy {
 	return &Basic{
 		Namespaced: true,
 		HasStatus:  true,
-		Defaulter: func(obj runtime.Object) {
-			spec := &obj.(*corev1.Pod).Spec
-			DefaultPodSpec(spec)
-			// Kubernetes defaults enableServiceLinks on Pods only, never on
-			// the pod templates of Deployments and ReplicaSets (where it
-			// would change the pod-template-hash).
-			if spec.EnableServiceLinks == nil {
-				t := true
-				spec.EnableServiceLinks = &t
-			}
-		},
+		// Kubernetes defaults enableServiceLinks (and the rest of DefaultPod)
+		// on Pods only, never on the pod templates of Deployments and
+		// ReplicaSets (where it would change the pod-template-hash).
+		Defaulter: func(obj runtime.Object) { DefaultPod(obj.(*corev1.Pod)) },
 		OnCreate: func(obj runtime.Object) {
 			pod := obj.(*corev1.Pod)
 			pod.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort}

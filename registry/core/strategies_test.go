@@ -29,6 +29,8 @@ func TestNamespaceDefaults(t *testing.T) {
 	}
 }
 
+const testDigest = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
 func TestPodDefaults(t *testing.T) {
 	cases := []struct {
 		image  string
@@ -39,9 +41,13 @@ func TestPodDefaults(t *testing.T) {
 		{"nginx:1.25", corev1.PullIfNotPresent},
 		{"registry:5000/app", corev1.PullAlways},
 		{"registry:5000/app:v1", corev1.PullIfNotPresent},
-		{"app@sha256:abcd", corev1.PullIfNotPresent},
-		{"app:latest@sha256:abcd", corev1.PullAlways},
-		{"app:v1@sha256:abcd", corev1.PullIfNotPresent},
+		{"app@sha256:" + testDigest, corev1.PullIfNotPresent},
+		{"app:latest@sha256:" + testDigest, corev1.PullAlways},
+		{"app:v1@sha256:" + testDigest, corev1.PullIfNotPresent},
+		// A reference that does not parse (digest too short, upper case)
+		// gets IfNotPresent, as in Kubernetes.
+		{"app:latest@sha256:abcd", corev1.PullIfNotPresent},
+		{"Nginx", corev1.PullIfNotPresent},
 	}
 	for _, tc := range cases {
 		pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: tc.image, Ports: []corev1.ContainerPort{{ContainerPort: 80}}}}}}

@@ -1,5 +1,5 @@
 // Package endpoints is the registry strategy for core/v1 Endpoints:
-// Kubernetes' defaulting (port protocol TCP) and kube-apiserver 1.36's
+// Kubernetes' defaulting (port protocol TCP) and kube-apiserver 1.37's
 // validation rules and messages (subsets need addresses, addresses must be
 // valid IPs that are not loopback, link-local, link-local multicast or
 // unspecified, port names required when a subset has more than one port).
@@ -10,7 +10,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/operation"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -75,6 +77,20 @@ func (Strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field
 	return append(allErrs, ValidateEndpoints(ep, oldEp)...)
 }
 
+// ValidateDeclaratively: kube-apiserver 1.37 validates Endpoints
+// declaratively too; the only rules are ObjectMeta's.
+func (Strategy) ValidateDeclaratively(ctx context.Context, op operation.Type, obj, old runtime.Object) field.ErrorList {
+	ep, ok := obj.(*corev1.Endpoints)
+	if !ok {
+		return nil
+	}
+	var oldMeta *metav1.ObjectMeta
+	if o, ok := old.(*corev1.Endpoints); ok {
+		oldMeta = &o.ObjectMeta
+	}
+	return registry.ValidateObjectMetaDeclaratively(ctx, op, &ep.ObjectMeta, oldMeta)
+}
+
 type wrongType struct{ obj runtime.Object }
 
 func (e wrongType) Error() string { return "not an *v1.Endpoints: " + typeName(e.obj) }
@@ -88,7 +104,7 @@ func typeName(obj runtime.Object) string {
 	return obj.GetObjectKind().GroupVersionKind().String()
 }
 
-// ValidateEndpoints checks an Endpoints object as kube-apiserver 1.36 does.
+// ValidateEndpoints checks an Endpoints object as kube-apiserver 1.37 does.
 // On update (old != nil) the subset errors are dropped when the subsets are
 // unchanged from old (semantic equality), so an object stored under older,
 // looser rules can still have its metadata edited; any change to the subsets

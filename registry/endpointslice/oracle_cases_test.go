@@ -5,9 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/svcnet/svcnet/registry"
 )
 
 // Cases from the differential run against kube-apiserver 1.36's validation
@@ -82,5 +85,70 @@ func TestOracleEndpointSliceUpdate(t *testing.T) {
 	want := `endpoints[0].addresses[0]: Invalid value: "010.0.0.1": must not have leading 0s`
 	if got := errLines(st.ValidateUpdate(ctx, upd, old)); got != want {
 		t.Fatalf("changed endpoints:\n got:\n%s\n want:\n%s", got, want)
+	}
+}
+
+// Kubernetes 1.37 validates addressType and the address count declaratively
+// (beta rules, enforced): those errors come after the handwritten ones, the
+// "at least 1 address" detail is gone, and a changed addressType is reported
+// as both required and immutable. Checked through registry.ValidateCreate /
+// ValidateUpdate, which is what the store runs.
+func TestOracleEndpointSliceDeclarative137(t *testing.T) {
+	st := NewStrategy()
+	ctx := context.Background()
+	nodeErr := `endpoints[0].nodeName: Invalid value: "Bad_Node": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`
+
+	s := slice(discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, NodeName: ptr("Bad_Node")})
+	s.AddressType = "Bogus"
+	want := nodeErr + "\n" + `addressType: Unsupported value: "Bogus": supported values: "FQDN", "IPv4", "IPv6"`
+	if got := errLines(registry.ValidateCreate(ctx, st, true, s)); got != want {
+		t.Errorf("bad addressType:\n got:\n%s\n want:\n%s", got, want)
+	}
+
+	s = slice(discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}}, discoveryv1.EndpointPort{Name: ptr("a_b")})
+	s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{})
+	want = `ports[0].name: Invalid value: "a_b": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')` + "\n" +
+		`endpoints[1].addresses: Required value`
+	if got := errLines(registry.ValidateCreate(ctx, st, true, s)); got != want {
+		t.Errorf("endpoint without addresses:\n got:\n%s\n want:\n%s", got, want)
+	}
+
+	old := slice(discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}})
+	old.UID = "uid-3"
+	upd := old.DeepCopy()
+	upd.AddressType = ""
+	want = "addressType: Required value\naddressType: Invalid value: null: field is immutable"
+	if got := errLines(registry.ValidateUpdate(ctx, st, true, upd, old)); got != want {
+		t.Errorf("addressType cleared:\n got:\n%s\n want:\n%s", got, want)
+	}
+}
+
+// deprecatedTopology is dropped on writes through v1, as kube-apiserver does;
+// an update that leaves the endpoints alone keeps it, and a node name kept
+// only in the old kubernetes.io/hostname label moves to nodeName.
+func TestOracleEndpointSliceDeprecatedTopology(t *testing.T) {
+	st := NewStrategy()
+	ctx := context.Background()
+	topo := map[string]string{corev1.LabelHostname: "node-9"}
+
+	s := slice(discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, DeprecatedTopology: topo})
+	st.PrepareForCreate(ctx, s)
+	if s.Endpoints[0].DeprecatedTopology != nil {
+		t.Errorf("create kept deprecatedTopology %v", s.Endpoints[0].DeprecatedTopology)
+	}
+
+	old := slice(discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, DeprecatedTopology: topo})
+	upd := old.DeepCopy()
+	upd.Labels = map[string]string{"edited": "yes"}
+	st.PrepareForUpdate(ctx, upd, old)
+	if upd.Endpoints[0].DeprecatedTopology == nil {
+		t.Error("update with unchanged endpoints dropped deprecatedTopology")
+	}
+
+	upd = old.DeepCopy()
+	upd.Endpoints = append(upd.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.0.0.3"}})
+	st.PrepareForUpdate(ctx, upd, old)
+	if e := upd.Endpoints[0]; e.DeprecatedTopology != nil || e.NodeName == nil || *e.NodeName != "node-9" {
+		t.Errorf("changed endpoints: deprecatedTopology %v nodeName %v, want nil and node-9", e.DeprecatedTopology, e.NodeName)
 	}
 }

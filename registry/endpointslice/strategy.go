@@ -1,9 +1,12 @@
 // Package endpointslice is the registry strategy for discovery.k8s.io/v1
 // EndpointSlices: Kubernetes' defaulting (port name "" and protocol TCP) and
-// kube-apiserver 1.36's validation (addressType IPv4/IPv6/FQDN and immutable,
+// kube-apiserver 1.37's validation (addressType IPv4/IPv6/FQDN and immutable,
 // at most 1000 endpoints of 1..100 addresses each, addresses of the slice's
 // type that are not loopback, link-local, link-local multicast or
-// unspecified, unique port names, at most 20000 ports, hints limits).
+// unspecified, unique port names, at most 20000 ports, hints limits), with
+// the rules that 1.37 validates declaratively reported as it reports them
+// (registry.DeclarativeValidator), and deprecatedTopology dropped as the v1
+// API does.
 package endpointslice
 
 import (
@@ -13,7 +16,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/operation"
+	"k8s.io/apimachinery/pkg/api/validate"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -70,11 +76,49 @@ func SetDefaults(s *discoveryv1.EndpointSlice) {
 	}
 }
 
-// PrepareForCreate does nothing: EndpointSlices have no status.
-func (Strategy) PrepareForCreate(context.Context, runtime.Object) {}
+// PrepareForCreate drops deprecatedTopology: the v1 API documents writes to
+// it as dropped (kube-apiserver's strategy does so for every v1 request).
+func (Strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
+	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+		dropDeprecatedTopology(s, nil)
+	}
+}
 
-// PrepareForUpdate does nothing.
-func (Strategy) PrepareForUpdate(context.Context, runtime.Object, runtime.Object) {}
+// PrepareForUpdate drops deprecatedTopology as PrepareForCreate, unless the
+// endpoints are unchanged from the stored object.
+func (Strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	s, ok1 := obj.(*discoveryv1.EndpointSlice)
+	o, ok2 := old.(*discoveryv1.EndpointSlice)
+	if ok1 && ok2 {
+		dropDeprecatedTopology(s, o)
+	}
+}
+
+// dropDeprecatedTopology clears every endpoint's deprecatedTopology. An
+// endpoint without nodeName whose kubernetes.io/hostname label names a node
+// that the stored object already listed there keeps that node as nodeName,
+// so that a client which only knows the old field does not lose it.
+func dropDeprecatedTopology(s, old *discoveryv1.EndpointSlice) {
+	if old != nil && equality.Semantic.DeepEqual(old.Endpoints, s.Endpoints) {
+		return
+	}
+	prev := sets.New[string]()
+	if old != nil {
+		for _, ep := range old.Endpoints {
+			if n, ok := ep.DeprecatedTopology[corev1.LabelHostname]; ok {
+				prev.Insert(n)
+			}
+		}
+	}
+	for i := range s.Endpoints {
+		ep := &s.Endpoints[i]
+		n, ok := ep.DeprecatedTopology[corev1.LabelHostname]
+		if ep.NodeName == nil && ok && prev.Has(n) && len(apivalidation.NameIsDNSSubdomain(n, false)) == 0 {
+			ep.NodeName = &n
+		}
+		ep.DeprecatedTopology = nil
+	}
+}
 
 // Validate returns ValidateEndpointSlice(obj, nil).
 func (Strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
@@ -95,12 +139,59 @@ func (Strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field
 	// No metadata update rules here: kube-apiserver's EndpointSlice strategy
 	// leaves them to the generic registry (which svcnet's store also runs).
 	allErrs := ValidateEndpointSlice(s, o)
-	allErrs = append(allErrs, apivalidation.ValidateImmutableField(s.AddressType, o.AddressType, field.NewPath("addressType"))...)
+	allErrs = append(allErrs, apivalidation.ValidateImmutableField(s.AddressType, o.AddressType, field.NewPath("addressType")).
+		WithOrigin("immutable").MarkCoveredByDeclarative()...)
 	return allErrs
 }
 
+// ValidateDeclaratively returns the errors of the rules the v1 types declare
+// as +k8s: tags, beta since 1.37 (and so enforced by kube-apiserver 1.37):
+// addressType is required, immutable and one of the enum values; every
+// endpoint has 1 to 100 addresses. The handwritten errors they cover are
+// marked so (registry.DeclarativeValidator explains the merge); on update,
+// unchanged fields are not checked again.
+func (Strategy) ValidateDeclaratively(ctx context.Context, op operation.Type, obj, old runtime.Object) field.ErrorList {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil
+	}
+	o, _ := old.(*discoveryv1.EndpointSlice)
+	var oldMeta *metav1.ObjectMeta
+	if o != nil {
+		oldMeta = &o.ObjectMeta
+	}
+	errs := registry.ValidateObjectMetaDeclaratively(ctx, op, &s.ObjectMeta, oldMeta)
+	vop := operation.Operation{Type: op}
+
+	atPath := field.NewPath("addressType")
+	if o == nil || s.AddressType != o.AddressType {
+		var oldAT *discoveryv1.AddressType
+		if o != nil {
+			oldAT = &o.AddressType
+		}
+		short := validate.RequiredValue(ctx, vop, atPath, &s.AddressType, oldAT).MarkBeta()
+		short = append(short, validate.Immutable(ctx, vop, atPath, &s.AddressType, oldAT).MarkBeta()...)
+		errs = append(errs, short...)
+		if len(short) == 0 {
+			errs = append(errs, validate.Enum(ctx, vop, atPath, &s.AddressType, oldAT, supportedAddressTypeValues, nil).MarkBeta()...)
+		}
+	}
+
+	if o == nil || !equality.Semantic.DeepEqual(s.Endpoints, o.Endpoints) {
+		for i := range s.Endpoints {
+			ap := field.NewPath("endpoints").Index(i).Child("addresses")
+			addrs := s.Endpoints[i].Addresses
+			errs = append(errs, validate.RequiredSlice(ctx, vop, ap, addrs, nil).MarkBeta()...)
+			errs = append(errs, validate.MaxItems(ctx, vop, ap, addrs, nil, maxAddresses).MarkBeta()...)
+		}
+	}
+	return errs
+}
+
+var supportedAddressTypeValues = sets.New(discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6, discoveryv1.AddressTypeFQDN)
+
 // ValidateEndpointSlice checks a (defaulted) EndpointSlice as kube-apiserver
-// 1.36 does: metadata, addressType, ports, then endpoints. On update (old !=
+// 1.37 does: metadata, addressType, ports, then endpoints. On update (old !=
 // nil) the endpoint errors are dropped when the endpoints are unchanged from
 // old (semantic equality); any change re-validates them all with today's
 // strict rules.
@@ -115,9 +206,9 @@ func ValidateEndpointSlice(s *discoveryv1.EndpointSlice, old *discoveryv1.Endpoi
 	allErrs := apivalidation.ValidateObjectMeta(&s.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
 	atPath := field.NewPath("addressType")
 	if s.AddressType == "" {
-		allErrs = append(allErrs, field.Required(atPath, ""))
+		allErrs = append(allErrs, field.Required(atPath, "").MarkCoveredByDeclarative())
 	} else if !supportedAddressTypes.Has(string(s.AddressType)) {
-		allErrs = append(allErrs, field.NotSupported(atPath, s.AddressType, sets.List(supportedAddressTypes)))
+		allErrs = append(allErrs, field.NotSupported(atPath, s.AddressType, sets.List(supportedAddressTypes)).MarkCoveredByDeclarative())
 	}
 	allErrs = append(allErrs, validatePorts(s.Ports, field.NewPath("ports"))...)
 	epErrs := validateEndpoints(s.Endpoints, s.AddressType, field.NewPath("endpoints"))
@@ -137,9 +228,9 @@ func validateEndpoints(eps []discoveryv1.Endpoint, at discoveryv1.AddressType, f
 		idx := fp.Index(i)
 		ap := idx.Child("addresses")
 		if len(ep.Addresses) == 0 {
-			allErrs = append(allErrs, field.Required(ap, "must contain at least 1 address"))
+			allErrs = append(allErrs, field.Required(ap, "must contain at least 1 address").MarkCoveredByDeclarative())
 		} else if len(ep.Addresses) > maxAddresses {
-			allErrs = append(allErrs, field.TooMany(ap, len(ep.Addresses), maxAddresses))
+			allErrs = append(allErrs, field.TooMany(ap, len(ep.Addresses), maxAddresses).WithOrigin("maxItems").MarkCoveredByDeclarative())
 		}
 		for j, addr := range ep.Addresses {
 			p := ap.Index(j)

@@ -1,5 +1,5 @@
 // Package service is the registry strategy for core/v1 Services: the
-// defaults Kubernetes 1.36 applies when it decodes a Service, the validation
+// defaults Kubernetes 1.37 applies when it decodes a Service, the validation
 // rules of kube-apiserver (same field paths and messages), the update rules
 // (what may not change, what is carried over from the stored object), and the
 // ClusterIP / NodePort / healthCheckNodePort allocation hooks that run before

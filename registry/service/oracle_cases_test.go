@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -8,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/svcnet/svcnet/registry"
 )
 
 // These cases came out of the differential run against kube-apiserver 1.36's
@@ -53,7 +56,9 @@ func TestOracleServiceUpdateCases(t *testing.T) {
 		},
 		{
 			// loadBalancerClass on a non-LoadBalancer update is reported
-			// twice (update check, then create-time check).
+			// twice by ValidateServiceUpdate (update check, then create-time
+			// check); the store's declarative step then drops the repeat
+			// (TestOracleServiceUpdateRepeatedErrors137).
 			name:   "loadBalancerClass on ClusterIP",
 			mutate: func(svc *corev1.Service) { svc.Spec.LoadBalancerClass = str("lb") },
 			want: "spec.loadBalancerClass: Forbidden: may only be used when `type` is 'LoadBalancer'\n" +
@@ -115,5 +120,24 @@ func TestOracleHeadlessNoneMovedToSecondPlace(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Fatalf("missing %q in:\n%s", want, got)
 		}
+	}
+}
+
+// Kubernetes 1.37's Service strategy opts in to declarative validation, and
+// that step removes repeated errors: through the store's validation (what a
+// client sees) the loadBalancerClass error and an annotation error that
+// both the generic and the Service metadata checks find appear once.
+func TestOracleServiceUpdateRepeatedErrors137(t *testing.T) {
+	str := func(s string) *string { return &s }
+	st := &Strategy{}
+	ctx := context.Background()
+	old := storedClusterIPService()
+	svc := old.DeepCopy()
+	svc.Spec.LoadBalancerClass = str("lb")
+	svc.Annotations = map[string]string{"bad key!": "x"}
+	want := `metadata.annotations: Invalid value: "bad key!": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')` + "\n" +
+		"spec.loadBalancerClass: Forbidden: may only be used when `type` is 'LoadBalancer'"
+	if got := errLines(registry.ValidateUpdate(ctx, st, true, svc, old)); got != want {
+		t.Fatalf("errors\n got:\n%s\n want:\n%s", got, want)
 	}
 }

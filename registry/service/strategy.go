@@ -11,6 +11,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/operation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -229,6 +231,24 @@ func (*Strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) fiel
 	return ValidateServiceUpdate(svc, oldSvc)
 }
 
+// ValidateDeclaratively: kube-apiserver 1.37 validates Services (and their
+// status) declaratively too; the only rules are ObjectMeta's.
+func (*Strategy) ValidateDeclaratively(ctx context.Context, op operation.Type, obj, old runtime.Object) field.ErrorList {
+	return validateServiceDeclaratively(ctx, op, obj, old)
+}
+
+func validateServiceDeclaratively(ctx context.Context, op operation.Type, obj, old runtime.Object) field.ErrorList {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return nil
+	}
+	var oldMeta *metav1.ObjectMeta
+	if o, ok := old.(*corev1.Service); ok {
+		oldMeta = &o.ObjectMeta
+	}
+	return registry.ValidateObjectMetaDeclaratively(ctx, op, &svc.ObjectMeta, oldMeta)
+}
+
 // StatusStrategy returns the strategy of the services/status subresource:
 // a status write keeps the stored spec (and metadata rules apply). It has
 // no allocation hooks: a status write never allocates or releases.
@@ -257,6 +277,11 @@ func (statusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Objec
 }
 
 func (statusStrategy) Validate(context.Context, runtime.Object) field.ErrorList { return nil }
+
+// ValidateDeclaratively: as the main resource's.
+func (statusStrategy) ValidateDeclaratively(ctx context.Context, op operation.Type, obj, old runtime.Object) field.ErrorList {
+	return validateServiceDeclaratively(ctx, op, obj, old)
+}
 
 func (statusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	svc, ok1 := obj.(*corev1.Service)

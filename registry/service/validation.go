@@ -15,9 +15,9 @@ import (
 	netutils "k8s.io/utils/net"
 )
 
-// ValidateServiceName is the name rule for Services in Kubernetes 1.36: an
-// RFC 1123 label (RelaxedServiceNameValidation is on by default, so "1web" is
-// accepted; "web.x" and "Web" are not).
+// ValidateServiceName is the name rule for Services in Kubernetes 1.37: an
+// RFC 1123 label (RelaxedServiceNameValidation is GA and locked on, so
+// "1web" is accepted; "web.x" and "Web" are not).
 var ValidateServiceName = apivalidation.NameIsDNSLabel
 
 // The annotation kube-apiserver reads source ranges from when the field is empty.
@@ -42,7 +42,7 @@ var (
 )
 
 // ValidateService returns the field errors of a (defaulted) Service, with
-// kube-apiserver 1.36's field paths and messages. validOldIPs lists IPs
+// kube-apiserver 1.37's field paths and messages. validOldIPs lists IPs
 // (clusterIPs, externalIPs) that the stored object already had; they are
 // accepted even if they would fail today's strict IP syntax check.
 //

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"strings"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+
+	// The internal types, their conversions, defaulters and declarative
+	// validations, registered into legacyscheme as kube-apiserver does.
+	_ "k8s.io/kubernetes/pkg/apis/apps/install"
+	_ "k8s.io/kubernetes/pkg/apis/core/install"
+	_ "k8s.io/kubernetes/pkg/apis/discovery/install"
+)
+
+const namespace = "default"
+
+// requestCtx is the context kube-apiserver's handlers give the registry:
+// namespace and request info (declarative validation picks the API version
+// and subresource from it).
+func requestCtx(verb, group, version, resource, subresource, name string) context.Context {
+	ctx := genericapirequest.WithNamespace(context.Background(), namespace)
+	return genericapirequest.WithRequestInfo(ctx, &genericapirequest.RequestInfo{
+		IsResourceRequest: true, Verb: verb, APIGroup: group, APIVersion: version,
+		Resource: resource, Subresource: subresource, Namespace: namespace, Name: name,
+	})
+}
+
+// toInternal converts a defaulted versioned object to its internal type.
+func toInternal(in runtime.Object, out runtime.Object) {
+	if err := legacyscheme.Scheme.Convert(in, out, nil); err != nil {
+		panic(fmt.Sprintf("convert %T to %T: %v", in, out, err))
+	}
+}
+
+// errLines renders an error list the way the causes of a 422 carry it.
+func errLines(l field.ErrorList) string {
+	var out []string
+	for _, e := range l {
+		out = append(out, e.Error())
+	}
+	return strings.Join(out, "\n")
+}
+
+// compareErrs describes a difference between Kubernetes' and svcnet's error
+// lists, or returns "".
+func compareErrs(what string, k8s, svcnet field.ErrorList) string {
+	a, b := errLines(k8s), errLines(svcnet)
+	if a == b {
+		return ""
+	}
+	return fmt.Sprintf("%s errors differ\n  kubernetes:\n%s\n  svcnet:\n%s", what, indent(a), indent(b))
+}
+
+// compareObjs describes a difference between two objects, or returns "".
+func compareObjs(what string, k8s, svcnet any) string {
+	if d := cmp.Diff(k8s, svcnet); d != "" {
+		return fmt.Sprintf("%s objects differ (-kubernetes +svcnet):\n%s", what, d)
+	}
+	return ""
+}
+
+func indent(s string) string {
+	if s == "" {
+		return "    (none)"
+	}
+	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
+}
+
+// withInput appends the case's input to a difference report.
+func withInput(diff string, objs ...any) string {
+	if diff == "" {
+		return ""
+	}
+	for _, o := range objs {
+		b, _ := json.Marshal(o)
+		diff += "\n  input: " + string(b)
+	}
+	return diff
+}
+
+// joinDiffs returns the first non-empty description.
+func joinDiffs(ds ...string) string {
+	for _, d := range ds {
+		if d != "" {
+			return d
+		}
+	}
+	return ""
+}
+
+func pick[T any](r *rand.Rand, vals ...T) T { return vals[r.Intn(len(vals))] }
+
+func ptr[T any](v T) *T { return &v }
+
+// maybe returns true with probability p.
+func maybe(r *rand.Rand, p float64) bool { return r.Float64() < p }
