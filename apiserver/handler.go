@@ -90,7 +90,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/openapi/", s.serveOpenAPI)
 	mux.HandleFunc("/openapi/v2", s.serveOpenAPI)
 	mux.HandleFunc("/openapi/v3", s.serveOpenAPI)
-	return s.logRequests(s.authenticate(s.authorizeRequests(mux)))
+	return s.logRequests(s.authenticate(s.authorizeRequests(s.inflight.wrap(mux))))
 }
 
 // statusRecorder remembers the response code for the request log and passes

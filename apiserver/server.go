@@ -84,6 +84,11 @@ type Config struct {
 	// the run at start (default 3m, kube-apiserver's); a value leaked by a
 	// crash is freed on the third run that finds it unused.
 	RepairInterval time.Duration
+	// MaxRequestsInflight and MaxMutatingRequestsInflight bound the
+	// read-only and mutating requests served at once, as kube-apiserver's
+	// flags of those names (defaults 400 and 200; negative disables).
+	MaxRequestsInflight         int
+	MaxMutatingRequestsInflight int
 }
 
 // Server is one API server instance.
@@ -104,6 +109,7 @@ type Server struct {
 	policy     *policyCache
 	rbac       *authz.RBAC
 	authorizer authz.Authorizer
+	inflight   *inFlightLimiter
 
 	openapiOnce    sync.Once
 	openapiHandler http.Handler
@@ -152,13 +158,20 @@ func New(cfg Config) (*Server, error) {
 	if cfg.BookmarkInterval == 0 {
 		cfg.BookmarkInterval = 10 * time.Second
 	}
+	if cfg.MaxRequestsInflight == 0 {
+		cfg.MaxRequestsInflight = 400
+	}
+	if cfg.MaxMutatingRequestsInflight == 0 {
+		cfg.MaxMutatingRequestsInflight = 200
+	}
 	if cfg.RepairInterval <= 0 {
 		cfg.RepairInterval = 3 * time.Minute
 	}
 	if len(cfg.AuthorizationModes) == 0 {
 		cfg.AuthorizationModes = []string{"RBAC", "Node"}
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, ready: make(chan struct{}), policy: newPolicyCache()}
+	s := &Server{cfg: cfg, log: cfg.Logger, ready: make(chan struct{}), policy: newPolicyCache(),
+		inflight: newInFlightLimiter(cfg.MaxRequestsInflight, cfg.MaxMutatingRequestsInflight)}
 	s.rbac = &authz.RBAC{Policy: s.policy}
 	policy, err := authz.LoadDefaultPolicy()
 	if err != nil {

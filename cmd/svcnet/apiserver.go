@@ -29,6 +29,8 @@ func parseAPIServerArgs(args []string) (apiserver.Config, error) {
 	fs.StringVar(&cidr, "service-cluster-ip-range", "10.96.0.0/16", "CIDR of Service ClusterIPs, or two of different families (dual-stack); the first range's first address is the kubernetes Service's")
 	fs.StringVar(&cfg.ServiceNodePortRange, "service-node-port-range", "30000-32767", "range of Service NodePorts")
 	fs.StringSliceVar(&cfg.AuthorizationModes, "authorization-mode", []string{"RBAC", "Node"}, "ordered list of authorizers: RBAC, Node, AlwaysAllow, AlwaysDeny (system:masters is always allowed)")
+	fs.IntVar(&cfg.MaxRequestsInflight, "max-requests-inflight", 400, "maximum non-mutating requests served at once (429 beyond; negative disables); one user gets at most half")
+	fs.IntVar(&cfg.MaxMutatingRequestsInflight, "max-mutating-requests-inflight", 200, "maximum mutating requests served at once (429 beyond; negative disables); one user gets at most half")
 	fs.DurationVar(&cfg.RepairInterval, "repair-interval", 3*time.Minute, "how often the ClusterIP/NodePort repair runs (kube-apiserver: 3m; leaks are freed on the third run that finds them)")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
