@@ -107,7 +107,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, list)
 		return
 	}
-	for _, gv := range []schema.GroupVersion{{Version: "v1"}, {Group: "apps", Version: "v1"}, {Group: "discovery.k8s.io", Version: "v1"}, {Group: "coordination.k8s.io", Version: "v1"}} {
+	for _, gv := range []schema.GroupVersion{{Version: "v1"}, {Group: "apps", Version: "v1"}, {Group: "discovery.k8s.io", Version: "v1"}, {Group: "coordination.k8s.io", Version: "v1"}, {Group: "networking.k8s.io", Version: "v1"}} {
 		base := "/" + openapi.DocPath(gv)
 		if p == base {
 			writeJSON(w, 200, resourceList(gv))
