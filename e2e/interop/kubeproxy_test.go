@@ -126,6 +126,9 @@ func runKubeProxy(t *testing.T, bin, mode string) {
 	// The Service range is reachable only over the link to the pods'
 	// namespace; neither namespace has any way out.
 	node.MustRun("ip", "route", "add", "10.96.0.0/16", "dev", "eth0")
+	// NodePort traffic from the pods' namespace is forwarded by the node
+	// (kubelet or the CNI sets this on a real node; namespace-scoped here).
+	node.MustRun("sysctl", "-qw", "net.ipv4.ip_forward=1")
 
 	// Two backends, each answering with its own address.
 	for _, ip := range backends {
@@ -196,7 +199,7 @@ func runKubeProxy(t *testing.T, bin, mode string) {
 
 	svc, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{
 			Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080),
 		}}},
 	}, metav1.CreateOptions{})
@@ -204,7 +207,8 @@ func runKubeProxy(t *testing.T, bin, mode string) {
 		t.Fatalf("create Service: %v", err)
 	}
 	clusterIP := svc.Spec.ClusterIP
-	t.Logf("Service default/web has ClusterIP %s", clusterIP)
+	nodePort := svc.Spec.Ports[0].NodePort
+	t.Logf("Service default/web has ClusterIP %s, NodePort %d", clusterIP, nodePort)
 	ready := true
 	var eps []discoveryv1.Endpoint
 	for _, ip := range backends {
@@ -299,32 +303,11 @@ func runKubeProxy(t *testing.T, bin, mode string) {
 		return nil
 	})
 
-	// (3) real connections to the ClusterIP reach both backends.
-	seen := map[string]int{}
-	for i := 0; i < 40 && len(seen) < len(backends); i++ {
-		var got string
-		err := node.Do(func() error {
-			c, err := net.DialTimeout("tcp", net.JoinHostPort(clusterIP, "80"), 2*time.Second)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-			b, err := io.ReadAll(c)
-			got = strings.TrimSpace(string(b))
-			return err
-		})
-		if err != nil {
-			t.Fatalf("connect %s:80 from the node: %v", clusterIP, err)
-		}
-		seen[got]++
-	}
-	for _, ip := range backends {
-		if seen[ip] == 0 {
-			t.Errorf("backend %s never answered on %s:80 (answers: %v)", ip, clusterIP, seen)
-		}
-	}
-	t.Logf("answers on %s:80: %v", clusterIP, seen)
+	// (3) real connections to the ClusterIP, from the node, reach both
+	// backends; so do connections to the NodePort on the node's address from
+	// the other namespace (forwarded and masqueraded by the node).
+	spread(t, node, net.JoinHostPort(clusterIP, "80"), backends)
+	spread(t, pods, net.JoinHostPort(nodeIP, fmt.Sprint(nodePort)), backends)
 
 	// kube-proxy's informers must have listed everything they watch.
 	b, _ := os.ReadFile(kpLog)
@@ -339,6 +322,37 @@ func runKubeProxy(t *testing.T, bin, mode string) {
 			t.Logf("known gap (events.k8s.io/v1 not served): kube-proxy: %s", line[:min(len(line), 200)])
 		}
 	}
+}
+
+// spread connects to addr from inside ns until every backend has answered
+// (each answers with its own address), failing if one never does.
+func spread(t *testing.T, ns *testbed.NetNS, addr string, backends []string) {
+	t.Helper()
+	seen := map[string]int{}
+	for i := 0; i < 40 && len(seen) < len(backends); i++ {
+		var got string
+		err := ns.Do(func() error {
+			c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+			b, err := io.ReadAll(c)
+			got = strings.TrimSpace(string(b))
+			return err
+		})
+		if err != nil {
+			t.Fatalf("connect %s from %s: %v", addr, ns.Name, err)
+		}
+		seen[got]++
+	}
+	for _, ip := range backends {
+		if seen[ip] == 0 {
+			t.Errorf("backend %s never answered on %s (answers: %v)", ip, addr, seen)
+		}
+	}
+	t.Logf("answers on %s from %s: %v", addr, ns.Name, seen)
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, f func() error) {
