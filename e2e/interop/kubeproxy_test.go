@@ -2,6 +2,7 @@ package interop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -209,6 +211,26 @@ func runKubeProxy(t *testing.T, bin, mode string) {
 	clusterIP := svc.Spec.ClusterIP
 	nodePort := svc.Spec.Ports[0].NodePort
 	t.Logf("Service default/web has ClusterIP %s, NodePort %d", clusterIP, nodePort)
+	// "sticky": ClientIP session affinity over the same two backends.
+	sticky, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "sticky"},
+		Spec: corev1.ServiceSpec{SessionAffinity: corev1.ServiceAffinityClientIP, Ports: []corev1.ServicePort{{
+			Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080),
+		}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create Service sticky: %v", err)
+	}
+	// "empty": no endpoints at all, so kube-proxy rejects its traffic.
+	empty, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "empty"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{
+			Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080),
+		}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create Service empty: %v", err)
+	}
 	ready := true
 	var eps []discoveryv1.Endpoint
 	for _, ip := range backends {
@@ -218,18 +240,20 @@ func runKubeProxy(t *testing.T, bin, mode string) {
 			NodeName:   ptr(nodeName),
 		})
 	}
-	if _, err := cs.DiscoveryV1().EndpointSlices("default").Create(ctx, &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-manual", Labels: map[string]string{
-			discoveryv1.LabelServiceName: "web",
-			discoveryv1.LabelManagedBy:   "interop-test",
-		}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   eps,
-		Ports: []discoveryv1.EndpointPort{{
-			Name: ptr("http"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(8080)),
-		}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create EndpointSlice: %v", err)
+	for _, name := range []string{"web", "sticky"} {
+		if _, err := cs.DiscoveryV1().EndpointSlices("default").Create(ctx, &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: name + "-manual", Labels: map[string]string{
+				discoveryv1.LabelServiceName: name,
+				discoveryv1.LabelManagedBy:   "interop-test",
+			}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   eps,
+			Ports: []discoveryv1.EndpointPort{{
+				Name: ptr("http"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(8080)),
+			}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create EndpointSlice for %s: %v", name, err)
+		}
 	}
 
 	// The real kube-proxy.
@@ -309,6 +333,30 @@ func runKubeProxy(t *testing.T, bin, mode string) {
 	spread(t, node, net.JoinHostPort(clusterIP, "80"), backends)
 	spread(t, pods, net.JoinHostPort(nodeIP, fmt.Sprint(nodePort)), backends)
 
+	// (4) ClientIP affinity: 20 connections from one client all reach the
+	// same backend (without affinity, 2^-19 odds).
+	stickyAddr := net.JoinHostPort(sticky.Spec.ClusterIP, "80")
+	first := ""
+	for i := 0; i < 20; i++ {
+		got, err := fetch(node, stickyAddr)
+		if err != nil {
+			t.Fatalf("connect %s (sticky): %v", stickyAddr, err)
+		}
+		if first == "" {
+			first = got
+		} else if got != first {
+			t.Fatalf("sticky %s: connection %d reached %s, the first reached %s", stickyAddr, i, got, first)
+		}
+	}
+	t.Logf("sticky %s: 20 connections all reached %s", stickyAddr, first)
+
+	// (5) a Service without endpoints is rejected at once (connection
+	// refused), not black-holed.
+	emptyAddr := net.JoinHostPort(empty.Spec.ClusterIP, "80")
+	if _, err := fetch(node, emptyAddr); err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("connect %s (no endpoints): got %v, want connection refused", emptyAddr, err)
+	}
+
 	// kube-proxy's informers must have listed everything they watch.
 	b, _ := os.ReadFile(kpLog)
 	for _, line := range strings.Split(string(b), "\n") {
@@ -322,6 +370,23 @@ func runKubeProxy(t *testing.T, bin, mode string) {
 			t.Logf("known gap (events.k8s.io/v1 not served): kube-proxy: %s", line[:min(len(line), 200)])
 		}
 	}
+}
+
+// fetch connects to addr from inside ns and returns what the backend says.
+func fetch(ns *testbed.NetNS, addr string) (string, error) {
+	var got string
+	err := ns.Do(func() error {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		b, err := io.ReadAll(c)
+		got = strings.TrimSpace(string(b))
+		return err
+	})
+	return got, err
 }
 
 // spread connects to addr from inside ns until every backend has answered
