@@ -269,6 +269,7 @@ func runKubeProxy(t *testing.T, bin, mode string) {
 		"--proxy-mode", mode,
 		"--cluster-cidr", "10.244.0.0/16",
 		"--conntrack-max-per-core", "0",
+		"--nodeport-addresses", "primary",
 		"--metrics-bind-address", "127.0.0.1:10249",
 		"--healthz-bind-address", "127.0.0.1:10256",
 		"--v", "2",
@@ -368,6 +369,9 @@ func runKubeProxy(t *testing.T, bin, mode string) {
 		// Logged, not failed, until that API exists.
 		if strings.Contains(line, "Server rejected event") {
 			t.Logf("known gap (events.k8s.io/v1 not served): kube-proxy: %s", line[:min(len(line), 200)])
+		} else if strings.HasPrefix(line, "E") || strings.HasPrefix(line, "W") {
+			// Other warnings and errors are shown, for the reader to judge.
+			t.Logf("kube-proxy: %s", line[:min(len(line), 300)])
 		}
 	}
 }
