@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -245,6 +246,30 @@ func New(cfg Config, h *Handler, ready func() bool, log *slog.Logger) *Server {
 // writes it ("dns://:53").
 func ServerLabel(listen string) string { return "dns://" + listen }
 
+// listenUDPAndTCP binds the UDP sockets and a TCP listener on the same port.
+// With port 0 the kernel picks a free UDP port whose TCP twin may be taken by
+// another process; then it tries again with a new port (a few times) instead
+// of failing.
+func listenUDPAndTCP(addr string, readers int) ([]*net.UDPConn, net.Listener, error) {
+	_, port, _ := net.SplitHostPort(addr)
+	for attempt := 0; ; attempt++ {
+		pcs, err := listenUDP(addr, readers)
+		if err != nil {
+			return nil, nil, fmt.Errorf("listen udp %s: %w", addr, err)
+		}
+		ln, err := net.Listen("tcp", pcs[0].LocalAddr().String())
+		if err == nil {
+			return pcs, ln, nil
+		}
+		for _, pc := range pcs {
+			pc.Close()
+		}
+		if port != "0" || attempt >= 9 || !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, nil, fmt.Errorf("listen tcp %s: %w", addr, err)
+		}
+	}
+}
+
 // Start binds every socket; on any failure it closes what it opened and
 // returns the error. Serving starts in the background.
 func (s *Server) Start() error {
@@ -260,17 +285,12 @@ func (s *Server) Start() error {
 		readers = runtime.GOMAXPROCS(0)
 	}
 	for _, addr := range s.cfg.Listen {
-		pcs, err := listenUDP(addr, readers)
+		pcs, ln, err := listenUDPAndTCP(addr, readers)
 		if err != nil {
-			return fail(fmt.Errorf("listen udp %s: %w", addr, err))
+			return fail(err)
 		}
 		for _, pc := range pcs {
 			closers = append(closers, func() { pc.Close() })
-		}
-		// TCP on the same port as UDP, which matters when the port was 0.
-		ln, err := net.Listen("tcp", pcs[0].LocalAddr().String())
-		if err != nil {
-			return fail(fmt.Errorf("listen tcp %s: %w", addr, err))
 		}
 		closers = append(closers, func() { ln.Close() })
 		label := ServerLabel(addr)

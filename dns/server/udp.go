@@ -49,7 +49,7 @@ type udpReader struct {
 	// DNS library does), or a multi-homed host could answer from another.
 	pktinfo bool
 	oob     []byte
-	cache map[string]cachedAnswer
+	cache   map[string]cachedAnswer
 	// obs holds the metric children per kind of answer, so that cached
 	// entries share them.
 	obs map[obsKey]*observers

@@ -35,9 +35,9 @@ func randProbe(r *rand.Rand) *corev1.Probe {
 
 func randContainer(r *rand.Rand, name string) corev1.Container {
 	c := corev1.Container{
-		Name:  name,
-		Image: pick(r, "nginx", "nginx:latest", "nginx:1.25", "nginx@sha256:0123", "nginx:latest@sha256:0123", "nginx@sha256:"+digest, "nginx:latest@sha256:"+digest, "nginx:1.25@sha256:"+digest, "registry:5000/nginx", "registry:5000/nginx:v1", ""),
-		ImagePullPolicy: pick(r, corev1.PullPolicy(""), corev1.PullPolicy(""), corev1.PullAlways, corev1.PullNever),
+		Name:                     name,
+		Image:                    pick(r, "nginx", "nginx:latest", "nginx:1.25", "nginx@sha256:0123", "nginx:latest@sha256:0123", "nginx@sha256:"+digest, "nginx:latest@sha256:"+digest, "nginx:1.25@sha256:"+digest, "registry:5000/nginx", "registry:5000/nginx:v1", ""),
+		ImagePullPolicy:          pick(r, corev1.PullPolicy(""), corev1.PullPolicy(""), corev1.PullAlways, corev1.PullNever),
 		TerminationMessagePath:   pick(r, "", "/tmp/msg"),
 		TerminationMessagePolicy: pick(r, corev1.TerminationMessagePolicy(""), corev1.TerminationMessageFallbackToLogsOnError),
 		LivenessProbe:            randProbe(r), ReadinessProbe: randProbe(r), StartupProbe: randProbe(r),
@@ -98,9 +98,9 @@ func deploymentDefaultCase(r *rand.Rand) string {
 	in := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: namespace},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: pick(r, nil, ptr[int32](3)),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}, Spec: randPodSpec(r)},
+			Replicas:                pick(r, nil, ptr[int32](3)),
+			Selector:                &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template:                corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}, Spec: randPodSpec(r)},
 			RevisionHistoryLimit:    pick(r, nil, ptr[int32](2)),
 			ProgressDeadlineSeconds: pick(r, nil, ptr[int32](60)),
 		},

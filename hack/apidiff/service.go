@@ -93,7 +93,9 @@ var svcSetters = []func(r *rand.Rand, s *corev1.Service){
 		s.Spec.InternalTrafficPolicy = pick(r, nil, ptr(corev1.ServiceInternalTrafficPolicyCluster),
 			ptr(corev1.ServiceInternalTrafficPolicyLocal), ptr(corev1.ServiceInternalTrafficPolicy("Bogus")))
 	},
-	func(r *rand.Rand, s *corev1.Service) { s.Spec.HealthCheckNodePort = pick[int32](r, 0, 30001, 70000, -1) },
+	func(r *rand.Rand, s *corev1.Service) {
+		s.Spec.HealthCheckNodePort = pick[int32](r, 0, 30001, 70000, -1)
+	},
 	func(r *rand.Rand, s *corev1.Service) {
 		s.Spec.LoadBalancerSourceRanges = pick(r, nil, []string{"10.0.0.0/8"}, []string{" 10.0.0.0/8 "}, []string{"bad"},
 			[]string{"10.0.0.1/8"}, []string{"2001:db8::/32", "010.0.0.0/8"})
@@ -324,4 +326,3 @@ func compareServiceStatus(in, old *corev1.Service) string {
 	return joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), compareObjs("prepared", kPrepared, sv),
 		compareErrs("status", kErrs, sErrs))
 }
-
