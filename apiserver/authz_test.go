@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -137,6 +138,19 @@ func TestRBACForbiddenMessageAndGrants(t *testing.T) {
 	if err == nil || err.Error() != wantEsc {
 		t.Errorf("escalating role: %v\nwant %s", err, wantEsc)
 	}
+	// admin is an aggregated ClusterRole: until the aggregation controller has
+	// filled its rules it grants nothing, and binding it is no escalation
+	// (as in kube-apiserver). Wait for the rules first.
+	eventually(t, "admin ClusterRole aggregated", func() error {
+		cr, err := admin.RbacV1().ClusterRoles().Get(ctx, "admin", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(cr.Rules) == 0 {
+			return fmt.Errorf("admin has no rules yet")
+		}
+		return nil
+	})
 	_, err = alice.RbacV1().RoleBindings("default").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "to-admin"},
 		RoleRef: rbacv1.RoleRef{Kind: "ClusterRole", Name: "admin"}, Subjects: []rbacv1.Subject{{Kind: "User", Name: "alice"}}}, metav1.CreateOptions{})
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "is attempting to grant RBAC permissions not currently held") {
