@@ -85,6 +85,30 @@ func (e *escalationStrategy) check(ctx context.Context, obj runtime.Object) erro
 	return nil
 }
 
+// storedRoles reads Roles and ClusterRoles from storage (the escalation
+// check of bindings must see a role's latest rules).
+type storedRoles struct{ s *Server }
+
+func (r storedRoles) GetRole(ns, name string) (*rbacv1.Role, bool) {
+	st, ok := r.s.byGR[rolesGR]
+	if !ok {
+		return nil, false
+	}
+	obj, err := st.Get(context.Background(), ns, name)
+	role, ok := obj.(*rbacv1.Role)
+	return role, err == nil && ok
+}
+
+func (r storedRoles) GetClusterRole(name string) (*rbacv1.ClusterRole, bool) {
+	st, ok := r.s.byGR[clusterRolesGR]
+	if !ok {
+		return nil, false
+	}
+	obj, err := st.Get(context.Background(), "", name)
+	role, ok := obj.(*rbacv1.ClusterRole)
+	return role, err == nil && ok
+}
+
 // policyCache keeps every Role, ClusterRole, RoleBinding and
 // ClusterRoleBinding in memory, fed by etcd watches, for the RBAC
 // authorizer (which must not read etcd on every request). Writes through

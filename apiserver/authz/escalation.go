@@ -19,6 +19,11 @@ import (
 type Escalation struct {
 	RBAC       *RBAC
 	Authorizer Authorizer
+	// Roles, when set, is where a binding's role is read: kube-apiserver
+	// reads it from storage, not from the authorizer's watch-fed cache, so
+	// a role whose rules were just written (an aggregated ClusterRole
+	// being filled) is judged by those rules. Nil reads RBAC.Policy.
+	Roles RoleGetter
 }
 
 var fullAuthority = []rbacv1.PolicyRule{
@@ -71,7 +76,11 @@ func (e *Escalation) CheckBinding(ctx context.Context, u User, namespace, name s
 	if ref.APIGroup == rbacv1.GroupName && e.allowed(ctx, u, "bind", roleResource, namespace, ref.Name) {
 		return nil
 	}
-	rules, err := e.RBAC.roleRules(ref, namespace)
+	roles := e.Roles
+	if roles == nil {
+		roles = e.RBAC.Policy
+	}
+	rules, err := roleRefRules(roles, ref, namespace)
 	if err != nil {
 		return apierrors.NewForbidden(gr, name, err)
 	}

@@ -79,16 +79,27 @@ func describeSubject(s rbacv1.Subject, bindingNamespace string) string {
 	}
 }
 
+// RoleGetter finds Roles and ClusterRoles.
+type RoleGetter interface {
+	GetRole(namespace, name string) (*rbacv1.Role, bool)
+	GetClusterRole(name string) (*rbacv1.ClusterRole, bool)
+}
+
 func (r *RBAC) roleRules(ref rbacv1.RoleRef, namespace string) ([]rbacv1.PolicyRule, error) {
+	return roleRefRules(r.Policy, ref, namespace)
+}
+
+// roleRefRules returns the rules of the role ref points to.
+func roleRefRules(p RoleGetter, ref rbacv1.RoleRef, namespace string) ([]rbacv1.PolicyRule, error) {
 	switch ref.Kind {
 	case "Role":
-		role, ok := r.Policy.GetRole(namespace, ref.Name)
+		role, ok := p.GetRole(namespace, ref.Name)
 		if !ok {
 			return nil, apierrors.NewNotFound(rbacv1.Resource("role"), ref.Name)
 		}
 		return role.Rules, nil
 	case "ClusterRole":
-		role, ok := r.Policy.GetClusterRole(ref.Name)
+		role, ok := p.GetClusterRole(ref.Name)
 		if !ok {
 			return nil, apierrors.NewNotFound(rbacv1.Resource("clusterrole"), ref.Name)
 		}
