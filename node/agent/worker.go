@@ -340,7 +340,11 @@ func (w *podWorker) containerLoop(ctx context.Context, spec v1.Container) {
 		}
 		cancelProbes()
 		if stopping {
-			proc.Stop(w.stopGrace())
+			grace := w.stopGrace()
+			if w.deleting() {
+				grace = w.preStop(spec, sb, proc, env, grace)
+			}
+			proc.Stop(grace)
 		}
 		code, sig, fin := proc.Exit()
 		term := &podstatus.Termination{ExitCode: int32(code), Signal: int32(sig), StartedAt: proc.StartedAt(), FinishedAt: fin}
@@ -374,6 +378,60 @@ func (w *podWorker) containerLoop(ctx context.Context, spec v1.Container) {
 		restarts++
 		delay = w.nextDelay(delay)
 	}
+}
+
+// deleting tells whether the pod stops because it is being deleted (not
+// because the agent stops or the pod object is gone).
+func (w *podWorker) deleting() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.deleteAPI && w.grace > 0
+}
+
+// preStop runs the container's preStop hook (exec, httpGet or sleep) before
+// the SIGTERM, as the kubelet does: the hook counts against the grace
+// period, and whatever it leaves (at least 2 s, the kubelet's minimum
+// after a hook) is the grace of the SIGTERM. A failing hook is logged and
+// the container is stopped anyway. A container that exits during the hook
+// ends it.
+func (w *podWorker) preStop(spec v1.Container, sb PodSandbox, proc Container, env []string, grace time.Duration) time.Duration {
+	if spec.Lifecycle == nil || spec.Lifecycle.PreStop == nil {
+		return grace
+	}
+	h := spec.Lifecycle.PreStop
+	t0 := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	go func() {
+		select {
+		case <-proc.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var err error
+	switch {
+	case h.Exec != nil:
+		var code int
+		code, err = sb.Exec(ctx, h.Exec.Command, env)
+		if err == nil && code != 0 {
+			err = fmt.Errorf("command %q exited with %d", h.Exec.Command, code)
+		}
+	case h.HTTPGet != nil:
+		target := probe.Target{PodIP: sb.IP().String(), Ports: spec.Ports}
+		if r, msg := probe.Run(ctx, &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: h.HTTPGet}}, grace, target); r != probe.Success {
+			err = errors.New(msg)
+		}
+	case h.Sleep != nil:
+		select {
+		case <-time.After(time.Duration(h.Sleep.Seconds) * time.Second):
+		case <-ctx.Done():
+		}
+	}
+	if err != nil && ctx.Err() == nil {
+		w.a.log.Warn("preStop hook failed", "pod", w.key, "container", spec.Name, "err", err)
+	}
+	return max(grace-time.Since(t0), 2*time.Second)
 }
 
 func (w *podWorker) nextDelay(d time.Duration) time.Duration {
