@@ -207,12 +207,18 @@ func Link(tb testing.TB, a *NetNS, ifA, addrA string, b *NetNS, ifB, addrB strin
 	b.MustRun("ip", "link", "set", ifB, "up")
 }
 
-// Sweep deletes every namespace left behind by an earlier, crashed run.
-func Sweep() {
+// SweepPrefix deletes the namespaces left behind by an earlier, crashed run
+// of one tool: those named Prefix+tool+"-". It never touches the whole
+// Prefix, because tests and tools run side by side on one machine (a CI run
+// beside a benchmark) and each owns only what it created.
+func SweepPrefix(tool string) {
+	if tool == "" {
+		panic("testbed.SweepPrefix: a tool name is required")
+	}
 	out, _ := exec.Command("ip", "netns", "list").Output()
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
-		if len(f) > 0 && strings.HasPrefix(f[0], Prefix) {
+		if len(f) > 0 && strings.HasPrefix(f[0], Prefix+tool+"-") {
 			KillAll(f[0])
 			_ = exec.Command("ip", "netns", "delete", f[0]).Run()
 		}
