@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	metallbv1beta1 "github.com/svcnet/svcnet/apis/metallb/v1beta1"
-	"github.com/svcnet/svcnet/controller/lbipam"
+	metallbvalidation "github.com/svcnet/svcnet/apis/metallb/validation"
 	"github.com/svcnet/svcnet/registry"
 	"github.com/svcnet/svcnet/registry/core"
 )
@@ -63,7 +63,8 @@ func (p *poolAdmission) admit(ctx context.Context, obj runtime.Object) error {
 		return webhookDenied(http.StatusForbidden, metav1.StatusReasonForbidden,
 			fmt.Sprintf("failed to get existing IPAddressPool objects: %v", err))
 	}
-	if err := lbipam.ValidatePool(&pool, others); err != nil {
+	all := metallbvalidation.WithUpdate(others, pool, func(p *metallbv1beta1.IPAddressPool) string { return p.Namespace + "/" + p.Name })
+	if err := metallbvalidation.Pools(all); err != nil {
 		return webhookDenied(http.StatusForbidden, metav1.StatusReasonForbidden, err.Error())
 	}
 	return nil

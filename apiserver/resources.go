@@ -92,7 +92,7 @@ func builtinResources() []resourceDef {
 			New: typed[networkingv1.ServiceCIDR](), NewList: typed[networkingv1.ServiceCIDRList]()}, networking.NewServiceCIDRStrategy},
 		{registry.ResourceInfo{GVR: networkingv1.SchemeGroupVersion.WithResource("ipaddresses"), Kind: "IPAddress", Singular: "ipaddress", ShortNames: []string{"ip"},
 			New: typed[networkingv1.IPAddress](), NewList: typed[networkingv1.IPAddressList]()}, networking.NewIPAddressStrategy},
-	}, append(rbacResources(), []resourceDef{
+	}, append(append(rbacResources(), metallbBGPResources()...), []resourceDef{
 		{registry.ResourceInfo{GVR: metallbGV.WithResource("ipaddresspools"), Kind: "IPAddressPool", Singular: "ipaddresspool", Namespaced: true, Generation: true,
 			New: unstructuredNew(metallbGV, "IPAddressPool"), NewList: unstructuredNewList(metallbGV, "IPAddressPool")}, func() registry.Strategy { return &core.Basic{Namespaced: true} }},
 		{registry.ResourceInfo{GVR: metallbGV.WithResource("l2advertisements"), Kind: "L2Advertisement", Singular: "l2advertisement", Namespaced: true, Generation: true,

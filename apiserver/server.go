@@ -273,6 +273,7 @@ func (s *Server) buildStores() error {
 		s.byGR[ServicesResource].Strategy = service.NewStrategy(scfg)
 	}
 	s.installPoolAdmission()
+	s.installMetalLBListers()
 	esc := &authz.Escalation{RBAC: s.rbac, Authorizer: s.authorizer, Roles: storedRoles{s}}
 	for _, gr := range []schema.GroupResource{rolesGR, clusterRolesGR, roleBindingsGR, clusterRoleBindingsGR} {
 		if st, ok := s.byGR[gr]; ok {

@@ -9,6 +9,9 @@ apt-get install -y --no-install-recommends $(grep -v '^#' .ci/packages)
 # Debian's etcd-server package may start a system etcd on 127.0.0.1:2379; svcnet
 # never needs it (tests start their own on free ports), so stop it if it runs.
 if command -v systemctl >/dev/null 2>&1; then systemctl disable --now etcd >/dev/null 2>&1 || true; fi
+# bird2 is the BGP router of the BGP-mode tests (run inside test namespaces with
+# their own config); Debian's package may start a system bird: stop it too.
+if command -v systemctl >/dev/null 2>&1; then systemctl disable --now bird >/dev/null 2>&1 || true; fi
 export PATH=$PATH:/usr/local/go/bin
 go mod download
 # svcnet carries the real kubectl (k8s.io/kubectl, `svcnet kubectl`); stamp it

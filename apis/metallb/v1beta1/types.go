@@ -1,6 +1,8 @@
-// Package v1beta1 holds Go types for MetalLB's IPAddressPool and
-// L2Advertisement kinds in API group metallb.io/v1beta1, field for field as
-// MetalLB defines them, so that MetalLB manifests apply to svcnet verbatim.
+// Package v1beta1 holds Go types for MetalLB's metallb.io/v1beta1 kinds
+// (IPAddressPool, L2Advertisement, BGPAdvertisement, Community and the
+// ServiceL2Status and ServiceBGPStatus status kinds), field for field as
+// MetalLB 0.16 defines them, so that MetalLB manifests apply to svcnet
+// verbatim. BGPPeer is served as metallb.io/v1beta2 (package v1beta2).
 // DeepCopy methods are written by hand; AddToScheme registers the kinds;
 // Client is a small typed client over the dynamic client.
 package v1beta1
@@ -26,13 +28,14 @@ var (
 var (
 	// SchemeBuilder registers the kinds.
 	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
-	// AddToScheme adds IPAddressPool and L2Advertisement (and their lists)
-	// to a scheme.
+	// AddToScheme adds this package's kinds (and their lists) to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(SchemeGroupVersion, &IPAddressPool{}, &IPAddressPoolList{}, &L2Advertisement{}, &L2AdvertisementList{})
+	s.AddKnownTypes(SchemeGroupVersion, &IPAddressPool{}, &IPAddressPoolList{}, &L2Advertisement{}, &L2AdvertisementList{},
+		&BGPAdvertisement{}, &BGPAdvertisementList{}, &Community{}, &CommunityList{},
+		&ServiceL2Status{}, &ServiceL2StatusList{}, &ServiceBGPStatus{}, &ServiceBGPStatusList{})
 	metav1.AddToGroupVersion(s, SchemeGroupVersion)
 	return nil
 }
