@@ -1,0 +1,161 @@
+// Command run is svcnet's benchmark harness against the real peers: it
+// builds svcnet, kube-proxy v1.37.2 (from k8s.io/kubernetes, which is why
+// this is its own Go module) and CoreDNS v1.15.0, finds HAProxy (Debian),
+// runs every measurement for svcnet and for the peer on the same input in
+// the same run, alternating their order and repeating, and writes
+// docs/benchmarks.md with medians and ranges plus PNG plots.
+//
+// It needs root: everything that sends packets runs inside network
+// namespaces it creates (internal/testbed), with no route out, and deletes
+// them on exit. See README.md.
+//
+//	cd bench/run && go run . [-sizes 1000,10000] [-reps 3]
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+)
+
+type config struct {
+	root, out, bin string
+	sizes          []int
+	modes          []string
+	reps           int
+	changes        int
+	connects       int
+	maxConnSize    int
+	syncTimeout    time.Duration
+	only           map[string]bool
+	dnsSizes       []int
+	dnsDuration    time.Duration
+	usDuration     time.Duration
+	npServices     int
+	npCycles       int
+	npMode         string
+	npUpArgs       []string
+	args           []string
+}
+
+func intList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("bad size %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func main() {
+	cfg := &config{args: os.Args[1:]}
+	var sizes, modes, only, dnsSizes, upArgs string
+	flag.StringVar(&cfg.root, "root", "../..", "svcnet repository root")
+	flag.StringVar(&cfg.out, "out", "", "report file (default ROOT/docs/benchmarks.md; plots beside it in ROOT/docs/benchmarks/)")
+	flag.StringVar(&cfg.bin, "bin", "", "where to build the binaries (default ROOT/bin/bench)")
+	flag.StringVar(&sizes, "sizes", "1000,10000", "Service counts for the proxy measurements (the issue's full set: 1000,10000,30000,50000)")
+	flag.StringVar(&modes, "modes", "nftables,iptables", "proxy modes")
+	flag.IntVar(&cfg.reps, "reps", 3, "repetitions of every measurement (svcnet and peer alternate their order)")
+	flag.IntVar(&cfg.changes, "changes", 5, "one-change syncs per proxy run")
+	flag.IntVar(&cfg.connects, "connects", 1000, "TCP connects per latency measurement")
+	flag.IntVar(&cfg.maxConnSize, "connect-max-services", 30000, "measure connect latency only up to this many Services")
+	flag.DurationVar(&cfg.syncTimeout, "sync-timeout", 10*time.Minute, "give up on a proxy's first sync after this long")
+	flag.StringVar(&only, "only", "proxy,userspace,dns,netprog", "which benchmarks to run")
+	flag.StringVar(&dnsSizes, "dns-sizes", "1000,10000", "Service counts for the DNS comparison")
+	flag.DurationVar(&cfg.dnsDuration, "dns-duration", 5*time.Second, "dnsperf run length per server and size")
+	flag.DurationVar(&cfg.usDuration, "userspace-duration", 3*time.Second, "length of each userspace measurement")
+	flag.IntVar(&cfg.npServices, "netprog-services", 10000, "background Services in the network programming latency run")
+	flag.IntVar(&cfg.npCycles, "netprog-cycles", 15, "3→4→3 scaling cycles")
+	flag.StringVar(&cfg.npMode, "netprog-mode", "nftables", "proxy mode of svcnet up in the network programming run")
+	flag.StringVar(&upArgs, "netprog-up-args", "", "extra svcnet up flags (space-separated) for the network programming run")
+	flag.Parse()
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, "bench/run:", err)
+		os.Exit(1)
+	}
+	if os.Geteuid() != 0 {
+		fail(fmt.Errorf("needs root (network namespaces)"))
+	}
+	var err error
+	if cfg.sizes, err = intList(sizes); err != nil {
+		fail(err)
+	}
+	if cfg.dnsSizes, err = intList(dnsSizes); err != nil {
+		fail(err)
+	}
+	cfg.modes = strings.Split(modes, ",")
+	cfg.only = map[string]bool{}
+	for _, o := range strings.Split(only, ",") {
+		cfg.only[strings.TrimSpace(o)] = true
+	}
+	cfg.npUpArgs = strings.Fields(upArgs)
+	if cfg.root, err = filepath.Abs(cfg.root); err != nil {
+		fail(err)
+	}
+	if cfg.out == "" {
+		cfg.out = filepath.Join(cfg.root, "docs", "benchmarks.md")
+	}
+	if cfg.bin == "" {
+		cfg.bin = filepath.Join(cfg.root, "bin", "bench")
+	}
+	if err := os.MkdirAll(cfg.bin, 0o755); err != nil {
+		fail(err)
+	}
+	// Ctrl-C or SIGTERM: run the cleanups of the steps in progress, which
+	// remove exactly the namespaces and processes this run created (never
+	// anyone else's), then exit.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		logf("interrupted: removing this run's namespaces and processes")
+		abortAll()
+		os.Exit(1)
+	}()
+
+	start := time.Now()
+	load0, _ := os.ReadFile("/proc/loadavg")
+	bins, err := buildPeers(cfg.root, cfg.bin, cfg.only["dns"])
+	if err != nil {
+		fail(err)
+	}
+	res := newResults()
+	res.text["load-start"] = strings.Join(strings.Fields(string(load0))[:3], " ")
+	if cfg.only["proxy"] {
+		_ = benchProxies(res, bins, cfg)
+	}
+	if cfg.only["userspace"] {
+		_ = benchUserspace(res, cfg.root, cfg)
+	}
+	if cfg.only["dns"] {
+		_ = benchDNS(res, cfg.root, bins, cfg)
+	}
+	if cfg.only["netprog"] {
+		if err := benchNetProg(res, bins, cfg); err != nil {
+			logf("%v", err)
+			res.note(err.Error())
+		}
+	}
+	load1, _ := os.ReadFile("/proc/loadavg")
+	res.text["load-end"] = strings.Join(strings.Fields(string(load1))[:3], " ")
+	res.text["took"] = time.Since(start).Round(time.Second).String()
+	res.text["gomaxprocs"] = strconv.Itoa(runtime.GOMAXPROCS(0))
+	if err := writeReport(res, bins, cfg); err != nil {
+		fail(err)
+	}
+	logf("wrote %s in %s", cfg.out, time.Since(start).Round(time.Second))
+}

@@ -1,0 +1,330 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/svcnet/svcnet/internal/testbed"
+)
+
+const npMetric = "kubeproxy_network_programming_duration_seconds"
+
+// benchNetProg measures network programming latency as the proxies
+// themselves report it (kubeproxy_network_programming_duration_seconds) in
+// `svcnet up --nodes 3`, run inside a throwaway namespace as e2e/seeds does:
+// cfg.npServices background Services (each with a two-endpoint slice) are
+// created first, then a 3-replica Deployment behind a Service is scaled
+// 3→4→3 cfg.npCycles times. Only observations made during the cycles count.
+func benchNetProg(res *results, bins *peers, cfg *config) error {
+	return step("netprog", func(tb *benchTB) error {
+		lab := testbed.NewNetNS(tb, "bench-np")
+		dir := tb.TempDir()
+		var rb [2]byte
+		_, _ = rand.Read(rb[:])
+		prefix := "bnp" + hex.EncodeToString(rb[:])
+		upArgs := []string{"up", "--nodes", "3", "--proxy-mode", cfg.npMode, "--data-dir", dir, "--prefix", prefix}
+		upArgs = append(upArgs, cfg.npUpArgs...)
+		res.text["netprog-up"] = "svcnet " + strings.Join(upArgs, " ")
+		logFile, err := os.Create(filepath.Join(dir, "up.log"))
+		if err != nil {
+			return err
+		}
+		up := exec.Command("ip", append([]string{"netns", "exec", lab.Name, bins.svcnet}, upArgs...)...)
+		stdout, _ := up.StdoutPipe()
+		up.Stderr = logFile
+		up.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+		if err := up.Start(); err != nil {
+			return err
+		}
+		exited := make(chan struct{})
+		go func() { _ = up.Wait(); close(exited) }()
+		tb.Cleanup(func() {
+			_ = up.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(60 * time.Second):
+				_ = up.Process.Kill()
+				<-exited
+			}
+			_ = exec.Command("ip", "netns", "exec", lab.Name, bins.svcnet, "down", "--data-dir", dir).Run()
+			logFile.Close()
+		})
+		ready := make(chan string, 1)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				if strings.HasPrefix(sc.Text(), "export KUBECONFIG=") {
+					ready <- strings.TrimPrefix(sc.Text(), "export KUBECONFIG=")
+				}
+			}
+		}()
+		var kubeconfig string
+		select {
+		case kubeconfig = <-ready:
+		case <-exited:
+			b, _ := os.ReadFile(filepath.Join(dir, "up.log"))
+			return fmt.Errorf("svcnet up exited: %s", lastLines(string(b), 20))
+		case <-time.After(5 * time.Minute):
+			return fmt.Errorf("svcnet up not ready within 5m")
+		}
+		logf("netprog: cluster ready")
+		rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return err
+		}
+		rc.Dial = nsDialer(lab.Name)
+		rc.QPS, rc.Burst = -1, 0
+		rc.ContentType = "application/vnd.kubernetes.protobuf"
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return err
+		}
+		ctx := context.Background()
+		proxies := make([]string, 3)
+		for i := range proxies {
+			proxies[i] = fmt.Sprintf("%s-node-%d", prefix, i+1)
+		}
+		scrapeAll := func() ([]metrics, error) {
+			var ms []metrics
+			for _, ns := range proxies {
+				m, err := scrape(nsHTTPClient(ns), "http://127.0.0.1:10249/metrics")
+				if err != nil {
+					return nil, fmt.Errorf("proxy in %s: %w", ns, err)
+				}
+				ms = append(ms, m)
+			}
+			return ms, nil
+		}
+
+		// Background Services.
+		t0 := time.Now()
+		if err := createBackground(ctx, cs, cfg.npServices); err != nil {
+			return err
+		}
+		logf("netprog: %d background Services created in %s", cfg.npServices, time.Since(t0).Round(time.Second))
+		// Every proxy has caught up once none has changes pending and each
+		// synced after the last create.
+		tc := float64(time.Now().UnixNano()) / 1e9
+		if err := waitFor(15*time.Minute, time.Second, "proxies synced the background Services", func() error {
+			ms, err := scrapeAll()
+			if err != nil {
+				return err
+			}
+			for i, m := range ms {
+				if m.v("kubeproxy_sync_proxy_rules_last_timestamp_seconds") < tc || m.v("kubeproxy_sync_proxy_rules_endpoint_changes_pending") > 0 ||
+					m.v("kubeproxy_sync_proxy_rules_service_changes_pending") > 0 {
+					return fmt.Errorf("proxy %d not caught up", i+1)
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+
+		// The Deployment and its Service.
+		labels := map[string]string{"app": "np"}
+		dep := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "np"},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr(int32(3)), Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "jocatalin/kubernetes-bootcamp:v1",
+						Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}}}}},
+		}
+		if _, err := cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		if _, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "np"},
+			Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}},
+			metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		endpoints := func() (ready, all int, err error) {
+			l, err := cs.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=np"})
+			if err != nil {
+				return 0, 0, err
+			}
+			for _, s := range l.Items {
+				for _, e := range s.Endpoints {
+					all++
+					if e.Conditions.Ready != nil && *e.Conditions.Ready {
+						ready++
+					}
+				}
+			}
+			return ready, all, nil
+		}
+		waitEndpoints := func(want int) error {
+			return waitFor(3*time.Minute, 100*time.Millisecond, fmt.Sprintf("%d ready endpoints", want), func() error {
+				r, a, err := endpoints()
+				if err != nil {
+					return err
+				}
+				if r != want || a != want {
+					return fmt.Errorf("%d ready of %d", r, a)
+				}
+				return nil
+			})
+		}
+		scale := func(n int) error {
+			_, err := cs.AppsV1().Deployments("default").Patch(ctx, "np", types.MergePatchType,
+				[]byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)), metav1.PatchOptions{})
+			return err
+		}
+		if err := waitEndpoints(3); err != nil {
+			return err
+		}
+		time.Sleep(3 * time.Second)
+		before, err := scrapeAll()
+		if err != nil {
+			return err
+		}
+		for i := 0; i < cfg.npCycles; i++ {
+			if err := scale(4); err != nil {
+				return err
+			}
+			if err := waitEndpoints(4); err != nil {
+				return err
+			}
+			time.Sleep(2 * time.Second)
+			if err := scale(3); err != nil {
+				return err
+			}
+			if err := waitEndpoints(3); err != nil {
+				return err
+			}
+			time.Sleep(2 * time.Second)
+		}
+		time.Sleep(2 * time.Second)
+		after, err := scrapeAll()
+		if err != nil {
+			return err
+		}
+		// Sum the three proxies' histograms, after minus before.
+		var diff []bucket
+		var count, sum float64
+		for i := range after {
+			a, b := after[i].histogram(npMetric), before[i].histogram(npMetric)
+			if diff == nil {
+				diff = make([]bucket, len(a))
+				for j := range a {
+					diff[j].le = a[j].le
+				}
+			}
+			for j := range a {
+				diff[j].count += a[j].count
+				if j < len(b) {
+					diff[j].count -= b[j].count
+				}
+			}
+			count += after[i].v(npMetric+"_count") - before[i].v(npMetric+"_count")
+			sum += after[i].v(npMetric+"_sum") - before[i].v(npMetric+"_sum")
+		}
+		res.add(count, "netprog", "count")
+		if count > 0 {
+			res.add(sum/count, "netprog", "mean")
+			res.text["netprog-p50"] = quantileBucket(diff, count, 0.5)
+			res.text["netprog-p90"] = quantileBucket(diff, count, 0.9)
+			res.text["netprog-p99"] = quantileBucket(diff, count, 0.99)
+			var sb strings.Builder
+			prev := 0.0
+			for _, b := range diff {
+				if b.count-prev > 0 {
+					fmt.Fprintf(&sb, "≤%s: %.0f, ", leString(b.le), b.count-prev)
+				}
+				prev = b.count
+			}
+			res.text["netprog-buckets"] = strings.TrimSuffix(sb.String(), ", ")
+		}
+		logf("netprog: %.0f observations, mean %.3fs, p50 %s, p99 %s (%s)", count, sum/math.Max(count, 1),
+			res.text["netprog-p50"], res.text["netprog-p99"], res.text["netprog-buckets"])
+		return nil
+	})
+}
+
+func leString(le float64) string {
+	if math.IsInf(le, 1) {
+		return "+Inf"
+	}
+	return fmt.Sprintf("%gs", le)
+}
+
+// quantileBucket names the histogram bucket holding quantile q, as an
+// interval (the histogram cannot say more).
+func quantileBucket(bs []bucket, total, q float64) string {
+	rank := q * total
+	lo := 0.0
+	for _, b := range bs {
+		if b.count >= rank {
+			return fmt.Sprintf("(%g s, %s]", lo, strings.TrimSuffix(leString(b.le), "s")+" s")
+		}
+		lo = b.le
+	}
+	return "?"
+}
+
+// createBackground creates n selector-less Services, each with a slice of
+// two ready endpoints (addresses no pod has: only the rules matter).
+func createBackground(ctx context.Context, cs *kubernetes.Clientset, n int) error {
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	var firstErr atomic.Value
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				name := fmt.Sprintf("bg-%05d", i)
+				if _, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+					Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}}},
+					metav1.CreateOptions{}); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				var eps []discoveryv1.Endpoint
+				for k := 0; k < 2; k++ {
+					eps = append(eps, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", 200+(2*i+k)/62500, ((2*i+k)/250)%250, 1+(2*i+k)%250)},
+						Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}})
+				}
+				if _, err := cs.DiscoveryV1().EndpointSlices("default").Create(ctx, &discoveryv1.EndpointSlice{
+					ObjectMeta: metav1.ObjectMeta{Name: name + "-bg", Labels: map[string]string{
+						discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "svcnet-bench"}},
+					AddressType: discoveryv1.AddressTypeIPv4, Endpoints: eps,
+					Ports: []discoveryv1.EndpointPort{{Name: ptr("http"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(8080))}},
+				}, metav1.CreateOptions{}); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if e := firstErr.Load(); e != nil {
+		return e.(error)
+	}
+	return nil
+}

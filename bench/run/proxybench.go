@@ -1,0 +1,445 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/svcnet/svcnet/internal/testbed"
+)
+
+const (
+	endpointsPerService = 10
+	benchNode           = "node1"
+	benchNodeIP         = "10.1.0.1"
+	benchNS             = "default"
+)
+
+// The two proxies under test, started with the same flags where the flags
+// exist in both (svcnet proxy takes kube-proxy's names).
+var proxyImpls = []string{"kube-proxy", "svcnet"}
+
+// proxyBed is one size's test bed: a node namespace running svcnet
+// apiserver (the API both proxies watch) and a pods namespace holding the
+// endpoint addresses 10.1.0.2-11, linked by a veth pair; neither has a route
+// anywhere else.
+type proxyBed struct {
+	node, pods *testbed.NetNS
+	kubeconfig string
+	cs         *kubernetes.Clientset
+	dir        string
+	clusterIPs []string // of svc-00000 .. svc-N-1, in creation order
+}
+
+func newProxyBed(tb *benchTB, bins *peers, n int) (*proxyBed, error) {
+	b := &proxyBed{dir: tb.TempDir()}
+	b.node = testbed.NewNetNS(tb, "bench-node")
+	b.pods = testbed.NewNetNS(tb, "bench-pods")
+	testbed.Link(tb, b.node, "eth0", benchNodeIP+"/24", b.pods, "eth0", "10.1.0.2/24")
+	for i := 1; i < endpointsPerService; i++ {
+		b.pods.MustRun("ip", "addr", "add", fmt.Sprintf("10.1.0.%d/24", 2+i), "dev", "eth0")
+	}
+	b.pods.MustRun("ip", "route", "add", "default", "via", benchNodeIP)
+	b.node.MustRun("ip", "route", "add", "10.96.0.0/16", "dev", "eth0")
+	// Every endpoint: accept and close (a connect is the measurement).
+	var ln net.Listener
+	if err := b.pods.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp4", ":8080")
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	tb.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+
+	data := filepath.Join(b.dir, "apiserver")
+	api, err := startIn(b.node.Name, "apiserver", filepath.Join(b.dir, "apiserver.log"), bins.svcnet, "apiserver",
+		"--data-dir", data, "--authorization-mode", "AlwaysAllow", "--service-cluster-ip-range", "10.96.0.0/16")
+	if err != nil {
+		return nil, err
+	}
+	tb.Cleanup(func() { api.stop(20 * time.Second) })
+	b.kubeconfig = filepath.Join(data, "kubeconfig")
+	if err := waitFor(90*time.Second, 200*time.Millisecond, "apiserver kubeconfig", func() error {
+		if api.exited() {
+			return fmt.Errorf("apiserver exited: %s", api.tail(20))
+		}
+		_, err := os.Stat(b.kubeconfig)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", b.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Dial = nsDialer(b.node.Name)
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	if b.cs, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	if err := waitFor(90*time.Second, 200*time.Millisecond, "apiserver /readyz", func() error {
+		_, err := b.cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: benchNode, Labels: map[string]string{"kubernetes.io/hostname": benchNode}},
+		Spec:       corev1.NodeSpec{PodCIDR: "10.244.0.0/24", PodCIDRs: []string{"10.244.0.0/24"}},
+	}
+	created, err := b.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("create Node: %w", err)
+	}
+	created.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: benchNodeIP}, {Type: corev1.NodeHostName, Address: benchNode}}
+	if _, err := b.cs.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		return nil, fmt.Errorf("Node status: %w", err)
+	}
+	return b, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// createService creates a ClusterIP Service and its EndpointSlice with the
+// ten endpoints; it returns the ClusterIP.
+func (b *proxyBed) createService(ctx context.Context, name string) (string, error) {
+	svc, err := b.cs.CoreV1().Services(benchNS).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{
+			Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	var eps []discoveryv1.Endpoint
+	for i := 0; i < endpointsPerService; i++ {
+		eps = append(eps, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.1.0.%d", 2+i)},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}, NodeName: ptr(benchNode)})
+	}
+	_, err = b.cs.DiscoveryV1().EndpointSlices(benchNS).Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-bench", Labels: map[string]string{
+			discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "svcnet-bench"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   eps,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(8080))}},
+	}, metav1.CreateOptions{})
+	return svc.Spec.ClusterIP, err
+}
+
+func (b *proxyBed) deleteService(ctx context.Context, name string) {
+	_ = b.cs.DiscoveryV1().EndpointSlices(benchNS).Delete(ctx, name+"-bench", metav1.DeleteOptions{})
+	_ = b.cs.CoreV1().Services(benchNS).Delete(ctx, name, metav1.DeleteOptions{})
+}
+
+// populate creates n Services (and slices) with 16 concurrent writers and
+// returns the rate in objects (Service + slice) per second.
+func (b *proxyBed) populate(n int) (float64, error) {
+	ctx := context.Background()
+	b.clusterIPs = make([]string, n)
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	var next atomic.Int64
+	t0 := time.Now()
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				ip, err := b.createService(ctx, fmt.Sprintf("svc-%05d", i))
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				b.clusterIPs[i] = ip
+			}
+		}()
+	}
+	wg.Wait()
+	if e := firstErr.Load(); e != nil {
+		return 0, e.(error)
+	}
+	return float64(2*n) / time.Since(t0).Seconds(), nil
+}
+
+// proxyArgs is the command line of impl in mode, against the bed's API.
+func (b *proxyBed) proxyArgs(bins *peers, impl, mode string) []string {
+	common := []string{"--kubeconfig", b.kubeconfig, "--hostname-override", benchNode, "--proxy-mode", mode,
+		"--cluster-cidr", "10.244.0.0/16", "--conntrack-max-per-core", "0", "--nodeport-addresses", "primary",
+		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256"}
+	if impl == "kube-proxy" {
+		return append(append([]string{bins.kubeProxy}, common...), "--v", "1")
+	}
+	return append([]string{bins.svcnet, "proxy"}, common...)
+}
+
+// flush removes whatever the previous proxy left in the node namespace
+// (both proxies' tables, iptables-nft's too), so every run starts clean.
+func (b *proxyBed) flush() {
+	_, _ = b.node.Run("nft", "flush", "ruleset")
+	_, _ = b.node.Run("conntrack", "-F")
+}
+
+type healthz struct {
+	LastUpdated string `json:"lastUpdated"`
+}
+
+func (b *proxyBed) synced(c *http.Client) error {
+	resp, err := c.Get("http://127.0.0.1:10256/healthz")
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s", resp.Status)
+	}
+	var h healthz
+	if err := json.Unmarshal(body, &h); err != nil {
+		return err
+	}
+	if h.LastUpdated == "" || strings.HasPrefix(h.LastUpdated, "0001-01-01") {
+		return fmt.Errorf("not synced yet")
+	}
+	return nil
+}
+
+type proxyOpts struct {
+	changes  int
+	connects int
+	maxConn  int // connect latency only up to this many Services
+	timeout  time.Duration
+}
+
+// runProxy measures one proxy once: start → everything programmed, RSS, connect
+// latency to the first and last Service, then one-change syncs.
+func (b *proxyBed) runProxy(res *results, bins *peers, impl, mode string, n int, o proxyOpts) error {
+	ctx := context.Background()
+	b.flush()
+	hc := nsHTTPClient(b.node.Name)
+	logPath := filepath.Join(b.dir, fmt.Sprintf("%s-%s-%d.log", impl, mode, time.Now().UnixNano()))
+	t0 := time.Now()
+	p, err := startIn(b.node.Name, impl, logPath, b.proxyArgs(bins, impl, mode)...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		p.stop(30 * time.Second)
+		b.flush()
+	}()
+	// Programmed: the proxy's own end-of-sync timestamp (of the IPv4 rules,
+	// where the Services are) is set. /healthz alone is not enough: kube-proxy
+	// answers 200 before its first sync.
+	var m metrics
+	if err := waitFor(o.timeout, 20*time.Millisecond, impl+" first sync", func() error {
+		if p.exited() {
+			return fmt.Errorf("exited: %s", p.tail(30))
+		}
+		if m, err = scrape(hc, "http://127.0.0.1:10249/metrics"); err != nil {
+			return err
+		}
+		if m.v("kubeproxy_sync_proxy_rules_last_timestamp_seconds") <= 0 {
+			return fmt.Errorf("no sync yet")
+		}
+		return b.synced(hc)
+	}); err != nil {
+		return err
+	}
+	full := m.v("kubeproxy_sync_proxy_rules_last_timestamp_seconds") - float64(t0.UnixNano())/1e9
+	res.add(full, "proxy", mode, n, "full", impl)
+	// Let a sync still running settle before reading memory. (kube-proxy
+	// observes the sync's duration after setting its timestamp, so the
+	// duration is read now.)
+	time.Sleep(time.Second)
+	if m, err = scrape(hc, "http://127.0.0.1:10249/metrics"); err != nil {
+		return err
+	}
+	if c := m.v("kubeproxy_sync_proxy_rules_duration_seconds_count"); c == 1 {
+		res.add(m.v("kubeproxy_sync_proxy_rules_duration_seconds_sum"), "proxy", mode, n, "firstsync", impl)
+	}
+	res.add(rssMB(p.cmd.Process.Pid), "proxy", mode, n, "rss", impl)
+	logf("  %s %s n=%d: programmed after %.2fs, RSS %.0f MB", impl, mode, n, full, rssMB(p.cmd.Process.Pid))
+
+	if n <= o.maxConn && o.connects > 0 {
+		for _, t := range []struct {
+			name string
+			ip   string
+		}{{"first", b.clusterIPs[0]}, {"last", b.clusterIPs[n-1]}} {
+			ds, err := b.connects(t.ip, o.connects)
+			if err != nil {
+				rules, _ := b.node.Run("sh", "-c", "nft list ruleset | grep -n -m5 -F '"+t.ip+" '")
+				return fmt.Errorf("connect to %s Service %s: %w\nrules: %s\nlog: %s", t.name, t.ip, err, rules, p.tail(15))
+			}
+			res.add(float64(percentile(ds, 0.5).Microseconds()), "proxy", mode, n, "connect-"+t.name+"-p50", impl)
+			res.add(float64(percentile(ds, 0.99).Microseconds()), "proxy", mode, n, "connect-"+t.name+"-p99", impl)
+		}
+	}
+
+	// One change at a time: a new Service with its slice. Measured from
+	// the create call to the end of the sync that programmed it (the
+	// proxy's own last-sync timestamp), and that sync's own duration.
+	for i := 0; i < o.changes; i++ {
+		time.Sleep(1500 * time.Millisecond) // past --min-sync-period (1s in both)
+		before, err := scrape(hc, "http://127.0.0.1:10249/metrics")
+		if err != nil {
+			return err
+		}
+		name := fmt.Sprintf("chg-%d", i)
+		tc := time.Now()
+		b.deleteService(ctx, name) // a failed earlier run's leftover
+		if _, err := b.createService(ctx, name); err != nil {
+			return err
+		}
+		var after metrics
+		if err := waitFor(o.timeout, 5*time.Millisecond, impl+" sync after a change", func() error {
+			var err error
+			if after, err = scrape(hc, "http://127.0.0.1:10249/metrics"); err != nil {
+				return err
+			}
+			if after.v("kubeproxy_sync_proxy_rules_last_timestamp_seconds") <= float64(tc.UnixNano())/1e9 {
+				return fmt.Errorf("no sync yet (last sync %.3f, change at %.3f, %v syncs)\nlog: %s", after.v("kubeproxy_sync_proxy_rules_last_timestamp_seconds"),
+					float64(tc.UnixNano())/1e9, after.v("kubeproxy_sync_proxy_rules_duration_seconds_count"), p.tail(10))
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		b.deleteService(ctx, name)
+		dc := after.v("kubeproxy_sync_proxy_rules_duration_seconds_count") - before.v("kubeproxy_sync_proxy_rules_duration_seconds_count")
+		if dc != 1 {
+			// A periodic sync or the previous change's delete ran in
+			// between: this sample is ambiguous, skip it.
+			continue
+		}
+		res.add(after.v("kubeproxy_sync_proxy_rules_last_timestamp_seconds")-float64(tc.UnixNano())/1e9, "proxy", mode, n, "create-to-rules", impl)
+		res.add(after.v("kubeproxy_sync_proxy_rules_duration_seconds_sum")-before.v("kubeproxy_sync_proxy_rules_duration_seconds_sum"), "proxy", mode, n, "onechange", impl)
+	}
+	return nil
+}
+
+// connects opens k TCP connections from the node to ip:80 and returns the
+// connect times.
+func (b *proxyBed) connects(ip string, k int) ([]time.Duration, error) {
+	var ds []time.Duration
+	err := b.node.Do(func() error {
+		for i := 0; i < k; i++ {
+			t := time.Now()
+			c, err := net.DialTimeout("tcp4", net.JoinHostPort(ip, "80"), 5*time.Second)
+			if err != nil {
+				return err
+			}
+			ds = append(ds, time.Since(t))
+			c.Close()
+		}
+		return nil
+	})
+	return ds, err
+}
+
+// benchProxies runs every size and mode, alternating the two proxies'
+// order between repetitions.
+func benchProxies(res *results, bins *peers, cfg *config) error {
+	for _, n := range cfg.sizes {
+		err := step(fmt.Sprintf("proxy n=%d", n), func(tb *benchTB) error {
+			b, err := newProxyBed(tb, bins, n)
+			if err != nil {
+				return err
+			}
+			rate, err := b.populate(n)
+			if err != nil {
+				return fmt.Errorf("populate: %w", err)
+			}
+			res.add(rate, "api", "svcnet", n, "create", "svcnet")
+			logf("proxy n=%d: %d Services + slices created (%.0f objects/s)", n, n, rate)
+			b.listTimes(res, n)
+			for _, mode := range cfg.modes {
+				for rep := 0; rep < cfg.reps; rep++ {
+					order := proxyImpls
+					if rep%2 == 1 {
+						order = []string{proxyImpls[1], proxyImpls[0]}
+					}
+					for _, impl := range order {
+						if err := b.runProxy(res, bins, impl, mode, n, proxyOpts{changes: cfg.changes, connects: cfg.connects,
+							maxConn: cfg.maxConnSize, timeout: cfg.syncTimeout}); err != nil {
+							logf("  %s %s n=%d rep %d: %v", impl, mode, n, rep, err)
+							res.note(fmt.Sprintf("%s %s mode, %d Services, repetition %d: %v", impl, mode, n, rep+1, firstLine(err.Error())))
+						}
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			logf("%v", err)
+			res.note(err.Error())
+		}
+	}
+	return nil
+}
+
+// listTimes measures full LISTs of the n Services (protobuf and JSON), as
+// a client-go informer's first list does.
+func (b *proxyBed) listTimes(res *results, n int) {
+	ctx := context.Background()
+	cfg, err := clientcmd.BuildConfigFromFlags("", b.kubeconfig)
+	if err != nil {
+		return
+	}
+	cfg.Dial = nsDialer(b.node.Name)
+	cfg.QPS, cfg.Burst = -1, 0
+	for _, ct := range []string{"application/vnd.kubernetes.protobuf", "application/json"} {
+		c := *cfg
+		c.AcceptContentTypes, c.ContentType = ct, ct
+		cs, err := kubernetes.NewForConfig(&c)
+		if err != nil {
+			return
+		}
+		short := map[string]string{"application/json": "json", "application/vnd.kubernetes.protobuf": "protobuf"}[ct]
+		for i := 0; i < 3; i++ {
+			t := time.Now()
+			l, err := cs.CoreV1().Services(benchNS).List(ctx, metav1.ListOptions{})
+			if err != nil || len(l.Items) < n {
+				continue
+			}
+			res.add(time.Since(t).Seconds()*1000, "api", "svcnet", n, "list-"+short, "svcnet")
+		}
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

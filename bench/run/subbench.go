@@ -1,0 +1,102 @@
+package main
+
+import (
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The userspace and DNS comparisons already exist as commands of the main
+// module (bench/userspace, bench/dns); the harness runs them, repeatedly,
+// and parses their tables instead of duplicating them.
+
+// benchUserspace runs `go run ./bench/userspace` reps times. Each run
+// measures direct, svcnet userspace and HAProxy one after the other.
+func benchUserspace(res *results, root string, cfg *config) error {
+	row := regexp.MustCompile(`^(direct|svcnet userspace|haproxy[^0-9]*[0-9.]+ \(tcp\))\s+([0-9.]+)\s+[0-9.]+x\s+([0-9.]+)\s+[0-9.]+x`)
+	for rep := 0; rep < cfg.reps; rep++ {
+		args := []string{"run", "./bench/userspace", "-duration", cfg.usDuration.String()}
+		cmd := exec.Command(goBin(), args...)
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			res.note(fmt.Sprintf("bench/userspace repetition %d: %v: %s", rep+1, err, lastLines(string(out), 5)))
+			continue
+		}
+		res.text["userspace-cmd"] = "go " + strings.Join(args, " ")
+		n := 0
+		for _, l := range strings.Split(string(out), "\n") {
+			m := row.FindStringSubmatch(l)
+			if m == nil {
+				continue
+			}
+			impl := m[1]
+			if strings.HasPrefix(impl, "haproxy") {
+				impl = "haproxy"
+			}
+			g, _ := strconv.ParseFloat(m[2], 64)
+			r, _ := strconv.ParseFloat(m[3], 64)
+			res.add(g, "userspace", impl, "gbps")
+			res.add(r, "userspace", impl, "connps")
+			n++
+		}
+		if n != 3 {
+			res.note(fmt.Sprintf("bench/userspace repetition %d: unexpected output: %s", rep+1, lastLines(string(out), 6)))
+		}
+		logf("userspace repetition %d done", rep+1)
+	}
+	return nil
+}
+
+// benchDNS runs `go run ./bench/dns` reps times at the DNS sizes. bench/dns
+// serves the same generated cluster to both servers and runs dnsperf against
+// each in turn.
+func benchDNS(res *results, root string, bins *peers, cfg *config) error {
+	sizes := make([]string, len(cfg.dnsSizes))
+	for i, n := range cfg.dnsSizes {
+		sizes[i] = strconv.Itoa(n)
+	}
+	// | 1000 | 81234 / 20345 (3.99×) | 1.20 / 3.40 (0.35×) | 20.1 / 60.2 (0.33×) | 22.0 / 70.1 (0.31×) |
+	row := regexp.MustCompile(`^\| (\d+) \| ([0-9.]+) / ([0-9.]+) \([^)]*\) \| ([0-9.]+) / ([0-9.]+) \([^)]*\) \| ([0-9.]+) / ([0-9.]+) \([^)]*\) \| ([0-9.]+) / ([0-9.]+)`)
+	for rep := 0; rep < cfg.reps; rep++ {
+		args := []string{"run", "./bench/dns", "--svcnet", bins.svcnet, "--coredns", bins.coredns,
+			"--services", strings.Join(sizes, ","), "--seconds", strconv.Itoa(int(cfg.dnsDuration / time.Second))}
+		cmd := exec.Command(goBin(), args...)
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			res.note(fmt.Sprintf("bench/dns repetition %d: %v: %s", rep+1, err, lastLines(string(out), 5)))
+			continue
+		}
+		res.text["dns-cmd"] = "go " + strings.Join(args, " ")
+		for _, l := range strings.Split(string(out), "\n") {
+			m := row.FindStringSubmatch(l)
+			if m == nil {
+				continue
+			}
+			n, _ := strconv.Atoi(m[1])
+			f := func(i int) float64 { v, _ := strconv.ParseFloat(m[i], 64); return v }
+			res.add(f(2), "dns", n, "qps", "svcnet")
+			res.add(f(3), "dns", n, "qps", "coredns")
+			res.add(f(4), "dns", n, "p99", "svcnet")
+			res.add(f(5), "dns", n, "p99", "coredns")
+			res.add(f(6), "dns", n, "rss-idle", "svcnet")
+			res.add(f(7), "dns", n, "rss-idle", "coredns")
+			res.add(f(8), "dns", n, "rss-load", "svcnet")
+			res.add(f(9), "dns", n, "rss-load", "coredns")
+		}
+		logf("dns repetition %d done", rep+1)
+	}
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " / ")
+}
