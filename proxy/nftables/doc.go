@@ -32,10 +32,22 @@
 // hairpin-connections set, which holds every local endpoint as
 // IP . IP . protocol . port.
 //
-// Every sync is one nft transaction. After the first, a sync is partial:
-// only the chains of Services that changed are rewritten and the dispatch
-// maps change element by element; chains no longer used are flushed and
-// deleted a second later (kernels before 6.2 free map references late).
+// Every sync is one transaction, planned purely (plan*.go: from the shared
+// proxy.PortPolicy of each Service port and the kernel state known from the
+// last sync to the desired chains, rules, sets and elements, as data) and
+// then applied (apply.go). The proxy programs the kernel through netlink
+// batches (netlink.go, github.com/google/nftables): rules are compiled from
+// the plan's nft text (compile.go) into the expressions nft itself would
+// send, so the text that --dump, the packet tracer (trace.go) and the golden
+// files show cannot drift from what is programmed. Tests, kpdiff and
+// executors other than proxy.OSExecutor apply the same plan as an nft
+// script (knftables.Fake or `nft -f -`). After the first sync, a sync is
+// partial: only the Service ports that changed are planned, their chains
+// rewritten and their map elements added, replaced or deleted one by one,
+// so its cost follows the change, not the number of Services; chains no
+// longer used are flushed and deleted a second later (kernels before 6.2
+// free map references late). Every --sync-period the core asks for a full
+// sync, which rewrites everything.
 //
 // Beyond kube-proxy, a Service can pick its algorithm with the annotation
 // service.kubernetes.io/ipvs-scheduler where nftables can express it: rr

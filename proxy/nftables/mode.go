@@ -24,7 +24,6 @@ func init() { proxy.RegisterMode(ModeName, NewMode) }
 // Proxier (one kube-proxy table) per family.
 type Mode struct {
 	families []*Proxier
-	nfts     []NFT
 	log      *slog.Logger
 
 	// reporter turns scheduler fallbacks into Warning Events on the
@@ -67,30 +66,42 @@ func NewModeWithServiceCIDRs(cfg proxy.ModeConfig, serviceCIDRs []netip.Prefix, 
 		return nil, err
 	}
 	for _, v6 := range fams {
-		var nft NFT
-		idx := 0
-		if v6 {
-			idx = 1
-		}
-		if idx < len(nfts) && nfts[idx] != nil {
-			nft = nfts[idx]
-		} else {
-			fam := knftables.IPv4Family
-			if v6 {
-				fam = knftables.IPv6Family
-			}
-			nft = NewExecNFT(fam, TableName, cfg.Exec)
-		}
 		c := Config{
 			IPv6: v6, MasqueradeAll: cfg.MasqueradeAll, MasqueradeMark: fmt.Sprintf("%#08x", cfg.MasqueradeValue()),
 			PodCIDRs: ofFamily(cfg.ClusterCIDRs, v6), ServiceCIDRs: ofFamily(serviceCIDRs, v6),
 			NodePortAddresses: ofFamily(cfg.NodePortAddresses, v6), Log: log,
 			UnsupportedScheduler: m.unsupported,
 		}
-		m.families = append(m.families, NewProxier(c, nft))
-		m.nfts = append(m.nfts, nft)
+		m.families = append(m.families, newModeProxier(c, cfg.Exec, nfts, v6))
 	}
 	return m, nil
+}
+
+// newModeProxier returns one family's Proxier: over the test's NFT when
+// given, through netlink when the proxy runs programs on this host
+// (proxy.OSExecutor, possibly in a named network namespace), else through
+// the nft binary run by exec.
+func newModeProxier(c Config, exec proxy.Executor, nfts []NFT, v6 bool) *Proxier {
+	idx := 0
+	if v6 {
+		idx = 1
+	}
+	if idx < len(nfts) && nfts[idx] != nil {
+		return NewProxier(c, nfts[idx])
+	}
+	fam := knftables.IPv4Family
+	if v6 {
+		fam = knftables.IPv6Family
+	}
+	switch e := exec.(type) {
+	case nil:
+		return NewNetlinkProxier(c, "", nil)
+	case proxy.OSExecutor:
+		return NewNetlinkProxier(c, e.NetNS, e)
+	case *proxy.OSExecutor:
+		return NewNetlinkProxier(c, e.NetNS, e)
+	}
+	return NewProxier(c, NewExecNFT(fam, TableName, exec))
 }
 
 func ofFamily(ps []netip.Prefix, v6 bool) []netip.Prefix {
@@ -142,19 +153,10 @@ func (m *Mode) Cleanup(ctx context.Context) error {
 			}
 		}
 		if p == nil {
-			fam := knftables.IPv4Family
-			if v6 {
-				fam = knftables.IPv6Family
+			if len(m.families) == 0 || m.families[0].other == nil {
+				continue // tests with fakes: nothing of the other family
 			}
-			var ex proxy.Executor
-			if len(m.families) > 0 {
-				if e, ok := m.families[0].nft.(*ExecNFT); ok {
-					ex = e.Exec
-				} else {
-					continue // tests with fakes: nothing of the other family
-				}
-			}
-			p = NewProxier(Config{IPv6: v6}, NewExecNFT(fam, TableName, ex))
+			p = m.families[0].other(Config{IPv6: v6})
 		}
 		if err := p.Cleanup(ctx); err != nil {
 			errs = append(errs, err)
@@ -163,15 +165,25 @@ func (m *Mode) Cleanup(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Dump implements proxy.Dumper with `nft list table` of each family.
+// Dump implements proxy.Dumper with `nft list table` of each family (the
+// kernel's state, whichever way it was programmed).
 func (m *Mode) Dump(ctx context.Context) (string, error) {
 	var b strings.Builder
 	for _, p := range m.families {
 		switch n := p.nft.(type) {
 		case *knftables.Fake:
 			b.WriteString(n.Dump())
+			continue
 		case *ExecNFT:
 			out, err := n.Exec.Run(ctx, nil, "nft", "list", "table", string(n.Family), n.Table)
+			if err != nil {
+				return b.String(), err
+			}
+			b.Write(out)
+			continue
+		}
+		if p.exec != nil {
+			out, err := p.exec.Run(ctx, nil, "nft", "list", "table", string(p.family), TableName)
 			if err != nil {
 				return b.String(), err
 			}

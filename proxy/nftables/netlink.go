@@ -1,0 +1,463 @@
+package nftables
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	gnft "github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/userdata"
+	mnl "github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+	"sigs.k8s.io/knftables"
+)
+
+// netlinkApplier programs a plan through netlink batches
+// (github.com/google/nftables): one batch per transaction, which the kernel
+// applies atomically, with no nft process and no text parsing in the
+// kernel's path. Rules are compiled from the plan's text (compile.go).
+// knftables v0.0.22's netlink support only lists objects, so it is not
+// used for writing.
+type netlinkApplier struct {
+	v6     bool
+	family gnft.TableFamily
+	// netns is the path of the network namespace to program ("" for
+	// this process's own).
+	netns string
+
+	mu sync.Mutex
+	// sets remembers the key and value types of the table's named sets
+	// and maps, learnt from the plan's "add set/map" ops (a full sync, the
+	// first of every process, adds them all).
+	sets map[string]*gnft.Set
+}
+
+func newNetlinkApplier(v6 bool, netnsName string) *netlinkApplier {
+	a := &netlinkApplier{v6: v6, family: gnft.TableFamilyIPv4, sets: map[string]*gnft.Set{}}
+	if v6 {
+		a.family = gnft.TableFamilyIPv6
+	}
+	if netnsName != "" {
+		a.netns = netnsName
+		if !strings.Contains(netnsName, "/") {
+			a.netns = filepath.Join("/var/run/netns", netnsName)
+		}
+	}
+	return a
+}
+
+// conn opens a connection; sizeHint is the number of messages the batch
+// will hold, to size the socket buffers (the kernel answers every message
+// before we read, and refuses a batch larger than the send buffer).
+func (a *netlinkApplier) conn(bufBytes *int) (*gnft.Conn, func(), error) {
+	opts := []gnft.ConnOption{gnft.WithSockOptions(func(c *mnl.Conn) error {
+		raw, err := c.SyscallConn()
+		if err != nil {
+			return err
+		}
+		var serr error
+		if err := raw.Control(func(fd uintptr) {
+			n := max(*bufBytes, 1<<20)
+			if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, n); e != nil {
+				serr = e
+			}
+			if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n); e != nil {
+				serr = e
+			}
+		}); err != nil {
+			return err
+		}
+		return serr
+	})}
+	closeNS := func() {}
+	if a.netns != "" {
+		f, err := os.Open(a.netns)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open network namespace: %w", err)
+		}
+		opts = append(opts, gnft.WithNetNSFd(int(f.Fd())))
+		closeNS = func() { f.Close() }
+	}
+	c, err := gnft.New(opts...)
+	if err != nil {
+		closeNS()
+		return nil, nil, err
+	}
+	return c, closeNS, nil
+}
+
+func (a *netlinkApplier) table() *gnft.Table {
+	return &gnft.Table{Name: TableName, Family: a.family}
+}
+
+// apply implements applier.
+func (a *netlinkApplier) apply(ctx context.Context, ops []op) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	buf := 0
+	c, closeNS, err := a.conn(&buf)
+	if err != nil {
+		return err
+	}
+	defer closeNS()
+	b := &batch{a: a, c: c, table: a.table()}
+	b.comp = newCompiler(a.v6, b.table, b.addAnon)
+	for i := 0; i < len(ops); i++ {
+		// Consecutive element ops on one set go in one message.
+		j := i
+		if _, ok := ops[i].obj.(*knftables.Element); ok {
+			for j+1 < len(ops) && sameElementRun(ops[i], ops[j+1]) {
+				j++
+			}
+		}
+		if err := b.op(ops[i : j+1]); err != nil {
+			return err
+		}
+		i = j
+	}
+	// Each message is acknowledged; an ack takes well under 1 KiB of
+	// receive buffer, and a message well under 1 KiB plus its rule text.
+	buf = b.msgs*1024 + b.bytes
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("netlink batch of %d messages: %w", b.msgs, err)
+	}
+	return nil
+}
+
+// isNotFound reports a missing object, from nft (knftables) or netlink.
+func isNotFound(err error) bool {
+	// google/nftables flattens some errors into text.
+	return knftables.IsNotFound(err) || errors.Is(err, syscall.ENOENT) || (err != nil && strings.Contains(err.Error(), "no such file or directory"))
+}
+
+func sameElementRun(a, b op) bool {
+	ea, ok1 := a.obj.(*knftables.Element)
+	eb, ok2 := b.obj.(*knftables.Element)
+	return ok1 && ok2 && a.verb == b.verb && ea.Set == eb.Set && ea.Map == eb.Map
+}
+
+// batch is one transaction being built.
+type batch struct {
+	a     *netlinkApplier
+	c     *gnft.Conn
+	table *gnft.Table
+	comp  *compiler
+	msgs  int
+	bytes int
+}
+
+func (b *batch) addAnon(s *gnft.Set, elems []gnft.SetElement) (*gnft.Set, error) {
+	if err := b.c.AddSet(s, elems); err != nil {
+		return nil, err
+	}
+	b.msgs += 2
+	b.bytes += 64 * len(elems)
+	return s, nil
+}
+
+// op adds the messages of one op (or of a run of element ops).
+func (b *batch) op(run []op) error {
+	o := run[0]
+	b.msgs++
+	switch obj := o.obj.(type) {
+	case *knftables.Table:
+		return b.tableOp(o.verb)
+	case *knftables.Chain:
+		return b.chainOp(o.verb, obj)
+	case *knftables.Rule:
+		if o.verb != opAdd {
+			return fmt.Errorf("unsupported rule operation %d", o.verb)
+		}
+		return b.rule(obj)
+	case *knftables.Set:
+		return b.setOp(o.verb, obj.Name, obj.Type, obj.Flags, obj.Timeout, obj.Comment, false)
+	case *knftables.Map:
+		return b.setOp(o.verb, obj.Name, obj.Type, obj.Flags, obj.Timeout, obj.Comment, true)
+	case *knftables.Element:
+		return b.elements(run)
+	}
+	return fmt.Errorf("unsupported object %T", o.obj)
+}
+
+func (b *batch) tableOp(v verb) error {
+	switch v {
+	case opAdd:
+		b.c.AddTable(b.table)
+	case opDelete:
+		b.c.DelTable(b.table)
+		clear(b.a.sets)
+	default:
+		b.c.FlushTable(b.table)
+	}
+	return nil
+}
+
+func (b *batch) chainOp(v verb, ch *knftables.Chain) error {
+	c := &gnft.Chain{Name: ch.Name, Table: b.table}
+	switch v {
+	case opAdd:
+		if ch.Hook != nil {
+			if err := fillBaseChain(c, ch); err != nil {
+				return err
+			}
+		}
+		b.c.AddChain(c)
+	case opFlush:
+		b.c.FlushChain(c)
+	case opDelete:
+		b.c.DelChain(c)
+	}
+	return nil
+}
+
+// fillBaseChain fills in the type, hook and numeric priority.
+func fillBaseChain(c *gnft.Chain, ch *knftables.Chain) error {
+	hooks := map[knftables.BaseChainHook]gnft.ChainHook{
+		knftables.PreroutingHook: *gnft.ChainHookPrerouting, knftables.InputHook: *gnft.ChainHookInput,
+		knftables.ForwardHook: *gnft.ChainHookForward, knftables.OutputHook: *gnft.ChainHookOutput,
+		knftables.PostroutingHook: *gnft.ChainHookPostrouting,
+	}
+	h, ok := hooks[*ch.Hook]
+	if !ok {
+		return fmt.Errorf("unsupported hook %q", *ch.Hook)
+	}
+	prio, err := strconv.Atoi(string(*ch.Priority))
+	if err != nil {
+		return fmt.Errorf("priority %q: %w", *ch.Priority, err)
+	}
+	p := gnft.ChainPriority(int32(prio))
+	c.Hooknum, c.Priority, c.Type = &h, &p, gnft.ChainType(*ch.Type)
+	return nil
+}
+
+func (b *batch) rule(r *knftables.Rule) error {
+	exprs, err := b.comp.compile(r.Rule)
+	if err != nil {
+		return err
+	}
+	nr := &gnft.Rule{Table: b.table, Chain: &gnft.Chain{Name: r.Chain, Table: b.table}, Exprs: exprs}
+	if r.Comment != nil {
+		nr.UserData = userdata.AppendString(nil, userdata.TypeComment, *r.Comment)
+	}
+	b.c.AddRule(nr)
+	b.bytes += 32 * len(exprs)
+	return nil
+}
+
+// datatypes are the set key and value types the plan uses.
+var datatypes = map[string]gnft.SetDatatype{
+	"ipv4_addr": gnft.TypeIPAddr, "ipv6_addr": gnft.TypeIP6Addr,
+	"inet_proto": gnft.TypeInetProto, "inet_service": gnft.TypeInetService, "verdict": gnft.TypeVerdict,
+}
+
+func (b *batch) setOp(v verb, name, typ string, flags []knftables.SetFlag, timeout *time.Duration, comment *string, isMap bool) error {
+	s := b.a.sets[name]
+	switch v {
+	case opFlush:
+		if s == nil {
+			s = &gnft.Set{Name: name}
+		}
+		s.Table = b.table
+		b.c.FlushSet(s)
+		return nil
+	case opDelete:
+		b.c.DelSet(&gnft.Set{Name: name, Table: b.table})
+		delete(b.a.sets, name)
+		return nil
+	}
+	s, err := newSet(name, typ, flags, timeout, comment, isMap)
+	if err != nil {
+		return err
+	}
+	s.Table = b.table
+	if err := b.c.AddSet(s, nil); err != nil {
+		return err
+	}
+	b.a.sets[name] = s
+	return nil
+}
+
+// newSet builds a named set from its nft type ("ipv4_addr . inet_proto .
+// inet_service : verdict").
+func newSet(name, typ string, flags []knftables.SetFlag, timeout *time.Duration, comment *string, isMap bool) (*gnft.Set, error) {
+	keyS, valS, _ := strings.Cut(typ, " : ")
+	var keys []gnft.SetDatatype
+	for _, k := range strings.Split(keyS, " . ") {
+		t, ok := datatypes[strings.TrimSpace(k)]
+		if !ok {
+			return nil, fmt.Errorf("set %s: unsupported type %q", name, k)
+		}
+		keys = append(keys, t)
+	}
+	s := &gnft.Set{Name: name, IsMap: isMap, KeyType: keys[0], KeyByteOrder: binaryutil.BigEndian}
+	if len(keys) > 1 {
+		kt, err := gnft.ConcatSetType(keys...)
+		if err != nil {
+			return nil, err
+		}
+		s.KeyType, s.Concatenation = kt, true
+	}
+	if isMap {
+		t, ok := datatypes[strings.TrimSpace(valS)]
+		if !ok {
+			return nil, fmt.Errorf("map %s: unsupported value type %q", name, valS)
+		}
+		s.DataType = t
+	}
+	for _, f := range flags {
+		switch f {
+		case knftables.DynamicFlag:
+			s.Dynamic = true
+		case knftables.TimeoutFlag:
+			s.HasTimeout = true
+		default:
+			return nil, fmt.Errorf("set %s: unsupported flag %q", name, f)
+		}
+	}
+	if timeout != nil {
+		s.Timeout = *timeout
+	}
+	if comment != nil {
+		s.Comment = *comment
+	}
+	return s, nil
+}
+
+// elements adds or deletes a run of elements of one set or map, in
+// messages small enough for netlink's 64 KiB attribute limit.
+func (b *batch) elements(run []op) error {
+	first := run[0].obj.(*knftables.Element)
+	name := first.Set + first.Map
+	s := b.a.sets[name]
+	if s == nil {
+		return fmt.Errorf("element of %s: the set's type is unknown (no full sync yet)", name)
+	}
+	s.Table = b.table
+	types := gnft.ConcatSetTypeElements(s.KeyType)
+	if !s.Concatenation {
+		types = []gnft.SetDatatype{s.KeyType}
+	}
+	var elems []gnft.SetElement
+	for _, o := range run {
+		e := o.obj.(*knftables.Element)
+		se, err := encodeElement(e, types, s.Concatenation)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if o.verb == opDelete {
+			se.VerdictData, se.Comment = nil, ""
+		}
+		elems = append(elems, se)
+	}
+	const chunk = 256
+	for i := 0; i < len(elems); i += chunk {
+		part := elems[i:min(i+chunk, len(elems))]
+		var err error
+		if run[0].verb == opDelete {
+			err = b.c.SetDeleteElements(s, part)
+		} else {
+			err = b.c.SetAddElements(s, part)
+		}
+		if err != nil {
+			return err
+		}
+		b.msgs++
+		b.bytes += 96 * len(part)
+	}
+	return nil
+}
+
+// encodeElement encodes a key (each field padded to 4 bytes in a
+// concatenation) and a verdict value.
+func encodeElement(e *knftables.Element, types []gnft.SetDatatype, concat bool) (gnft.SetElement, error) {
+	if len(e.Key) != len(types) {
+		return gnft.SetElement{}, fmt.Errorf("key %v does not match the set type", e.Key)
+	}
+	var key []byte
+	for i, k := range e.Key {
+		f, err := encodeField(k, types[i])
+		if err != nil {
+			return gnft.SetElement{}, err
+		}
+		if concat {
+			for len(f)%4 != 0 {
+				f = append(f, 0)
+			}
+		}
+		key = append(key, f...)
+	}
+	se := gnft.SetElement{Key: key}
+	if e.Comment != nil {
+		se.Comment = *e.Comment
+	}
+	if len(e.Value) > 0 {
+		v, err := (&compiler{}).verdict(&ruleState{toks: strings.Fields(strings.Join(e.Value, " "))})
+		if err != nil {
+			return se, err
+		}
+		se.VerdictData = v
+	}
+	return se, nil
+}
+
+func encodeField(k string, t gnft.SetDatatype) ([]byte, error) {
+	switch t.Name {
+	case "ipv4_addr", "ipv6_addr":
+		a, err := netip.ParseAddr(k)
+		if err != nil {
+			return nil, err
+		}
+		return a.AsSlice(), nil
+	case "inet_proto":
+		p, err := protoNumber(k)
+		return []byte{p}, err
+	case "inet_service":
+		p, err := strconv.ParseUint(k, 10, 16)
+		return binary.BigEndian.AppendUint16(nil, uint16(p)), err
+	}
+	return nil, fmt.Errorf("unsupported key type %s", t.Name)
+}
+
+// list implements applier with netlink dumps of the table's chains and
+// sets.
+func (a *netlinkApplier) list(ctx context.Context) (chains, sets []string, err error) {
+	buf := 0
+	c, closeNS, err := a.conn(&buf)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer closeNS()
+	cs, err := c.ListChainsOfTableFamily(a.family)
+	if err != nil {
+		if isNotFound(err) {
+			return nil, nil, nil
+		}
+		return nil, nil, err
+	}
+	for _, ch := range cs {
+		if ch.Table.Name == TableName {
+			chains = append(chains, ch.Name)
+		}
+	}
+	ss, err := c.GetSets(a.table())
+	if err != nil {
+		if isNotFound(err) {
+			return chains, nil, nil
+		}
+		return chains, nil, err
+	}
+	for _, s := range ss {
+		sets = append(sets, s.Name)
+	}
+	return chains, sets, nil
+}

@@ -1,0 +1,340 @@
+package nftables
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/knftables"
+
+	"github.com/svcnet/svcnet/proxy"
+)
+
+// This file is the pure plan: from the shared policy (proxy.PortPolicy)
+// and what the kernel is known to hold, the desired state of each Service
+// port (its chains, rules, affinity sets and map elements, as data) and the
+// operations that take the table there. It does no I/O; apply.go programs
+// the result (through netlink, or as an nft script for the fake and for
+// --dump), and the rule text written here is the only form of a rule.
+
+// verb is what an op does to its object.
+type verb uint8
+
+const (
+	opAdd verb = iota
+	opFlush
+	opDelete
+)
+
+// op is one step of a transaction, in nft's vocabulary.
+type op struct {
+	verb verb
+	obj  knftables.Object
+}
+
+// elemID names one element of one set or map: the set and the key as nft
+// writes it ("10.96.0.1 . tcp . 80").
+type elemID struct{ set, key string }
+
+// elemRef is a programmed element: its value ("goto CHAIN", "" for a set)
+// and how many Service ports want it (two Services may select the same
+// local endpoint, hence share a hairpin element).
+type elemRef struct {
+	value string
+	refs  int32
+}
+
+// desiredElem is one element a Service port wants.
+type desiredElem struct {
+	id      elemID
+	value   string
+	comment string
+}
+
+// desiredPort is the desired state of one Service port in one family.
+type desiredPort struct {
+	// chains in creation order (endpoint chains before the chains that
+	// jump to them); sets are the affinity sets.
+	chains []string
+	sets   []*knftables.Set
+	rules  []*knftables.Rule
+	elems  []desiredElem
+	// noLocalInternal/External: a Local policy without local endpoints
+	// (metrics).
+	noLocalInternal, noLocalExternal bool
+}
+
+// portKnown is what the kernel holds for one Service port.
+type portKnown struct {
+	chains                           []string
+	affinity                         []string
+	elems                            []elemID
+	noLocalInternal, noLocalExternal bool
+}
+
+// known is the kernel state after the last successful sync. A plan
+// consumes it and leaves the new state in place (no per-sync copy of the
+// whole state); when applying fails the Proxier drops it, and the next
+// sync is full.
+type known struct {
+	ports  map[proxy.ServicePortName]*portKnown
+	byName map[types.NamespacedName][]proxy.ServicePortName
+	elems  map[elemID]*elemRef
+	// stale chains were flushed at the given time and are deleted a
+	// second later (kernels before 6.2 free map references late).
+	stale map[string]time.Time
+	// noLocalInternal/External are the totals over ports.
+	noLocalInternal, noLocalExternal int
+}
+
+func newKnown() *known {
+	return &known{ports: map[proxy.ServicePortName]*portKnown{}, byName: map[types.NamespacedName][]proxy.ServicePortName{},
+		elems: map[elemID]*elemRef{}, stale: map[string]time.Time{}}
+}
+
+// planner holds one family's constant facts; its methods are pure.
+type planner struct {
+	cfg      Config
+	ipX      string // "ip" or "ip6"
+	addrType string // "ipv4_addr" or "ipv6_addr"
+}
+
+// txn collects the ops of one transaction.
+type txn struct{ ops []op }
+
+func (t *txn) add(o knftables.Object)    { t.ops = append(t.ops, op{opAdd, o}) }
+func (t *txn) flush(o knftables.Object)  { t.ops = append(t.ops, op{opFlush, o}) }
+func (t *txn) delete(o knftables.Object) { t.ops = append(t.ops, op{opDelete, o}) }
+
+// elementObject rebuilds the knftables element of id with value and
+// comment.
+func elementObject(id elemID, value, comment string, isMap bool) *knftables.Element {
+	e := &knftables.Element{Key: strings.Split(id.key, " . ")}
+	if isMap {
+		e.Map = id.set
+		if value != "" {
+			e.Value = []string{value}
+		}
+	} else {
+		e.Set = id.set
+	}
+	if comment != "" {
+		e.Comment = ptrTo(comment)
+	}
+	return e
+}
+
+// isMapName reports whether a dispatch object is a map (the others are
+// sets).
+func isMapName(name string) bool { return name != clusterIPsSet && name != hairpinConnectionsSet }
+
+// desired computes the desired state of one Service port from its policy.
+func (pl *planner) desired(name proxy.ServicePortName, pol *proxy.PortPolicy) *desiredPort {
+	sp := pol.Port
+	d := &desiredPort{}
+	n := pl.names(name, pol)
+	affinity := sp.SessionAffinity == v1.ServiceAffinityClientIP
+	for _, ep := range pol.Reachable {
+		if affinity {
+			d.chains = append(d.chains, n.epChain(ep))
+		}
+		if ep.IsLocal {
+			a := ep.Addr.String()
+			d.elems = append(d.elems, desiredElem{id: elemID{hairpinConnectionsSet, a + " . " + a + " . " + n.protocol + " . " + strconv.Itoa(ep.Port)}})
+		}
+	}
+	if pol.UsesCluster {
+		d.chains = append(d.chains, n.cluster)
+	}
+	if pol.UsesLocal {
+		d.chains = append(d.chains, n.local)
+	}
+	if pol.Externally {
+		d.chains = append(d.chains, n.external)
+	}
+	if pol.Firewall {
+		d.chains = append(d.chains, n.firewall)
+	}
+	pl.dispatchElements(d, n, pol)
+	pl.externalRules(d, n, pol)
+	pl.firewallRule(d, n, pol)
+	if affinity {
+		for _, ep := range pol.Reachable {
+			d.sets = append(d.sets, &knftables.Set{Name: n.affSet(ep), Type: pl.addrType,
+				Flags:   []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag},
+				Timeout: ptrTo(time.Duration(sp.StickyMaxAgeSeconds) * time.Second)})
+		}
+	}
+	if pol.UsesCluster {
+		pl.endpointChoice(d, sp, n, n.cluster, pol.Cluster)
+	}
+	if pol.UsesLocal {
+		pl.endpointChoice(d, sp, n, n.local, pol.Local)
+	}
+	if affinity {
+		for _, ep := range pol.Reachable {
+			c := n.epChain(ep)
+			d.rules = append(d.rules,
+				&knftables.Rule{Chain: c, Rule: knftables.Concat("update", "@", n.affSet(ep), "{", pl.ipX, "saddr }")},
+				&knftables.Rule{Chain: c, Rule: knftables.Concat("meta l4proto", n.protocol, "dnat to", ep.String())})
+		}
+	}
+	return d
+}
+
+// portNames are the object names of one Service port.
+type portNames struct {
+	protocol, port, comment                  string
+	cluster, local, external, firewall, base string
+	svc                                      proxy.ServicePortName
+}
+
+func (pl *planner) names(name proxy.ServicePortName, pol *proxy.PortPolicy) *portNames {
+	protocol := strings.ToLower(string(pol.Port.Protocol))
+	base := servicePortChainBase(name, protocol)
+	return &portNames{protocol: protocol, port: strconv.Itoa(pol.Port.Port), comment: name.String(), base: base, svc: name,
+		cluster: clusterChainPrefix + base, local: localChainPrefix + base, external: externalChainPrefix + base, firewall: firewallChainPrefix + base}
+}
+
+func (n *portNames) epChain(ep *proxy.Endpoint) string {
+	return endpointChainPrefix + endpointChainBase(n.svc, n.protocol, ep)
+}
+
+func (n *portNames) affSet(ep *proxy.Endpoint) string {
+	return affinitySetPrefix + endpointChainBase(n.svc, n.protocol, ep)
+}
+
+// dispatchElements adds the port's elements of the dispatch maps and sets
+// (cluster-ips, service-ips, no-endpoint-*, firewall-ips,
+// service-nodeports).
+func (pl *planner) dispatchElements(d *desiredPort, n *portNames, pol *proxy.PortPolicy) {
+	sp := pol.Port
+	internalChain, hasInternal := n.cluster, pol.Internal.Verdict == proxy.VerdictAccept
+	if pol.Internal.Local {
+		internalChain = n.local
+	}
+	hasExternal := pol.External.Verdict == proxy.VerdictAccept
+	var internalVerdict, externalVerdict string
+	if !pol.HasEndpoints {
+		internalVerdict, externalVerdict = "goto "+rejectChain, "goto "+rejectChain
+	} else {
+		if !hasInternal {
+			internalVerdict, d.noLocalInternal = "drop", true
+		}
+		if !hasExternal {
+			externalVerdict, d.noLocalExternal = "drop", true
+		}
+	}
+	add := func(set, key, value, comment string) {
+		d.elems = append(d.elems, desiredElem{id: elemID{set, key}, value: value, comment: comment})
+	}
+	suffix := " . " + n.protocol + " . " + n.port
+	for _, cip := range sp.ClusterIPs {
+		add(clusterIPsSet, cip.String(), "", "")
+		if hasInternal {
+			add(serviceIPsMap, cip.String()+suffix, "goto "+internalChain, "")
+		} else {
+			add(noEndpointServicesMap, cip.String()+suffix, internalVerdict, n.comment)
+		}
+	}
+	external := func(ip string, lb bool) {
+		if pol.HasEndpoints {
+			add(serviceIPsMap, ip+suffix, "goto "+n.external, "")
+		}
+		if lb && pol.Firewall {
+			add(firewallIPsMap, ip+suffix, "goto "+n.firewall, "")
+		}
+		if !hasExternal {
+			add(noEndpointServicesMap, ip+suffix, externalVerdict, n.comment)
+		}
+	}
+	for _, ip := range sp.ExternalIPs {
+		external(ip.String(), false)
+	}
+	for _, ip := range sp.LoadBalancerVIPs {
+		external(ip.String(), true)
+	}
+	if sp.NodePort != 0 {
+		key := n.protocol + " . " + strconv.Itoa(sp.NodePort)
+		if pol.HasEndpoints {
+			add(serviceNodePortsMap, key, "goto "+n.external, "")
+		}
+		if !hasExternal {
+			add(noEndpointNodePortsMap, key, externalVerdict, n.comment)
+		}
+	}
+}
+
+// externalRules writes the external chain: masquerade (Cluster policy) or
+// the short-circuits of pod and node traffic (Local), then the policy
+// chain.
+func (pl *planner) externalRules(d *desiredPort, n *portNames, pol *proxy.PortPolicy) {
+	if !pol.Externally {
+		return
+	}
+	rule := func(text, comment string) {
+		r := &knftables.Rule{Chain: n.external, Rule: text}
+		if comment != "" {
+			r.Comment = ptrTo(comment)
+		}
+		d.rules = append(d.rules, r)
+	}
+	if pol.MasqueradeExternal {
+		rule(pl.masqueradeRule(), "masquerade")
+	} else {
+		if m := pl.podMatch(false); m != "" {
+			rule(knftables.Concat(m, "goto", n.cluster), "short-circuit pod traffic")
+		}
+		rule("fib saddr type local "+pl.masqueradeRule(), "masquerade local traffic")
+		rule("fib saddr type local goto "+n.cluster, "short-circuit local traffic")
+	}
+	if pol.External.Verdict == proxy.VerdictAccept {
+		policy := n.cluster
+		if pol.External.Local {
+			policy = n.local
+		}
+		rule("goto "+policy, "")
+	}
+}
+
+// firewallRule drops LoadBalancer traffic from outside the source ranges
+// (and the node's own VIP traffic when a range holds the node).
+func (pl *planner) firewallRule(d *desiredPort, n *portNames, pol *proxy.PortPolicy) {
+	if !pol.Firewall {
+		return
+	}
+	var src []string
+	for _, r := range pol.SourceRanges {
+		src = append(src, r.String())
+	}
+	if pol.FirewallAllowsNode {
+		for _, ip := range pol.Port.LoadBalancerVIPs {
+			src = append(src, ip.String())
+		}
+	}
+	d.rules = append(d.rules, &knftables.Rule{Chain: n.firewall, Rule: knftables.Concat(pl.ipX, "saddr != {", strings.Join(src, " , "), "} drop")})
+}
+
+// masqueradeRule sets the masquerade mark, which the masquerading chain
+// turns into SNAT when the packet leaves.
+func (pl *planner) masqueradeRule() string {
+	return "mark set mark or " + pl.cfg.MasqueradeMark
+}
+
+// podMatch returns the "ip saddr X" / "ip saddr != X" expression of the
+// local-traffic detector, or "" when no pod CIDR is known.
+func (pl *planner) podMatch(negate bool) string {
+	if len(pl.cfg.PodCIDRs) == 0 {
+		return ""
+	}
+	op := ""
+	if negate {
+		op = "!= "
+	}
+	if len(pl.cfg.PodCIDRs) == 1 {
+		return pl.ipX + " saddr " + op + pl.cfg.PodCIDRs[0].Masked().String()
+	}
+	return pl.ipX + " saddr " + op + "{ " + cidrList(pl.cfg.PodCIDRs) + " }"
+}

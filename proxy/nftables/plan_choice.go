@@ -1,0 +1,144 @@
+package nftables
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/knftables"
+
+	"github.com/svcnet/svcnet/proxy"
+	"github.com/svcnet/svcnet/proxy/lb"
+)
+
+// endpointChoice writes the rules of a Service policy chain that pick an
+// endpoint for a new connection. Without session affinity the chain DNATs
+// directly, as kube-proxy does: `meta l4proto P dnat ip addr . port to
+// numgen random mod N map { 0 : IP . PORT , ... }`. With ClientIP affinity
+// it first sends clients found in an endpoint's affinity set to that
+// endpoint's chain, then picks an endpoint chain with `numgen random mod N
+// vmap { 0 : goto CHAIN , ... }`; the endpoint chain records the client and
+// DNATs.
+//
+// Per-Service schedulers (annotation service.kubernetes.io/ipvs-scheduler)
+// replace the numgen expression and keep the same targets: rr (`numgen
+// inc`), wrr (weighted `numgen random` intervals), sh / dh (weighted
+// `jhash` of the source / destination address) and mh (a Maglev table of
+// 251 slots indexed by `jhash ip saddr`). Others (lc, wlc, sed, nq, or an
+// unknown name) fall back to random and are reported through
+// Config.UnsupportedScheduler.
+func (pl *planner) endpointChoice(d *desiredPort, sp *proxy.ServicePort, n *portNames, chain string, eps []*proxy.Endpoint) {
+	affinity := sp.SessionAffinity == v1.ServiceAffinityClientIP
+	rule := func(text string) { d.rules = append(d.rules, &knftables.Rule{Chain: chain, Rule: text}) }
+	if affinity {
+		for _, ep := range eps {
+			rule(knftables.Concat(pl.ipX, "saddr", "@", n.affSet(ep), "goto", n.epChain(ep)))
+		}
+	}
+	// target is one map value; emit writes the rule around the generator.
+	target := func(ep *proxy.Endpoint) string { return ep.Addr.String() + " . " + strconv.Itoa(ep.Port) }
+	emit := func(gen string, parts []string) {
+		rule(knftables.Concat("meta l4proto", n.protocol, "dnat", pl.ipX, "addr . port to", gen, "map {", strings.Join(parts, " , "), "}"))
+	}
+	if affinity {
+		target = func(ep *proxy.Endpoint) string { return "goto " + n.epChain(ep) }
+		emit = func(gen string, parts []string) {
+			rule(knftables.Concat(gen, "vmap {", strings.Join(parts, " , "), "}"))
+		}
+	}
+	sched := strings.ToLower(strings.TrimSpace(sp.Scheduler))
+	if sched == "maglev" {
+		sched = lb.Maglev
+	}
+	if !affinity && len(eps) == 1 {
+		// kube-proxy 1.37: one endpoint is a plain DNAT, without a map
+		// (whatever the scheduler: there is nothing to choose, but one
+		// nftables cannot express is still reported).
+		if !expressible(sched) && pl.cfg.UnsupportedScheduler != nil {
+			pl.cfg.UnsupportedScheduler(sp.Name, sp.Scheduler)
+		}
+		rule(knftables.Concat("meta l4proto", n.protocol, "dnat to", eps[0].AddrPort().String()))
+		return
+	}
+	gen, parts := pl.schedule(sp, sched, eps, target)
+	emit(gen, parts)
+}
+
+func expressible(sched string) bool {
+	switch sched {
+	case "", lb.Random, lb.RoundRobin, lb.WeightedRoundRobin, lb.SourceHashing, lb.DestinationHashing, lb.Maglev:
+		return true
+	}
+	return false
+}
+
+// schedule returns the generator expression and the map entries of a
+// scheduler. Quiesced endpoints (weight 0) never reach here: the core's
+// policy leaves them out.
+func (pl *planner) schedule(sp *proxy.ServicePort, sched string, eps []*proxy.Endpoint, target func(*proxy.Endpoint) string) (string, []string) {
+	even := func() []string {
+		parts := make([]string, len(eps))
+		for i, ep := range eps {
+			parts[i] = strconv.Itoa(i) + " : " + target(ep)
+		}
+		return parts
+	}
+	random := func() (string, []string) { return "numgen random mod " + strconv.Itoa(len(eps)), even() }
+	switch sched {
+	case "", lb.Random:
+		return random()
+	case lb.RoundRobin:
+		return "numgen inc mod " + strconv.Itoa(len(eps)), even()
+	case lb.WeightedRoundRobin, lb.SourceHashing, lb.DestinationHashing:
+		total := 0
+		var parts []string
+		for _, ep := range eps {
+			w := proxy.EffectiveWeight(ep)
+			parts = append(parts, rangeKey(total, total+w-1)+" : "+target(ep))
+			total += w
+		}
+		switch sched {
+		case lb.SourceHashing:
+			return fmt.Sprintf("jhash %s saddr mod %d seed %s", pl.ipX, total, hashSeed), parts
+		case lb.DestinationHashing:
+			return fmt.Sprintf("jhash %s daddr mod %d seed %s", pl.ipX, total, hashSeed), parts
+		}
+		return "numgen random mod " + strconv.Itoa(total), parts
+	case lb.Maglev:
+		var bs []*lb.Backend
+		byID := map[string]*proxy.Endpoint{}
+		for _, ep := range eps {
+			b := lb.NewBackend(ep.AddrPort(), proxy.EffectiveWeight(ep))
+			bs = append(bs, b)
+			byID[b.ID] = ep
+		}
+		table, err := lb.MaglevTable(bs, maglevTableSize)
+		if err != nil {
+			pl.cfg.Log.Warn("maglev table failed; using random", "service", sp.Name.String(), "err", err)
+			return random()
+		}
+		var parts []string
+		for i := 0; i < len(table); {
+			j := i
+			for j+1 < len(table) && table[j+1] == table[i] {
+				j++
+			}
+			parts = append(parts, rangeKey(i, j)+" : "+target(byID[table[i].ID]))
+			i = j + 1
+		}
+		return fmt.Sprintf("jhash %s saddr mod %d seed %s", pl.ipX, len(table), hashSeed), parts
+	default:
+		if pl.cfg.UnsupportedScheduler != nil {
+			pl.cfg.UnsupportedScheduler(sp.Name, sp.Scheduler)
+		}
+		return random()
+	}
+}
+
+func rangeKey(a, b int) string {
+	if a == b {
+		return strconv.Itoa(a)
+	}
+	return strconv.Itoa(a) + "-" + strconv.Itoa(b)
+}
