@@ -7,7 +7,9 @@
 // 127.0.0.1). Each node i (1..N) is a network namespace <prefix>-node-i
 // attached to the bridge by a veth, with address 172.18.0.(i+1), pod CIDR
 // 10.244.i.0/24 and routes to every other node's pod CIDR through that node
-// (host-gw). Inside each node namespace run `svcnet node` and `svcnet proxy`.
+// (host-gw). Inside each node namespace run `svcnet node`, `svcnet proxy`,
+// `svcnet netpol` and `svcnet speaker` (which answers ARP/NDP on the node
+// network for the LoadBalancer IPs the node is elected for).
 // The first node is the control-plane node (labelled
 // node-role.kubernetes.io/control-plane and tainted NoSchedule, as kubeadm
 // does). When the binary has a `controllers` command, it runs too. Cluster
@@ -296,6 +298,13 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			"--hostname-override", name); err != nil {
 			return nil, err
 		}
+		// MetalLB's speaker: answers ARP/NDP for the LoadBalancer IPs this
+		// node is elected for, so that the node network (the bridge side,
+		// the "outside") reaches them.
+		if err := c.start("speaker-"+strconv.Itoa(i), "nsenter", nsPath, "--", cfg.Exe, "speaker", "--kubeconfig", kcs["speaker"],
+			"--node-name", name); err != nil {
+			return nil, err
+		}
 	}
 	if c.hasCommand("controllers") {
 		if err := c.start("controllers", cfg.Exe, "controllers", "--kubeconfig", kcs["controllers"]); err != nil {
@@ -514,7 +523,7 @@ func killClusterProcesses(exe, dataDir string) {
 			continue
 		}
 		switch string(f[1]) {
-		case "node", "proxy", "netpol", "sandbox-init", "dns", "builtin", "apiserver", "controllers":
+		case "node", "proxy", "netpol", "speaker", "sandbox-init", "dns", "builtin", "apiserver", "controllers":
 		default:
 			continue
 		}

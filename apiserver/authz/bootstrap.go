@@ -55,6 +55,12 @@ const ProxyUser = "system:kube-proxy"
 // NetworkPolicies), as network-policy agents of CNI plugins get one.
 const NetpolUser = "system:serviceaccount:kube-system:svcnet-netpol"
 
+// SpeakerUser is the identity of `svcnet speaker` in `svcnet up`: MetalLB's
+// speaker service account (metallb-system/speaker), bound to svcnet:speaker
+// (MetalLB's speaker ClusterRole) and, in kube-system, to the Role that
+// keeps the speakers' Leases.
+const SpeakerUser = "system:serviceaccount:metallb-system:speaker"
+
 type itemList struct {
 	Items []json.RawMessage `json:"items"`
 }
@@ -186,6 +192,40 @@ func (p *DefaultPolicy) addExtras() {
 		ObjectMeta: svcnetMeta("svcnet:netpol"),
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "svcnet:netpol"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "svcnet-netpol", Namespace: "kube-system"}},
+	})
+	// MetalLB's speaker ClusterRole (read Services, endpoints, Nodes and
+	// the MetalLB configuration; record events; write the status kinds),
+	// plus the Leases by which speakers see each other alive (svcnet's
+	// replacement for memberlist), in kube-system only.
+	p.ClusterRoles = append(p.ClusterRoles, rbacv1.ClusterRole{
+		ObjectMeta: svcnetMeta("svcnet:speaker"),
+		Rules: []rbacv1.PolicyRule{
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"services", "endpoints", "nodes", "namespaces"}},
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}},
+			{Verbs: []string{"create", "patch"}, APIGroups: []string{""}, Resources: []string{"events"}},
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"metallb.io"},
+				Resources: []string{"ipaddresspools", "l2advertisements", "bgpadvertisements", "bgppeers", "communities"}},
+			{Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}, APIGroups: []string{"metallb.io"},
+				Resources: []string{"servicel2statuses", "servicel2statuses/status", "servicebgpstatuses", "servicebgpstatuses/status"}},
+		},
+	})
+	speakerSA := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "speaker", Namespace: "metallb-system"}}
+	p.ClusterRoleBindings = append(p.ClusterRoleBindings, rbacv1.ClusterRoleBinding{
+		ObjectMeta: svcnetMeta("svcnet:speaker"),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "svcnet:speaker"},
+		Subjects:   speakerSA,
+	})
+	leaseMeta := svcnetMeta("svcnet:speaker")
+	leaseMeta.Namespace = "kube-system"
+	p.Roles = append(p.Roles, rbacv1.Role{
+		ObjectMeta: leaseMeta,
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get", "list", "watch", "create", "update", "delete"},
+			APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}}},
+	})
+	p.RoleBindings = append(p.RoleBindings, rbacv1.RoleBinding{
+		ObjectMeta: leaseMeta,
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "svcnet:speaker"},
+		Subjects:   speakerSA,
 	})
 	user := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ControllersUser}}
 	roles := []string{"system:kube-scheduler", "svcnet:metallb-controller"}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/svcnet/svcnet/speaker"
+	"github.com/svcnet/svcnet/speaker/l2"
+)
+
+func init() {
+	register(command{name: "speaker", short: "MetalLB's speaker on this node: announces LoadBalancer IPs (layer 2: ARP/NDP)", run: runSpeaker})
+}
+
+func runSpeaker(ctx context.Context, args []string) error {
+	fs := newFlagSet("speaker")
+	var kubeconfig, nodeName, leaseNS, logLevel string
+	var leaseDuration, reannounce time.Duration
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&nodeName, "node-name", "", "name of this Node (default: the host name)")
+	fs.StringVar(&leaseNS, "lease-namespace", "kube-system", "namespace of the speakers' Leases (svcnet-speaker-<node>), by which speakers see each other alive")
+	fs.DurationVar(&leaseDuration, "lease-duration", 6*time.Second, "a speaker whose Lease was not renewed for this long is taken for dead and its addresses move")
+	fs.DurationVar(&reannounce, "reannounce-interval", 30*time.Second, "how often announced addresses are announced again (gratuitous ARP / unsolicited NA); 0 disables")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	if leaseDuration < time.Second {
+		return fmt.Errorf("--lease-duration must be at least 1s")
+	}
+	if reannounce < 0 {
+		return fmt.Errorf("--reannounce-interval must not be negative")
+	}
+	if nodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("host name: %w", err)
+		}
+		nodeName = h
+	}
+	nodeName = strings.ToLower(strings.TrimSpace(nodeName))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "speaker", "node", nodeName)
+
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else if cfg, err = rest.InClusterConfig(); err != nil {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	}
+	if err != nil {
+		return fmt.Errorf("kubernetes client config: %w", err)
+	}
+	cfg.UserAgent = "svcnet-speaker"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+
+	resp := l2.New(l2.Options{Logger: log.With("protocol", "layer2"), ReannounceInterval: reannounce})
+	sp := speaker.New(speaker.Config{Client: client, Dynamic: dyn, NodeName: nodeName, LeaseNamespace: leaseNS,
+		LeaseDuration: leaseDuration, Logger: log, Protocols: []speaker.Protocol{&speaker.Layer2{Responder: resp}}})
+	// The responder outlives the speaker's withdrawals on shutdown (the
+	// speaker withdraws, then the responder closes its sockets).
+	rctx, rcancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var rerr error
+	go func() { defer wg.Done(); rerr = resp.Run(rctx) }()
+	serr := sp.Run(ctx)
+	rcancel()
+	wg.Wait()
+	if errors.Is(serr, context.Canceled) {
+		serr = nil
+	}
+	return errors.Join(serr, rerr)
+}

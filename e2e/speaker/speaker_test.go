@@ -1,0 +1,312 @@
+// Package speaker tests MetalLB's layer-2 mode end to end: `svcnet up`
+// starts `svcnet speaker` on every node, and a client on the node network
+// (a namespace on the cluster's bridge with nothing but its connected route)
+// reaches a LoadBalancer Service's address through ARP, as a machine next to
+// bare-metal nodes does. One cluster serves every check; it runs inside a
+// network namespace the test creates, with no route out.
+//
+// Needs root, ip, nsenter, curl and arping (iputils-arping); skipped
+// without them and with -short.
+package speaker
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/svcnet/svcnet/internal/testbed"
+)
+
+type cluster struct {
+	lab    *testbed.NetNS
+	dir    string
+	prefix string
+	bin    string
+	kc     string
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	testbed.RequireRoot(t)
+	testbed.RequireCommand(t, "ip", "nsenter", "curl", "arping")
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "svcnet")
+	if out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "github.com/svcnet/svcnet/cmd/svcnet").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	var rb [2]byte
+	_, _ = rand.Read(rb[:])
+	c := &cluster{lab: testbed.NewNetNS(t, "speaker-lab"), dir: dir, prefix: "spk" + hex.EncodeToString(rb[:]), bin: bin}
+	logf, err := os.Create(filepath.Join(dir, "up.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := exec.Command("ip", "netns", "exec", c.lab.Name, bin, "up", "--nodes", "3", "--data-dir", filepath.Join(dir, "data"), "--prefix", c.prefix)
+	stdout, _ := up.StdoutPipe()
+	up.Stderr = logf
+	up.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = up.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = up.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			t.Errorf("svcnet up did not stop within 30s of SIGTERM; killing it")
+			_ = up.Process.Kill()
+			<-exited
+		}
+		if out, err := exec.Command("ip", "netns", "exec", c.lab.Name, bin, "down", "--data-dir", filepath.Join(dir, "data")).CombinedOutput(); err != nil {
+			t.Errorf("svcnet down: %v\n%s", err, out)
+		}
+		logf.Close()
+		if t.Failed() {
+			for _, f := range []string{"up.log"} {
+				b, _ := os.ReadFile(filepath.Join(dir, f))
+				t.Logf("%s:\n%s", f, b)
+			}
+			logs, _ := filepath.Glob(filepath.Join(dir, "data", "logs", "speaker-*.log"))
+			for _, f := range logs {
+				b, _ := os.ReadFile(f)
+				t.Logf("%s:\n%s", filepath.Base(f), b)
+			}
+		}
+	})
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if s, ok := strings.CutPrefix(sc.Text(), "export KUBECONFIG="); ok {
+				ready <- s
+			}
+		}
+	}()
+	select {
+	case c.kc = <-ready:
+	case <-exited:
+		b, _ := os.ReadFile(filepath.Join(dir, "up.log"))
+		t.Fatalf("svcnet up exited before the cluster was ready:\n%s", b)
+	case <-time.After(180 * time.Second):
+		b, _ := os.ReadFile(filepath.Join(dir, "up.log"))
+		t.Fatalf("svcnet up printed no KUBECONFIG line within 180s:\n%s", b)
+	}
+	return c
+}
+
+func (c *cluster) nodeName(i int) string {
+	switch i {
+	case 1:
+		return c.prefix + "-control-plane"
+	case 2:
+		return c.prefix + "-worker"
+	}
+	return fmt.Sprintf("%s-worker%d", c.prefix, i-1)
+}
+
+// kubectl runs svcnet's built-in kubectl (the real k8s.io/kubectl) from the
+// lab namespace, where the apiserver listens.
+func (c *cluster) kubectl(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return c.lab.RunContext(ctx, append([]string{c.bin, "kubectl", "--kubeconfig", c.kc}, args...)...)
+}
+
+func (c *cluster) onNode(node string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, c.bin, append([]string{"node-exec", "--data-dir", filepath.Join(c.dir, "data"), node, "--"}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, f func() (string, bool)) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		out, ok := f()
+		if ok {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true after %v; last output:\n%s", what, timeout, out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+var macRE = regexp.MustCompile(`(?i)\[([0-9a-f:]{17})\]`)
+
+// arping returns the distinct MACs answering ARP for ip on the client.
+func arping(client *testbed.NetNS, ip string) (map[string]bool, string) {
+	out, _ := client.Run("arping", "-c", "3", "-w", "4", "-I", "eth0", ip)
+	macs := map[string]bool{}
+	for _, m := range macRE.FindAllStringSubmatch(out, -1) {
+		macs[strings.ToLower(m[1])] = true
+	}
+	return macs, out
+}
+
+var assignedRE = regexp.MustCompile(`announcing from node "([^"]+)" with protocol "layer2"`)
+
+// announcers lists the nodes named by the Service's nodeAssigned events,
+// newest last.
+func (c *cluster) announcers(svc string) ([]string, string) {
+	out, err := c.kubectl("get", "events", "--field-selector", "involvedObject.kind=Service,involvedObject.name="+svc+",reason=nodeAssigned",
+		"--sort-by", ".metadata.creationTimestamp", "-o", `jsonpath={range .items[*]}{.source.component} {.message}{"\n"}{end}`)
+	if err != nil {
+		return nil, out
+	}
+	var nodes []string
+	for _, m := range assignedRE.FindAllStringSubmatch(out, -1) {
+		nodes = append(nodes, m[1])
+	}
+	return nodes, out
+}
+
+// speakerPID finds the speaker process of a node of this cluster.
+func (c *cluster) speakerPID(node string) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) > 2 && args[1] == "speaker" && slices.Contains(args, node) && strings.Contains(string(b), c.dir) {
+			return pid
+		}
+	}
+	return 0
+}
+
+func TestLayer2(t *testing.T) {
+	c := startCluster(t)
+	abs, _ := filepath.Abs("testdata/l2.yaml")
+	if out, err := c.kubectl("apply", "-f", abs); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	// A machine on the node network: a port of the cluster's bridge, an
+	// address in the node subnet and no route but the connected one.
+	client := testbed.NewNetNS(t, "speaker-client")
+	testbed.Link(t, c.lab, "spkcl0", "", client, "eth0", "172.18.0.250/24")
+	c.lab.MustRun("ip", "link", "set", "spkcl0", "master", c.prefix+"0")
+	if routes := strings.TrimSpace(client.MustRun("ip", "-4", "route", "show")); strings.Count(routes, "\n") != 0 || !strings.HasPrefix(routes, "172.18.0.0/24 dev eth0") {
+		t.Fatalf("client routes:\n%s", routes)
+	}
+
+	eventually(t, 120*time.Second, "EXTERNAL-IP of web and web-local", func() (string, bool) {
+		out, _ := c.kubectl("get", "svc", "web", "web-local", "-o", `jsonpath={range .items[*]}{.status.loadBalancer.ingress[0].ip} {end}`)
+		return out, strings.TrimSpace(out) == "172.18.0.200 172.18.0.201"
+	})
+	curl := func(ip string) (string, bool) {
+		out, err := client.Run("curl", "-sS", "-m", "3", "http://"+ip+"/")
+		return out, err == nil && strings.Contains(out, "Hello Kubernetes bootcamp!")
+	}
+	eventually(t, 120*time.Second, "curl http://172.18.0.200/ from the client", func() (string, bool) { return curl("172.18.0.200") })
+
+	nodeMAC := func(node string) string {
+		out, err := c.onNode(node, "cat", "/sys/class/net/eth0/address")
+		if err != nil {
+			t.Fatalf("node-exec %s: %v\n%s", node, err, out)
+		}
+		return strings.ToLower(strings.TrimSpace(out))
+	}
+	macOf := map[string]string{}
+	for i := 1; i <= 3; i++ {
+		macOf[c.nodeName(i)] = nodeMAC(c.nodeName(i))
+	}
+
+	// One node announces, named by the event; only its MAC answers ARP.
+	var first string
+	eventually(t, 60*time.Second, "a nodeAssigned event on Service web", func() (string, bool) {
+		nodes, out := c.announcers("web")
+		if len(nodes) > 0 {
+			first = nodes[len(nodes)-1]
+		}
+		return out, len(nodes) > 0 && strings.Contains(out, "metallb-speaker ")
+	})
+	macs, out := arping(client, "172.18.0.200")
+	if len(macs) != 1 || !macs[macOf[first]] {
+		t.Fatalf("arping 172.18.0.200: want exactly %s (node %s), got %v:\n%s", macOf[first], first, macs, out)
+	}
+	t.Logf("web (Cluster) announced by %s (%s)", first, macOf[first])
+
+	// Local policy: the announcing node hosts a ready endpoint.
+	eventually(t, 60*time.Second, "curl http://172.18.0.201/ (Local) from the client", func() (string, bool) { return curl("172.18.0.201") })
+	pods, err := c.kubectl("get", "pods", "-l", "app=web", "-o", `jsonpath={range .items[*]}{.spec.nodeName} {end}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var local string
+	eventually(t, 60*time.Second, "a nodeAssigned event on Service web-local", func() (string, bool) {
+		nodes, out := c.announcers("web-local")
+		if len(nodes) > 0 {
+			local = nodes[len(nodes)-1]
+		}
+		return out, len(nodes) > 0
+	})
+	if !slices.Contains(strings.Fields(pods), local) {
+		t.Fatalf("web-local is announced by %s, which hosts none of the pods (on %q)", local, pods)
+	}
+	if macs, out := arping(client, "172.18.0.201"); len(macs) != 1 || !macs[macOf[local]] {
+		t.Fatalf("arping 172.18.0.201: want exactly %s (node %s), got %v:\n%s", macOf[local], local, macs, out)
+	}
+
+	// Failover: the announcing node's speaker dies (SIGKILL: no goodbye).
+	// Another node takes over once its Lease expires and tells the client
+	// by gratuitous ARP: the client's neighbor entry moves to the new MAC
+	// without the client asking, and curl works through the new node.
+	pid := c.speakerPID(first)
+	if pid == 0 {
+		t.Fatalf("no speaker process for node %s", first)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	var second string
+	eventually(t, 60*time.Second, "the client's neighbor entry for 172.18.0.200 leaves "+first, func() (string, bool) {
+		out, _ := client.Run("ip", "neigh", "show", "172.18.0.200", "dev", "eth0")
+		for n, m := range macOf {
+			if n != first && strings.Contains(out, m) {
+				second = n
+			}
+		}
+		if second == "" {
+			return out, false
+		}
+		out, ok := curl("172.18.0.200")
+		return out, ok
+	})
+	t.Logf("failover: %s -> %s; the client's curl works through the new node %.1fs after the SIGKILL (lease duration 6s)",
+		first, second, time.Since(killed).Seconds())
+	if macs, out := arping(client, "172.18.0.200"); len(macs) != 1 || !macs[macOf[second]] {
+		t.Fatalf("after failover, arping 172.18.0.200: want exactly %s (node %s), got %v:\n%s", macOf[second], second, macs, out)
+	}
+	eventually(t, 30*time.Second, "a nodeAssigned event naming "+second, func() (string, bool) {
+		nodes, out := c.announcers("web")
+		return out, slices.Contains(nodes, second)
+	})
+}
