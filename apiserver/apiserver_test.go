@@ -279,16 +279,53 @@ func TestNamespaces(t *testing.T) {
 	if err := c.CoreV1().Namespaces().Delete(ctx, "tmp", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := c.CoreV1().Namespaces().Get(ctx, "tmp", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
+	// The API server only marks the namespace; emptying it and removing the
+	// "kubernetes" finalizer is the namespace controller's work
+	// (controller/namespace).
+	n, err := c.CoreV1().Namespaces().Get(ctx, "tmp", metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("namespace not deleted: %v", err)
+		t.Fatal(err)
 	}
-	cms, _ := c.CoreV1().ConfigMaps("tmp").List(ctx, metav1.ListOptions{})
-	if len(cms.Items) != 0 {
-		t.Errorf("%d configmaps survived their namespace", len(cms.Items))
+	if n.DeletionTimestamp == nil || n.Status.Phase != corev1.NamespaceTerminating || n.DeletionGracePeriodSeconds != nil {
+		t.Errorf("deleted namespace: deletionTimestamp %v grace %v phase %s", n.DeletionTimestamp, n.DeletionGracePeriodSeconds, n.Status.Phase)
+	}
+	if _, err := c.CoreV1().ConfigMaps("tmp").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "late"}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("create in terminating namespace: %v, want Forbidden", err)
+	}
+	// spec.finalizers changes through /finalize only.
+	n.Spec.Finalizers = nil
+	if n, err = c.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{}); err != nil || len(n.Spec.Finalizers) != 1 {
+		t.Errorf("update of spec.finalizers: %v %v, want them kept", n.Spec.Finalizers, err)
+	}
+	if err := c.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces/tmp/finalize").Do(ctx).Error(); !apierrors.IsMethodNotSupported(err) {
+		t.Errorf("GET finalize: %v, want MethodNotSupported", err)
+	}
+	n.Spec.Finalizers = []corev1.FinalizerName{"nonstandard"}
+	if _, err := c.CoreV1().Namespaces().Finalize(ctx, n, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) ||
+		!strings.Contains(err.Error(), "spec.finalizers[0]: Invalid value: \"nonstandard\": name is neither a standard finalizer name nor is it fully qualified") {
+		t.Errorf("finalize with a bad name: %v", err)
+	}
+	n.Spec.Finalizers = nil
+	if _, err := c.CoreV1().Namespaces().Finalize(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().Namespaces().Get(ctx, "tmp", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("finalized namespace: %v, want NotFound", err)
+	}
+	// Without spec.finalizers a delete removes the namespace at once.
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bare"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bare, _ := c.CoreV1().Namespaces().Get(ctx, "bare", metav1.GetOptions{})
+	bare.Spec.Finalizers = nil
+	if _, err := c.CoreV1().Namespaces().Finalize(ctx, bare, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CoreV1().Namespaces().Delete(ctx, "bare", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().Namespaces().Get(ctx, "bare", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("namespace without finalizers after delete: %v, want NotFound", err)
 	}
 }
 

@@ -108,6 +108,9 @@ func (s *Server) serveResourceList(w http.ResponseWriter, r *http.Request, gv sc
 		if info.Status {
 			list.APIResources = append(list.APIResources, metav1.APIResource{Name: info.GVR.Resource + "/status", Namespaced: info.Namespaced, Kind: info.Kind, Verbs: subVerbs})
 		}
+		if st.HasSubresource("finalize") {
+			list.APIResources = append(list.APIResources, metav1.APIResource{Name: info.GVR.Resource + "/finalize", Namespaced: info.Namespaced, Kind: info.Kind, Verbs: metav1.Verbs{"update"}})
+		}
 		if info.GroupResource() == podsGR {
 			list.APIResources = append(list.APIResources,
 				metav1.APIResource{Name: "pods/attach", Namespaced: true, Kind: "PodAttachOptions", Verbs: metav1.Verbs{"create", "get"}},

@@ -240,8 +240,13 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
-		if !(req.sub == "status" && res.Info.Status) && !(req.sub == "scale" && res.Info.Scale) {
+		if !(req.sub == "scale" && res.Info.Scale) && !res.HasSubresource(req.sub) {
 			writeError(w, apierrors.NewNotFound(schema.GroupResource{Group: gv.Group, Resource: rest[0] + "/" + req.sub}, req.name))
+			return
+		}
+		// A namespace's finalize subresource is written with PUT only.
+		if req.sub == "finalize" && r.Method != http.MethodPut {
+			writeError(w, apierrors.NewMethodNotSupported(schema.GroupResource{Group: gv.Group, Resource: rest[0] + "/" + req.sub}, strings.ToLower(r.Method)))
 			return
 		}
 	}

@@ -104,7 +104,6 @@ type Server struct {
 	etcd      *clientv3.Client
 	embedded  *storage.Embedded
 	runCtx    context.Context
-	nsCleanup sync.Map
 
 	policy     *policyCache
 	rbac       *authz.RBAC
@@ -238,7 +237,10 @@ func (s *Server) buildStores() error {
 		}}
 		if _, isTyped := info.New().(interface{ Marshal() ([]byte, error) }); isTyped {
 			st.FieldManagers = map[string]*managedfields.FieldManager{}
-			for _, sub := range []string{"", "status"} {
+			for _, sub := range []string{"", "status", "finalize"} {
+				if sub == "finalize" && !st.HasSubresource(sub) {
+					continue
+				}
 				fm, err := managedfields.NewDefaultFieldManager(tc, Scheme, Scheme, Scheme, info.GVK(), info.GVR.GroupVersion(), sub, nil)
 				if err != nil {
 					return fmt.Errorf("field manager for %s: %w", info.GVR, err)
@@ -393,7 +395,6 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { errc <- srv.Serve(tlsLn) }()
 	s.log.Info("apiserver serving", "url", s.url, "kubeconfig", s.KubeconfigPath(), "etcd", endpoints)
 	close(s.ready)
-	go s.resumeNamespaceCleanup(ctx)
 	go s.repairLoop(ctx)
 	select {
 	case <-ctx.Done():

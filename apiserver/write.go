@@ -441,8 +441,8 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, req reques
 	if err != nil {
 		return err
 	}
-	if req.res.Info.GroupResource() == namespacesGR {
-		return s.deleteNamespace(w, r, out, req, opts)
+	if req.res.Info.GroupResource() == namespacesGR && immortalNamespaces[req.name] {
+		return apierrors.NewForbidden(namespacesGR, req.name, fmt.Errorf("this namespace may not be deleted"))
 	}
 	obj, deleted, err := req.res.Delete(r.Context(), req.namespace, req.name, opts)
 	if err != nil {

@@ -1,6 +1,6 @@
 // Package controller runs svcnet's controllers — Endpoints, EndpointSlices,
 // EndpointSlice mirroring, Deployments, ReplicaSets, the scheduler, garbage
-// collection and LoadBalancer IPAM — against any Kubernetes API server,
+// collection, namespace finalization and LoadBalancer IPAM — against any Kubernetes API server,
 // sharing one informer factory and one event broadcaster, as
 // kube-controller-manager does. Each controller lives in its own
 // subpackage; Run wires and starts the enabled ones.
@@ -30,6 +30,7 @@ import (
 	"github.com/svcnet/svcnet/controller/gc"
 	"github.com/svcnet/svcnet/controller/lbipam"
 	"github.com/svcnet/svcnet/controller/mirroring"
+	"github.com/svcnet/svcnet/controller/namespace"
 	"github.com/svcnet/svcnet/controller/replicaset"
 	"github.com/svcnet/svcnet/controller/scheduler"
 	"github.com/svcnet/svcnet/controller/servicecidrs"
@@ -46,10 +47,11 @@ const (
 	GC            = "garbagecollector"
 	LBIPAM        = "lbipam"
 	ServiceCIDRs  = "servicecidrs"
+	Namespace     = "namespace"
 )
 
 // All lists every controller name.
-var All = []string{Endpoints, EndpointSlice, Mirroring, Deployment, ReplicaSet, Scheduler, GC, LBIPAM, ServiceCIDRs}
+var All = []string{Endpoints, EndpointSlice, Mirroring, Deployment, ReplicaSet, Scheduler, GC, LBIPAM, ServiceCIDRs, Namespace}
 
 // Options configure Run.
 type Options struct {
@@ -69,8 +71,8 @@ type Options struct {
 }
 
 // Run starts the enabled controllers and blocks until ctx is cancelled or
-// one of them fails to start. dyn may be nil when neither the garbage
-// collector nor LB IPAM is enabled.
+// one of them fails to start. dyn may be nil when none of the garbage
+// collector, LB IPAM and the namespace controller is enabled.
 func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, opts Options, log *slog.Logger) error {
 	if log == nil {
 		log = slog.Default()
@@ -85,8 +87,8 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 		}
 	}
 	on := func(n string) bool { return slices.Contains(enabled, n) }
-	if (on(GC) || on(LBIPAM)) && dyn == nil {
-		return errors.New("garbage collector and lbipam need a dynamic client")
+	if (on(GC) || on(LBIPAM) || on(Namespace)) && dyn == nil {
+		return errors.New("garbage collector, lbipam and namespace controller need a dynamic client")
 	}
 	workers := opts.Workers
 	if workers <= 0 {
@@ -138,6 +140,10 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	if on(GC) {
 		g := gc.New(dyn, dynFactory, gc.DefaultResources, log)
 		runs = append(runs, func(ctx context.Context) error { return g.Run(ctx, workers) })
+	}
+	if on(Namespace) {
+		c := namespace.New(client, dyn, factory, log)
+		runs = append(runs, func(ctx context.Context) error { return c.Run(ctx, workers) })
 	}
 	if on(LBIPAM) {
 		l := lbipam.New(client, dyn, factory, dynFactory, recorder(lbipam.ControllerName), log)

@@ -50,6 +50,25 @@ type FieldsSetter interface {
 	FieldsSet(obj runtime.Object) map[string]string
 }
 
+// SpecFinalizer is implemented by strategies of kinds that keep finalizers
+// outside metadata: a namespace's spec.finalizers, which its finalize
+// subresource removes. Such an object is only marked on delete (MarkDeleting
+// then sets what marking means for the kind: a namespace turns Terminating)
+// and is removed once Finalized reports true and metadata.finalizers is
+// empty, by the write that empties the last list, as kube-apiserver's
+// namespace registry does.
+type SpecFinalizer interface {
+	Finalized(obj runtime.Object) bool
+	MarkDeleting(obj runtime.Object)
+}
+
+// FinalizeStrategist is implemented by strategies of resources with a
+// finalize subresource (namespaces): the returned strategy handles writes
+// to /finalize.
+type FinalizeStrategist interface {
+	FinalizeStrategy() Strategy
+}
+
 // GracefulDeleter is implemented by strategies of objects deleted in two
 // steps (pods bound to a node): it returns the grace period to apply (and
 // true) when the object must only be marked for deletion.
@@ -132,12 +151,38 @@ func (s *Store) Prefix(ns string) string {
 }
 
 func (s *Store) strategyFor(sub string) Strategy {
-	if sub == "status" {
+	switch sub {
+	case "status":
 		if ss, ok := s.Strategy.(StatusStrategist); ok {
 			return ss.StatusStrategy()
 		}
+	case "finalize":
+		if fs, ok := s.Strategy.(FinalizeStrategist); ok {
+			return fs.FinalizeStrategy()
+		}
 	}
 	return s.Strategy
+}
+
+// HasSubresource reports whether the resource serves subresource sub
+// through Update ("status" or "finalize").
+func (s *Store) HasSubresource(sub string) bool {
+	switch sub {
+	case "status":
+		return s.Info.Status
+	case "finalize":
+		_, ok := s.Strategy.(FinalizeStrategist)
+		return ok
+	}
+	return false
+}
+
+// finalized reports whether obj has no finalizers outside metadata left.
+func (s *Store) finalized(obj runtime.Object) bool {
+	if sf, ok := s.Strategy.(SpecFinalizer); ok {
+		return sf.Finalized(obj)
+	}
+	return true
 }
 
 // DryRunResult is returned (as an error) by tryUpdate functions to stop a
@@ -452,7 +497,7 @@ func (s *Store) Update(ctx context.Context, ns, name string, compute UpdateFunc,
 		tx.Commit()
 	}
 	// An object marked for deletion whose last finalizer is gone is deleted.
-	if acc, aerr := meta.Accessor(out); aerr == nil && acc.GetDeletionTimestamp() != nil && len(acc.GetFinalizers()) == 0 && !s.graceful(out) {
+	if acc, aerr := meta.Accessor(out); aerr == nil && acc.GetDeletionTimestamp() != nil && len(acc.GetFinalizers()) == 0 && !s.graceful(out) && s.finalized(out) {
 		uid := acc.GetUID()
 		if _, derr := s.Storage.Delete(ctx, key, &storage.Preconditions{UID: &uid}, nil); derr == nil {
 			s.afterDelete(ctx, out, false)
@@ -531,11 +576,11 @@ func (s *Store) Delete(ctx context.Context, ns, name string, opts DeleteOptions)
 	// visible until the garbage collector (svcnet controllers) has deleted
 	// its dependents and removed the finalizer. Without a garbage collector
 	// it stays, as it would on a cluster without kube-controller-manager.
-	if len(acc.GetFinalizers()) > 0 || graceful || foregroundFinalizer {
+	if len(acc.GetFinalizers()) > 0 || graceful || foregroundFinalizer || !s.finalized(cur) {
 		now := s.now()
 		out, err := s.Storage.GuaranteedUpdate(ctx, key, false, pre, func(c runtime.Object) (runtime.Object, error) {
 			ca, _ := meta.Accessor(c)
-			if len(ca.GetFinalizers()) == 0 && !graceful && !foregroundFinalizer {
+			if len(ca.GetFinalizers()) == 0 && !graceful && !foregroundFinalizer && s.finalized(c) {
 				return nil, errRetryDelete
 			}
 			if foregroundFinalizer && !slices.Contains(ca.GetFinalizers(), metav1.FinalizerDeleteDependents) {
@@ -552,6 +597,9 @@ func (s *Store) Delete(ctx context.Context, ns, name string, opts DeleteOptions)
 				ca.SetDeletionTimestamp(&now)
 				g := int64(0)
 				ca.SetDeletionGracePeriodSeconds(&g)
+			}
+			if sf, ok := s.Strategy.(SpecFinalizer); ok {
+				sf.MarkDeleting(c)
 			}
 			if opts.DryRun {
 				return nil, &dryRunResult{c}
@@ -573,7 +621,7 @@ func (s *Store) Delete(ctx context.Context, ns, name string, opts DeleteOptions)
 		return cur, true, nil
 	}
 	out, err := s.Storage.Delete(ctx, key, pre, func(c runtime.Object) error {
-		if ca, _ := meta.Accessor(c); len(ca.GetFinalizers()) > 0 {
+		if ca, _ := meta.Accessor(c); len(ca.GetFinalizers()) > 0 || !s.finalized(c) {
 			return s.conflictErr(name)
 		}
 		return nil

@@ -1,6 +1,9 @@
 package core
 
 import (
+	"context"
+	"strings"
+
 	// Digests in image references are validated with the registered hash.
 	_ "crypto/sha256"
 	_ "crypto/sha512"
@@ -9,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,9 +26,13 @@ import (
 const LabelMetadataName = "kubernetes.io/metadata.name"
 
 // NewNamespaceStrategy: namespaces get the kubernetes.io/metadata.name label,
-// the "kubernetes" finalizer and phase Active; names are DNS labels.
+// the "kubernetes" finalizer and phase Active; names are DNS labels. As in
+// kube-apiserver, spec.finalizers changes only through the finalize
+// subresource, a delete only marks a namespace (Terminating) while it has
+// spec.finalizers, and the write that removes the last one deletes it: the
+// namespace controller empties the namespace and then removes "kubernetes".
 func NewNamespaceStrategy() registry.Strategy {
-	return &Basic{
+	return &namespaceStrategy{&Basic{
 		HasStatus: true,
 		NameFunc:  dnsLabel,
 		Defaulter: func(obj runtime.Object) {
@@ -49,7 +57,80 @@ func NewNamespaceStrategy() registry.Strategy {
 			return map[string]string{"metadata.name": ns.Name, "status.phase": string(ns.Status.Phase), "name": ns.Name}
 		},
 		FieldLabels: registry.SupportedFieldLabels(nil, "status.phase", "metadata.name"),
+	}}
+}
+
+type namespaceStrategy struct{ *Basic }
+
+var (
+	_ registry.SpecFinalizer      = (*namespaceStrategy)(nil)
+	_ registry.FinalizeStrategist = (*namespaceStrategy)(nil)
+)
+
+// PrepareForUpdate keeps status and spec.finalizers: those change through
+// /status and /finalize only.
+func (s *namespaceStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	s.Basic.PrepareForUpdate(ctx, obj, old)
+	obj.(*corev1.Namespace).Spec.Finalizers = old.(*corev1.Namespace).Spec.Finalizers
+}
+
+// StatusStrategy: a status write keeps the spec; the phase must agree with
+// deletionTimestamp (Active without, Terminating with), as kube-apiserver
+// validates.
+func (s *namespaceStrategy) StatusStrategy() registry.Strategy {
+	return &namespaceStatusStrategy{statusStrategy{s.Basic}}
+}
+
+// FinalizeStrategy: a finalize write changes spec.finalizers and metadata,
+// never status; each finalizer is a qualified name or a standard one.
+func (s *namespaceStrategy) FinalizeStrategy() registry.Strategy {
+	return &namespaceFinalizeStrategy{s.Basic}
+}
+
+// Finalized implements registry.SpecFinalizer.
+func (s *namespaceStrategy) Finalized(obj runtime.Object) bool {
+	return len(obj.(*corev1.Namespace).Spec.Finalizers) == 0
+}
+
+// MarkDeleting implements registry.SpecFinalizer: a namespace being deleted
+// is Terminating; kube-apiserver sets no deletion grace period on it.
+func (s *namespaceStrategy) MarkDeleting(obj runtime.Object) {
+	ns := obj.(*corev1.Namespace)
+	ns.Status.Phase = corev1.NamespaceTerminating
+	ns.DeletionGracePeriodSeconds = nil
+}
+
+type namespaceStatusStrategy struct{ statusStrategy }
+
+func (s *namespaceStatusStrategy) ValidateUpdate(_ context.Context, obj, _ runtime.Object) field.ErrorList {
+	ns := obj.(*corev1.Namespace)
+	p := field.NewPath("status", "Phase")
+	if ns.DeletionTimestamp.IsZero() {
+		if ns.Status.Phase != corev1.NamespaceActive {
+			return field.ErrorList{field.Invalid(p, ns.Status.Phase, "may only be 'Active' if `deletionTimestamp` is empty")}
+		}
+	} else if ns.Status.Phase != corev1.NamespaceTerminating {
+		return field.ErrorList{field.Invalid(p, ns.Status.Phase, "may only be 'Terminating' if `deletionTimestamp` is not empty")}
 	}
+	return nil
+}
+
+type namespaceFinalizeStrategy struct{ *Basic }
+
+func (s *namespaceFinalizeStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	obj.(*corev1.Namespace).Status = old.(*corev1.Namespace).Status
+}
+
+func (s *namespaceFinalizeStrategy) ValidateUpdate(_ context.Context, obj, _ runtime.Object) field.ErrorList {
+	var errs field.ErrorList
+	p := field.NewPath("spec", "finalizers")
+	for i, f := range obj.(*corev1.Namespace).Spec.Finalizers {
+		errs = append(errs, metavalidation.ValidateFinalizerName(string(f), p.Index(i))...)
+		if !strings.Contains(string(f), "/") && f != corev1.FinalizerKubernetes {
+			errs = append(errs, field.Invalid(p.Index(i), string(f), "name is neither a standard finalizer name nor is it fully qualified"))
+		}
+	}
+	return errs
 }
 
 // DefaultPodSpec applies Kubernetes' defaults to a pod spec.

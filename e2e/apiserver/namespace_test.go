@@ -1,0 +1,63 @@
+package apiserver_e2e
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/svcnet/svcnet/controller"
+)
+
+// TestKubectlDeleteNamespace: `kubectl delete namespace` of a namespace
+// holding the seed's Deployment and Service, their ReplicaSet, pods,
+// Endpoints and EndpointSlices returns (kubectl waits until the namespace is
+// gone) once svcnet's controllers, the namespace controller among them,
+// have emptied it.
+func TestKubectlDeleteNamespace(t *testing.T) {
+	k := newKubectl(t)
+	cfg, err := clientcmd.BuildConfigFromFlags("", k.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.WarningHandler = rest.NoWarnings{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- controller.Run(ctx, kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg),
+			controller.Options{Controllers: []string{controller.EndpointSlice, controller.Endpoints, controller.Deployment,
+				controller.ReplicaSet, controller.GC, controller.Namespace}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+		}
+	})
+
+	k.ok("create", "namespace", "app")
+	k.ok("apply", "-n", "app", "-f", "testdata/myapp.yaml")
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		out := k.ok("get", "-n", "app", "pods,replicasets,endpointslices", "-o", "name")
+		if strings.Count(out, "pod/myapp-") == 3 && strings.Count(out, "replicaset.apps/myapp-") == 1 &&
+			strings.Count(out, "endpointslice.discovery.k8s.io/myapp-") == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("controllers did not create the namespace's content:\n%s", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	mustMatch(t, k.ok("delete", "namespace", "app", "--timeout=120s"), `namespace "app" deleted`)
+	mustMatch(t, k.run(true, "get", "namespace", "app"), `namespaces "app" not found`)
+	mustMatch(t, k.ok("get", "pods,services,endpointslices,replicasets,deployments", "-A", "-l", "app=myapp"), `No resources found`)
+}
