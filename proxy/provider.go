@@ -141,8 +141,12 @@ type ModeConfig struct {
 	// nil means kube-proxy's default, DefaultMasqueradeBit. Use
 	// MasqueradeValue.
 	MasqueradeBit *int
-	SyncPeriod    time.Duration
-	MinSyncPeriod time.Duration
+	// IPTablesDispatch is --iptables-dispatch, the iptables mode's layout
+	// of nat KUBE-SERVICES: "linear" (kube-proxy's, the default when
+	// empty) or "tree". Other modes ignore it.
+	IPTablesDispatch string
+	SyncPeriod       time.Duration
+	MinSyncPeriod    time.Duration
 	// Scheduler is --ipvs-scheduler (default "rr"); modes that balance in
 	// other ways ignore it.
 	Scheduler string

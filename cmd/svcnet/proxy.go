@@ -21,7 +21,7 @@ import (
 
 	"github.com/svcnet/svcnet/proxy"
 	"github.com/svcnet/svcnet/proxy/conntrack"
-	_ "github.com/svcnet/svcnet/proxy/iptables" // registers --proxy-mode=iptables
+	"github.com/svcnet/svcnet/proxy/iptables" // registers --proxy-mode=iptables
 )
 
 func init() {
@@ -39,6 +39,7 @@ type proxyArgs struct {
 	nodePortPrimary    bool
 	masqueradeAll      bool
 	masqueradeBit      int
+	iptablesDispatch   string
 	minSyncPeriod      time.Duration
 	syncPeriod         time.Duration
 	healthzBindAddress string
@@ -63,6 +64,7 @@ func parseProxyArgs(args []string) (*proxyArgs, error) {
 	fs.StringVar(&nodePortAddrs, "nodeport-addresses", "", "comma-separated CIDRs and keywords (primary, localhost, all) of the local addresses that accept NodePorts (default: all; primary in nftables mode)")
 	fs.BoolVar(&a.masqueradeAll, "masquerade-all", false, "SNAT all traffic sent to Service cluster IPs")
 	fs.IntVar(&a.masqueradeBit, "iptables-masquerade-bit", 14, "fwmark bit marking packets to masquerade (0-31)")
+	fs.StringVar(&a.iptablesDispatch, "iptables-dispatch", "linear", "svcnet extension, iptables mode: layout of nat KUBE-SERVICES, linear (kube-proxy's) or tree (sub-chains by destination prefix: connection set-up cost independent of the number of Services)")
 	fs.DurationVar(&a.minSyncPeriod, "min-sync-period", time.Second, "minimum interval between rule syncs")
 	fs.DurationVar(&a.syncPeriod, "sync-period", 30*time.Second, "maximum interval between full rule syncs")
 	fs.StringVar(&a.healthzBindAddress, "healthz-bind-address", "0.0.0.0:10256", "address of /healthz and /livez (empty disables)")
@@ -124,6 +126,9 @@ func parseProxyArgs(args []string) (*proxyArgs, error) {
 	}
 	if a.masqueradeBit < 0 || a.masqueradeBit > 31 {
 		return nil, fmt.Errorf("--iptables-masquerade-bit must be within 0-31, got %d", a.masqueradeBit)
+	}
+	if _, err := iptables.ParseDispatch(a.iptablesDispatch); err != nil {
+		return nil, fmt.Errorf("--iptables-dispatch: %w", err)
 	}
 	if a.hostnameOverride == "" {
 		h, err := os.Hostname()
@@ -192,8 +197,8 @@ func runProxy(ctx context.Context, args []string) error {
 	modeCfg := proxy.ModeConfig{
 		Log: log, Exec: exec, NodeName: a.hostnameOverride, ClusterCIDRs: a.clusterCIDRs, ServiceCIDRs: a.serviceCIDRs,
 		NodePortAddresses: a.nodePortAddresses, MasqueradeAll: a.masqueradeAll, MasqueradeBit: &a.masqueradeBit,
-		ConntrackTCPLiberal: a.conntrack.TCPBeLiberal,
-		SyncPeriod:          a.syncPeriod, MinSyncPeriod: a.minSyncPeriod, Scheduler: a.ipvsScheduler, Metrics: metrics,
+		ConntrackTCPLiberal: a.conntrack.TCPBeLiberal, IPTablesDispatch: a.iptablesDispatch,
+		SyncPeriod: a.syncPeriod, MinSyncPeriod: a.minSyncPeriod, Scheduler: a.ipvsScheduler, Metrics: metrics,
 	}
 
 	if a.cleanup {

@@ -13,13 +13,14 @@ func TestParseProxyArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if a.mode != "iptables" || a.minSyncPeriod != time.Second || a.syncPeriod != 30*time.Second ||
-		a.healthzBindAddress != "0.0.0.0:10256" || a.metricsBindAddress != "127.0.0.1:10249" || a.ipvsScheduler != "rr" {
+		a.healthzBindAddress != "0.0.0.0:10256" || a.metricsBindAddress != "127.0.0.1:10249" || a.ipvsScheduler != "rr" ||
+		a.iptablesDispatch != "linear" {
 		t.Errorf("defaults: %+v", a)
 	}
 	if a.hostnameOverride != "node-1" || len(a.clusterCIDRs) != 2 || len(a.nodePortAddresses) != 1 || !a.nodePortPrimary {
 		t.Errorf("parsed: %+v", a)
 	}
-	for _, bad := range [][]string{{"--cluster-cidr", "10.0.0.0/33"}, {"--nodeport-addresses", "nope"}, {"--sync-period", "0s"}, {"extra"}} {
+	for _, bad := range [][]string{{"--cluster-cidr", "10.0.0.0/33"}, {"--nodeport-addresses", "nope"}, {"--sync-period", "0s"}, {"extra"}, {"--iptables-dispatch", "bush"}} {
 		if _, err := parseProxyArgs(bad); err == nil {
 			t.Errorf("%v: no error", bad)
 		} else if strings.Contains(err.Error(), "panic") {

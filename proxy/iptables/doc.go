@@ -15,6 +15,11 @@
 //
 // Between full syncs (every --sync-period, after a failure, or when the
 // KUBE-PROXY-CANARY chain has been flushed away by someone else) only the
-// chains of Services whose ports or endpoints changed are rewritten; the
-// top-level chains are always rewritten whole.
+// chains of Services whose ports or endpoints changed are rewritten, and
+// their rules in the top-level chains (KUBE-SERVICES, KUBE-NODEPORTS, ...)
+// are edited rule by rule (-D the old, -A/-I the new) from the previous
+// plan's record.
+//
+// --iptables-dispatch=tree (Dispatch) replaces the linear nat KUBE-SERVICES
+// with a tree of KUBE-DST- chains by destination prefix (tree.go).
 package iptables

@@ -6,13 +6,14 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 )
 
 // Fake is an in-memory Interface. It parses every restore payload the way
 // iptables-restore --noflush does (a chain line creates or flushes a chain,
-// -A appends, -X deletes; a payload with an error changes nothing), records
+// -A appends, -I inserts, -D deletes a rule by its text, -X deletes a chain; a payload with an error changes nothing), records
 // the payloads, and can dump its tables in iptables-save form or trace a
 // packet through them (Trace).
 type Fake struct {
@@ -122,6 +123,27 @@ func (f *Fake) Restore(_ context.Context, ipv6 bool, data []byte) error {
 			switch words[0] {
 			case "-A":
 				cur.rules[chain] = append(cur.rules[chain], words[2:])
+			case "-I":
+				// -I chain [rulenum] rule...: insert at rulenum (1-based,
+				// default 1).
+				pos, rest := 0, words[2:]
+				if len(rest) > 0 {
+					if n, err := strconv.Atoi(rest[0]); err == nil {
+						if n < 1 || n > len(cur.rules[chain])+1 {
+							return fmt.Errorf("line %d: index of insertion too big", i+1)
+						}
+						pos, rest = n-1, rest[1:]
+					}
+				}
+				cur.rules[chain] = slices.Insert(cur.rules[chain], pos, rest)
+			case "-D":
+				// -D chain rule...: delete the first rule with exactly
+				// these words, as iptables compares rule specs.
+				idx := slices.IndexFunc(cur.rules[chain], func(r []string) bool { return slices.Equal(r, words[2:]) })
+				if idx < 0 {
+					return fmt.Errorf("line %d: Bad rule (does a matching rule exist in that chain?)", i+1)
+				}
+				cur.rules[chain] = slices.Delete(cur.rules[chain], idx, idx+1)
 			case "-F":
 				cur.rules[chain] = nil
 			case "-X":

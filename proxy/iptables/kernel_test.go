@@ -17,3 +17,14 @@ func TestKernelScenarios(t *testing.T) {
 		return New(cfg, &Runner{Exec: cfg.Exec}), nil
 	})
 }
+
+// TestKernelScenariosTree runs the same scenarios with
+// --iptables-dispatch=tree.
+func TestKernelScenariosTree(t *testing.T) {
+	t.Parallel()
+	testbed.RequireCommand(t, "iptables-restore")
+	proxytest.RunKernelScenarios(t, func(_ *proxytest.Node, cfg proxy.ModeConfig) (proxy.Provider, error) {
+		cfg.IPTablesDispatch = string(DispatchTree)
+		return New(cfg, &Runner{Exec: cfg.Exec}), nil
+	})
+}

@@ -73,7 +73,7 @@ func EndpointChain(p *proxy.ServicePort, ep *proxy.Endpoint) string {
 // isServiceChainName reports whether a chain is a per-service or
 // per-endpoint chain this mode creates (and may delete when unused).
 func isServiceChainName(chain string) bool {
-	for _, p := range []string{prefixSVC, prefixSVL, prefixEXT, prefixFW, prefixSEP} {
+	for _, p := range []string{prefixSVC, prefixSVL, prefixEXT, prefixFW, prefixSEP, prefixDST} {
 		if strings.HasPrefix(chain, p) {
 			return true
 		}

@@ -18,6 +18,9 @@ func init() {
 		if cfg.Exec == nil {
 			cfg.Exec = proxy.OSExecutor{}
 		}
+		if _, err := ParseDispatch(cfg.IPTablesDispatch); err != nil {
+			return nil, err
+		}
 		return New(cfg, &Runner{Exec: cfg.Exec}), nil
 	})
 }
@@ -78,6 +81,9 @@ type Proxier struct {
 	LastPlan map[bool]*Plan
 	// events reports scheduler annotations this mode cannot honour.
 	events *proxy.SchedulerReporter
+	// Dispatch is the layout of nat KUBE-SERVICES (--iptables-dispatch):
+	// kube-proxy's linear chain by default.
+	Dispatch Dispatch
 }
 
 var _ proxy.Provider = (*Proxier)(nil)
@@ -96,8 +102,15 @@ func New(cfg proxy.ModeConfig, ipt Interface) *Proxier {
 	if cfg.IPv6 {
 		fams = append(fams, true)
 	}
+	// An invalid --iptables-dispatch is refused by the mode's constructor
+	// (and the command line); here it falls back to the default.
+	dispatch, err := ParseDispatch(cfg.IPTablesDispatch)
+	if err != nil {
+		dispatch = DispatchLinear
+	}
 	return &Proxier{cfg: cfg, ipt: ipt, log: log.With("mode", "iptables"), families: fams, needFull: true,
-		LocalhostNodePorts: true, LastPlan: map[bool]*Plan{}, events: proxy.NewSchedulerReporter(cfg.Events, "iptables")}
+		LocalhostNodePorts: true, LastPlan: map[bool]*Plan{}, events: proxy.NewSchedulerReporter(cfg.Events, "iptables"),
+		Dispatch: dispatch}
 }
 
 // reportSchedulers tells users (as Warning Events) that iptables mode
@@ -150,6 +163,17 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 		in := p.planInput(ctx, req, v6)
 		in.Partial = !full
 		in.Changed = req.ChangedServices()
+		if !full {
+			// Edit the top-level chains rule by rule, from what the last
+			// plan wrote (a failed restore forces a full sync, so the last
+			// plan is what the kernel holds).
+			in.Prev = p.LastPlan[v6]
+		}
+		if !sweep && in.Prev != nil {
+			// Without listing the kernel's chains, delete the ones the
+			// last plan used and this one does not.
+			in.ExistingNATChains = in.Prev.ActiveNATChains.UnsortedList()
+		}
 		if sweep {
 			chains, err := p.ipt.SaveChains(ctx, v6, "nat")
 			if err != nil {
@@ -275,6 +299,7 @@ func (p *Proxier) planInput(ctx context.Context, req *proxy.SyncRequest, v6 bool
 		NodeName:            req.Node.Name,
 		NodeLabels:          req.Node.Labels,
 		Policy:              req.Policy,
+		Dispatch:            p.Dispatch,
 	}
 	if in.NodeName == "" {
 		in.NodeName = p.cfg.NodeName
