@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
@@ -33,42 +34,109 @@ func bigWorld(n int) (proxy.ServicePortMap, proxy.EndpointsMap) {
 	return svcs, eps
 }
 
-// BenchmarkSyncRealNFT measures, with the real nft inside a test-made
-// network namespace, a full sync and a one-Service partial sync for 1k and
-// 10k Services of 10 endpoints (run with -bench SyncRealNFT -benchtime 1x).
+// BenchmarkSyncRealNFT measures, in a test-made network namespace, a full
+// sync and a one-Service partial sync for 1k, 10k and 50k Services of 10
+// endpoints, programmed through netlink (the mode's default) and through
+// the nft binary (`nft -f -`, the text path), e.g.
+//
+//	go test -run XXX -bench 'SyncRealNFT/apply=netlink' -benchtime 1x ./proxy/nftables
+//
+// heap-MB is the live heap the Proxier keeps after the full sync (its
+// known state), measured after a GC.
 func BenchmarkSyncRealNFT(b *testing.B) {
 	testbed.RequireCommand(b, "nft")
-	for _, n := range benchSizes {
+	for _, apply := range []string{"netlink", "nft"} {
+		for _, n := range benchSizes {
+			b.Run(fmt.Sprintf("apply=%s/services=%d", apply, n), func(b *testing.B) {
+				ns := testbed.NewNetNS(b, "nftbench")
+				svcs, eps := bigWorld(n)
+				for i := 0; i < b.N; i++ {
+					cfg := Config{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+					p := NewNetlinkProxier(cfg, ns.Name, nil)
+					if apply == "nft" {
+						p = NewProxier(cfg, NewExecNFT(knftables.IPv4Family, TableName, proxy.OSExecutor{NetNS: ns.Name}))
+					}
+					benchSync(b, p, svcs, eps)
+				}
+			})
+		}
+	}
+}
+
+func benchSync(b *testing.B, p *Proxier, svcs proxy.ServicePortMap, eps proxy.EndpointsMap) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	if err := p.Sync(context.Background(), &proxy.SyncRequest{Full: true, Services: svcs, Endpoints: eps}); err != nil {
+		b.Fatal(err)
+	}
+	full := time.Since(start)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	var one proxy.ServicePortName
+	for k := range svcs {
+		one = k
+		break
+	}
+	var partial time.Duration
+	const changes = 5
+	for c := 0; c < changes; c++ {
+		if c%2 == 0 {
+			eps[one] = eps[one][1:]
+		} else {
+			eps[one] = append(eps[one], &proxy.Endpoint{Addr: netip.MustParseAddr("10.255.255.1"), Port: 8080, Ready: true, Serving: true, Weight: 1})
+		}
+		req := &proxy.SyncRequest{Services: svcs, Endpoints: eps}
+		req.EndpointsResult.UpdatedServices = sets.New(one.NamespacedName)
+		start = time.Now()
+		if err := p.Sync(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+		partial += time.Since(start)
+	}
+	b.ReportMetric(full.Seconds(), "full-sync-s")
+	b.ReportMetric(partial.Seconds()/changes, "one-change-sync-s")
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/(1<<20), "heap-MB")
+	runtime.KeepAlive(p)
+	_ = p.Cleanup(context.Background())
+}
+
+var benchSizes = []int{1000, 10000, 50000}
+
+// BenchmarkOneChangeNetlink measures one-Service partial syncs through
+// netlink beside n Services (ns/op is one sync), e.g.
+//
+//	go test -run XXX -bench OneChangeNetlink -benchtime 200x ./proxy/nftables
+func BenchmarkOneChangeNetlink(b *testing.B) {
+	testbed.RequireCommand(b, "nft")
+	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			ns := testbed.NewNetNS(b, "nftbench")
-			nft := NewExecNFT(knftables.IPv4Family, TableName, proxy.OSExecutor{NetNS: ns.Name})
 			svcs, eps := bigWorld(n)
+			p := NewNetlinkProxier(Config{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, ns.Name, nil)
+			if err := p.Sync(context.Background(), &proxy.SyncRequest{Full: true, Services: svcs, Endpoints: eps}); err != nil {
+				b.Fatal(err)
+			}
+			var one proxy.ServicePortName
+			for k := range svcs {
+				one = k
+				break
+			}
+			orig := eps[one]
+			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				p := NewProxier(Config{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, nft)
-				start := time.Now()
-				if err := p.Sync(context.Background(), &proxy.SyncRequest{Full: true, Services: svcs, Endpoints: eps}); err != nil {
-					b.Fatal(err)
+				if i%2 == 0 {
+					eps[one] = orig[1:]
+				} else {
+					eps[one] = orig
 				}
-				full := time.Since(start)
-				var one proxy.ServicePortName
-				for k := range svcs {
-					one = k
-					break
-				}
-				eps[one] = eps[one][1:]
 				req := &proxy.SyncRequest{Services: svcs, Endpoints: eps}
 				req.EndpointsResult.UpdatedServices = sets.New(one.NamespacedName)
-				start = time.Now()
 				if err := p.Sync(context.Background(), req); err != nil {
 					b.Fatal(err)
 				}
-				partial := time.Since(start)
-				b.ReportMetric(full.Seconds(), "full-sync-s")
-				b.ReportMetric(partial.Seconds(), "one-change-sync-s")
-				_ = p.Cleanup(context.Background())
 			}
 		})
 	}
 }
-
-var benchSizes = []int{1000, 10000, 30000}

@@ -101,8 +101,13 @@ type planner struct {
 	addrType string // "ipv4_addr" or "ipv6_addr"
 }
 
-// txn collects the ops of one transaction.
-type txn struct{ ops []op }
+// txn collects the ops of one transaction. ports holds the index in ops
+// where each Service port's ops begin (a full sync's ops may be applied in
+// parts at these boundaries, see Proxier.Sync).
+type txn struct {
+	ops   []op
+	ports []int
+}
 
 func (t *txn) add(o knftables.Object)    { t.ops = append(t.ops, op{opAdd, o}) }
 func (t *txn) flush(o knftables.Object)  { t.ops = append(t.ops, op{opFlush, o}) }

@@ -30,6 +30,7 @@ func (pl *planner) planSync(in input, k *known) *txn {
 	if in.full {
 		pl.setup(tx, in.req.Node, in.recreated)
 		for _, name := range proxy.SortedServicePorts(in.req.Services) {
+			tx.ports = append(tx.ports, len(tx.ops))
 			pl.syncPort(tx, k, name, in.req.Policy(name, pl.cfg.IPv6), in.now)
 		}
 		pl.dropLeftovers(tx, k, in)

@@ -265,7 +265,7 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	}
 	p.known = nil // until the transaction succeeds
 	tx := p.planner.planSync(in, k)
-	if err := p.apply.apply(ctx, tx.ops); err != nil {
+	if err := p.applyTx(ctx, tx, !partial && len(in.listedChains) == 0); err != nil {
 		clear(k.stale)
 		p.staleChains = k.stale
 		return fmt.Errorf("sync nftables %s: %w", p.family, err)
@@ -275,6 +275,37 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	req.Stats.NoLocalEndpointsInternal += k.noLocalInternal
 	req.Stats.NoLocalEndpointsExternal += k.noLocalExternal
 	return nil
+}
+
+// freshTablePorts is how many Service ports go in one transaction when a
+// full sync creates the table from nothing.
+const freshTablePorts = 500
+
+// applyTx applies tx as one transaction, or, when the table did not exist
+// (fresh), in transactions of freshTablePorts Service ports: the kernel
+// walks the whole transaction for every anonymous set a rule binds
+// (__nft_set_trans_bind), so one transaction of N Services costs O(N²)
+// there, and with no previous table there is nothing whose atomic
+// replacement matters (Services become reachable part by part instead of
+// all at the end). A table that exists is always replaced atomically.
+func (p *Proxier) applyTx(ctx context.Context, tx *txn, fresh bool) error {
+	if !fresh || len(tx.ports) <= freshTablePorts {
+		return p.apply.apply(ctx, tx.ops)
+	}
+	start := 0
+	for i := freshTablePorts; ; i += freshTablePorts {
+		end := len(tx.ops)
+		if i < len(tx.ports) {
+			end = tx.ports[i]
+		}
+		if err := p.apply.apply(ctx, tx.ops[start:end]); err != nil {
+			return err
+		}
+		if end == len(tx.ops) {
+			return nil
+		}
+		start = end
+	}
 }
 
 // deleteStale deletes the chains that became unreferenced over a second
