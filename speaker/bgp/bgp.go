@@ -1,0 +1,317 @@
+// Package bgp is the BGP mode of svcnet's speaker (MetalLB's BGP mode),
+// with gobgp (github.com/osrg/gobgp/v4) as a library rather than a
+// daemon.
+//
+// BGP implements speaker.Protocol and speaker.Runner. Run watches
+// BGPPeers (metallb.io/v1beta2), BGPAdvertisements and Communities, and
+// this node's Node object, and keeps one gobgp session per BGPPeer whose
+// nodeSelectors match the node (PeersFor: myASN, peerASN, peerPort,
+// holdTime/keepaliveTime, connectTime, password as TCP MD5,
+// sourceAddress, routerID (default: the node's IPv4 InternalIP),
+// ebgpMultiHop as TTL 255; BFD is never used). The speaker core asks
+// ShouldAnnounce for every LoadBalancer Service (MetalLB's rules: an
+// advertisement must select the pool, the node and the Service; with
+// externalTrafficPolicy Local only nodes with a local serving endpoint
+// announce, with Cluster every such node while any endpoint can serve),
+// then SetBalancer or DeleteBalancer. Each address becomes a route per
+// advertisement: the address masked to aggregationLength /
+// aggregationLengthV6, with its communities (Community aliases resolved)
+// and localPref (sent to iBGP peers only), to the advertisement's peers
+// (all when none are named). Routes go only to sessions of their family.
+// The next hop is the session's local address, so a router peering with
+// every node sees one next hop per announcing node (ECMP).
+//
+// Pure parts (PeersFor, ShouldAnnounce, Announcements, RoutesFor) are in
+// plan.go; the gobgp session, one BgpServer per peer, in session.go.
+package bgp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sort"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	metallbv1beta1 "github.com/svcnet/svcnet/apis/metallb/v1beta1"
+	metallbv1beta2 "github.com/svcnet/svcnet/apis/metallb/v1beta2"
+	"github.com/svcnet/svcnet/apis/metallb/validation"
+	"github.com/svcnet/svcnet/speaker"
+)
+
+// Config configures the BGP protocol.
+type Config struct {
+	Client   kubernetes.Interface
+	Dynamic  dynamic.Interface
+	NodeName string
+	Logger   *slog.Logger
+	// NewSession makes sessions (default NewGoBGPSession).
+	NewSession NewSessionFunc
+}
+
+// BGP is the speaker's BGP protocol. Create with New; pass it in
+// speaker.Config.Protocols.
+type BGP struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	ads      []*metallbv1beta1.BGPAdvertisement
+	aliases  map[string]validation.Community
+	sessions map[string]*session
+	services map[types.NamespacedName][]Announcement
+}
+
+type session struct {
+	cfg PeerConfig
+	s   Session
+}
+
+var (
+	_ speaker.Protocol = (*BGP)(nil)
+	_ speaker.Runner   = (*BGP)(nil)
+)
+
+// New returns the protocol; it does nothing until Run.
+func New(cfg Config) *BGP {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.NewSession == nil {
+		cfg.NewSession = NewGoBGPSession
+	}
+	return &BGP{cfg: cfg, log: cfg.Logger.With("protocol", "bgp"), sessions: map[string]*session{},
+		services: map[types.NamespacedName][]Announcement{}, aliases: map[string]validation.Community{}}
+}
+
+// Name implements speaker.Protocol.
+func (*BGP) Name() string { return "bgp" }
+
+// ShouldAnnounce implements speaker.Protocol.
+func (b *BGP) ShouldAnnounce(in *speaker.ServiceInput) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return ShouldAnnounce(in, b.ads)
+}
+
+// SetBalancer implements speaker.Protocol.
+func (b *BGP) SetBalancer(_ context.Context, in *speaker.ServiceInput) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	anns, errs := Announcements(in, b.ads, b.aliases)
+	for _, err := range errs {
+		b.log.Warn("skipping part of an advertisement", "service", in.Key.String(), "err", err)
+	}
+	b.services[in.Key] = anns
+	return b.pushLocked()
+}
+
+// DeleteBalancer implements speaker.Protocol.
+func (b *BGP) DeleteBalancer(_ context.Context, key types.NamespacedName, _ string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.services, key)
+	return b.pushLocked()
+}
+
+// pushLocked gives every session its routes.
+func (b *BGP) pushLocked() error {
+	var all []Announcement
+	keys := make([]types.NamespacedName, 0, len(b.services))
+	for k := range b.services {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	for _, k := range keys {
+		all = append(all, b.services[k]...)
+	}
+	var errs []error
+	for _, s := range b.sessions {
+		if err := s.s.SetRoutes(RoutesFor(s.cfg, all)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Sessions returns the running sessions' configurations and whether each
+// is established, by name.
+func (b *BGP) Sessions() map[string]bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]bool{}
+	for name, s := range b.sessions {
+		out[name] = s.s.Established()
+	}
+	return out
+}
+
+// Run implements speaker.Runner: it watches the BGP configuration and
+// this node, keeps the sessions, and calls resync when advertisements or
+// communities change. On the way out it closes every session (withdrawing
+// its routes first).
+func (b *BGP) Run(ctx context.Context, resync func()) error {
+	df := dynamicinformer.NewDynamicSharedInformerFactory(b.cfg.Dynamic, 0)
+	peerInf := df.ForResource(metallbv1beta2.BGPPeersResource).Informer()
+	adInf := df.ForResource(metallbv1beta1.BGPAdvertisementsResource).Informer()
+	commInf := df.ForResource(metallbv1beta1.CommunitiesResource).Informer()
+	nf := informers.NewSharedInformerFactoryWithOptions(b.cfg.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", b.cfg.NodeName).String()
+	}))
+	nodeInf := nf.Core().V1().Nodes().Informer()
+
+	kick := make(chan struct{}, 1)
+	h := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { notify(kick) },
+		UpdateFunc: func(o, n any) { notify(kick) },
+		DeleteFunc: func(any) { notify(kick) },
+	}
+	for _, inf := range []cache.SharedIndexInformer{peerInf, adInf, commInf} {
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return err
+		}
+	}
+	// The Node posts status every few seconds; only its labels (peers'
+	// nodeSelectors) and addresses (the router ID) matter here.
+	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { notify(kick) },
+		UpdateFunc: func(o, n any) {
+			on, ok1 := o.(*corev1.Node)
+			nn, ok2 := n.(*corev1.Node)
+			if ok1 && ok2 && maps.Equal(on.Labels, nn.Labels) && NodeIP(on) == NodeIP(nn) {
+				return
+			}
+			notify(kick)
+		},
+		DeleteFunc: func(any) { notify(kick) },
+	}); err != nil {
+		return err
+	}
+	df.Start(ctx.Done())
+	nf.Start(ctx.Done())
+	defer b.closeAll()
+	if !cache.WaitForCacheSync(ctx.Done(), peerInf.HasSynced, adInf.HasSynced, commInf.HasSynced, nodeInf.HasSynced) {
+		return ctx.Err()
+	}
+	for {
+		b.reload(ctx, peerInf.GetStore(), adInf.GetStore(), commInf.GetStore(), nodeInf.GetStore())
+		resync()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-kick:
+		}
+	}
+}
+
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+func fromStore[T any](st cache.Store, log *slog.Logger) []*T {
+	var out []*T
+	for _, obj := range st.List() {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		v := new(T)
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, v); err != nil {
+			log.Warn("ignoring object", "kind", u.GetKind(), "name", u.GetNamespace()+"/"+u.GetName(), "err", err)
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// reload reads the configuration and reconciles the sessions.
+func (b *BGP) reload(ctx context.Context, peerSt, adSt, commSt, nodeSt cache.Store) {
+	var node *corev1.Node
+	if objs := nodeSt.List(); len(objs) > 0 {
+		node, _ = objs[0].(*corev1.Node)
+	}
+	peers := fromStore[metallbv1beta2.BGPPeer](peerSt, b.log)
+	ads := fromStore[metallbv1beta1.BGPAdvertisement](adSt, b.log)
+	sort.Slice(ads, func(i, j int) bool {
+		return ads[i].Namespace+"/"+ads[i].Name < ads[j].Namespace+"/"+ads[j].Name
+	})
+	var comms []metallbv1beta1.Community
+	for _, c := range fromStore[metallbv1beta1.Community](commSt, b.log) {
+		comms = append(comms, *c)
+	}
+	aliases, err := validation.Communities(comms)
+	if err != nil {
+		b.log.Warn("ignoring Community aliases", "err", err)
+		aliases = map[string]validation.Community{}
+	}
+	var want []PeerConfig
+	if node != nil {
+		var errs []error
+		want, errs = PeersFor(peers, node)
+		for _, err := range errs {
+			b.log.Warn("skipping BGPPeer", "err", err)
+		}
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ads, b.aliases = ads, aliases
+	wanted := map[string]PeerConfig{}
+	for _, c := range want {
+		wanted[c.Name] = c
+	}
+	for name, s := range b.sessions {
+		if c, ok := wanted[name]; ok && c == s.cfg {
+			continue
+		}
+		b.log.Info("closing bgp session", "peer", name)
+		s.s.Close()
+		delete(b.sessions, name)
+	}
+	for name, c := range wanted {
+		if _, ok := b.sessions[name]; ok {
+			continue
+		}
+		s, err := b.cfg.NewSession(ctx, c, b.log)
+		if err != nil {
+			b.log.Warn("cannot start bgp session", "peer", name, "err", err)
+			continue
+		}
+		b.log.Info("bgp session configured", "peer", name, "address", c.Address, "myASN", c.MyASN, "peerASN", c.PeerASN, "routerID", c.RouterID)
+		b.sessions[name] = &session{cfg: c, s: s}
+	}
+	if err := b.pushLocked(); err != nil {
+		b.log.Warn("bgp routes", "err", err)
+	}
+}
+
+func (b *BGP) closeAll() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for name, s := range b.sessions {
+		s.s.Close()
+		delete(b.sessions, name)
+	}
+}
+
+// String describes the sessions, for logs.
+func (b *BGP) String() string {
+	return fmt.Sprintf("bgp(%d sessions)", len(b.Sessions()))
+}
