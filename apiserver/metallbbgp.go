@@ -50,7 +50,10 @@ func (s *Server) installMetalLBListers() {
 		return ul.Items, nil
 	}
 	for _, st := range s.byGR {
-		if ms, ok := st.Strategy.(*metallbreg.Strategy); ok {
+		switch ms := st.Strategy.(type) {
+		case *metallbreg.Strategy:
+			ms.Lister = lister
+		case *metallbreg.PoolStrategy:
 			ms.Lister = lister
 		}
 	}

@@ -60,11 +60,11 @@ type escalationStrategy struct {
 }
 
 func (e *escalationStrategy) BeginCreate(ctx context.Context, obj runtime.Object, _ bool) (registry.Transaction, error) {
-	return noopTx{}, e.check(ctx, obj)
+	return registry.NopTransaction{}, e.check(ctx, obj)
 }
 
 func (e *escalationStrategy) BeginUpdate(ctx context.Context, obj, _ runtime.Object, _ bool) (registry.Transaction, error) {
-	return noopTx{}, e.check(ctx, obj)
+	return registry.NopTransaction{}, e.check(ctx, obj)
 }
 
 func (e *escalationStrategy) check(ctx context.Context, obj runtime.Object) error {

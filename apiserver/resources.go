@@ -14,6 +14,7 @@ import (
 	"github.com/svcnet/svcnet/registry/core"
 	"github.com/svcnet/svcnet/registry/endpoints"
 	"github.com/svcnet/svcnet/registry/endpointslice"
+	metallbreg "github.com/svcnet/svcnet/registry/metallb"
 	"github.com/svcnet/svcnet/registry/networking"
 	"github.com/svcnet/svcnet/registry/networkpolicy"
 )
@@ -94,7 +95,7 @@ func builtinResources() []resourceDef {
 			New: typed[networkingv1.IPAddress](), NewList: typed[networkingv1.IPAddressList]()}, networking.NewIPAddressStrategy},
 	}, append(append(rbacResources(), metallbBGPResources()...), []resourceDef{
 		{registry.ResourceInfo{GVR: metallbGV.WithResource("ipaddresspools"), Kind: "IPAddressPool", Singular: "ipaddresspool", Namespaced: true, Generation: true,
-			New: unstructuredNew(metallbGV, "IPAddressPool"), NewList: unstructuredNewList(metallbGV, "IPAddressPool")}, func() registry.Strategy { return &core.Basic{Namespaced: true} }},
+			New: unstructuredNew(metallbGV, "IPAddressPool"), NewList: unstructuredNewList(metallbGV, "IPAddressPool")}, func() registry.Strategy { return metallbreg.NewIPAddressPoolStrategy() }},
 		{registry.ResourceInfo{GVR: metallbGV.WithResource("l2advertisements"), Kind: "L2Advertisement", Singular: "l2advertisement", Namespaced: true, Generation: true,
 			New: unstructuredNew(metallbGV, "L2Advertisement"), NewList: unstructuredNewList(metallbGV, "L2Advertisement")}, func() registry.Strategy { return &core.Basic{Namespaced: true} }},
 	}...)...)

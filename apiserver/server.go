@@ -274,7 +274,6 @@ func (s *Server) buildStores() error {
 		s.serviceCfg = &scfg
 		s.byGR[ServicesResource].Strategy = service.NewStrategy(scfg)
 	}
-	s.installPoolAdmission()
 	s.installMetalLBListers()
 	esc := &authz.Escalation{RBAC: s.rbac, Authorizer: s.authorizer, Roles: storedRoles{s}}
 	for _, gr := range []schema.GroupResource{rolesGR, clusterRolesGR, roleBindingsGR, clusterRoleBindingsGR} {

@@ -1,0 +1,58 @@
+package metallb
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	metallbv1beta1 "github.com/svcnet/svcnet/apis/metallb/v1beta1"
+	"github.com/svcnet/svcnet/apis/metallb/validation"
+	"github.com/svcnet/svcnet/registry"
+	"github.com/svcnet/svcnet/registry/core"
+)
+
+// PoolStrategy is IPAddressPool's (metallb.io/v1beta1): MetalLB's
+// validating webhook, that is every address entry parses and no pool
+// overlaps another (package apis/metallb/validation), denied with
+// kube-apiserver's wording for a webhook denial. Pools are compared with
+// those of every namespace, because svcnet's LoadBalancer IPAM reads pools
+// from all of them. svcnet serves IPAddressPools without a status
+// subresource, so a write keeps the status it carries.
+type PoolStrategy struct{ *Strategy }
+
+var (
+	_ registry.CreateAllocator = (*PoolStrategy)(nil)
+	_ registry.UpdateAllocator = (*PoolStrategy)(nil)
+)
+
+// NewIPAddressPoolStrategy returns IPAddressPool's strategy.
+func NewIPAddressPoolStrategy() *PoolStrategy {
+	return &PoolStrategy{&Strategy{
+		Basic:   core.Basic{Namespaced: true},
+		webhook: "ipaddresspoolvalidationwebhook.metallb.io",
+		admit:   admitPool,
+	}}
+}
+
+// PrepareForCreate keeps status: there is no status subresource.
+func (p *PoolStrategy) PrepareForCreate(context.Context, runtime.Object) {}
+
+// PrepareForUpdate keeps status: there is no status subresource.
+func (p *PoolStrategy) PrepareForUpdate(context.Context, runtime.Object, runtime.Object) {}
+
+func admitPool(ctx context.Context, s *Strategy, u *unstructured.Unstructured) error {
+	pool, err := decode[metallbv1beta1.IPAddressPool](s, u)
+	if err != nil {
+		return err
+	}
+	pools, err := list[metallbv1beta1.IPAddressPool](ctx, s, metallbv1beta1.IPAddressPoolsResource.GroupResource())
+	if err != nil {
+		return err
+	}
+	all := validation.WithUpdate(pools, *pool, func(x *metallbv1beta1.IPAddressPool) string { return nsName(&x.ObjectMeta) })
+	if err := validation.Pools(all); err != nil {
+		return s.deny(err)
+	}
+	return nil
+}
