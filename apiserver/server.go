@@ -93,17 +93,17 @@ type Config struct {
 
 // Server is one API server instance.
 type Server struct {
-	cfg       Config
-	log       *slog.Logger
-	pki       *PKI
-	stores    map[schema.GroupVersionResource]*served
-	byGR      map[schema.GroupResource]*served
-	order     []*served
-	ready     chan struct{}
-	url       string
-	etcd      *clientv3.Client
-	embedded  *storage.Embedded
-	runCtx    context.Context
+	cfg      Config
+	log      *slog.Logger
+	pki      *PKI
+	stores   map[schema.GroupVersionResource]*served
+	byGR     map[schema.GroupResource]*served
+	order    []*served
+	ready    chan struct{}
+	url      string
+	etcd     *clientv3.Client
+	embedded *storage.Embedded
+	runCtx   context.Context
 
 	policy     *policyCache
 	rbac       *authz.RBAC
