@@ -138,8 +138,14 @@ func TestDeleteNamespaceWithContent(t *testing.T) {
 			fmt2(ns)
 	})
 	for _, check := range []func() (int, error){
-		func() (int, error) { l, err := c.CoreV1().Services("doomed").List(ctx, metav1.ListOptions{}); return len(l.Items), err },
-		func() (int, error) { l, err := c.CoreV1().Pods("doomed").List(ctx, metav1.ListOptions{}); return len(l.Items), err },
+		func() (int, error) {
+			l, err := c.CoreV1().Services("doomed").List(ctx, metav1.ListOptions{})
+			return len(l.Items), err
+		},
+		func() (int, error) {
+			l, err := c.CoreV1().Pods("doomed").List(ctx, metav1.ListOptions{})
+			return len(l.Items), err
+		},
 		func() (int, error) {
 			l, err := c.DiscoveryV1().EndpointSlices("doomed").List(ctx, metav1.ListOptions{})
 			return len(l.Items), err
