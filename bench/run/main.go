@@ -150,6 +150,9 @@ func main() {
 			res.note(err.Error())
 		}
 	}
+	if interrupted.Load() {
+		select {} // the signal handler cleans up and exits
+	}
 	load1, _ := os.ReadFile("/proc/loadavg")
 	res.text["load-end"] = strings.Join(strings.Fields(string(load1))[:3], " ")
 	res.text["took"] = time.Since(start).Round(time.Second).String()

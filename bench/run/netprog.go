@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -101,14 +102,17 @@ func benchNetProg(res *results, bins *peers, cfg *config) error {
 			return err
 		}
 		ctx := context.Background()
-		proxies := make([]string, 3)
-		for i := range proxies {
-			proxies[i] = fmt.Sprintf("%s-node-%d", prefix, i+1)
+		// The node namespaces' names exist only in svcnet up's own mount
+		// namespace (ip netns exec), so the proxies are reached through
+		// their processes' namespaces: svcnet up records every pid.
+		proxies, err := proxyNetNS(filepath.Join(dir, "cluster.json"))
+		if err != nil {
+			return err
 		}
 		scrapeAll := func() ([]metrics, error) {
 			var ms []metrics
 			for _, ns := range proxies {
-				m, err := scrape(nsHTTPClient(ns), "http://127.0.0.1:10249/metrics")
+				m, err := scrape(pathHTTPClient(ns), "http://127.0.0.1:10249/metrics")
 				if err != nil {
 					return nil, fmt.Errorf("proxy in %s: %w", ns, err)
 				}
@@ -124,15 +128,15 @@ func benchNetProg(res *results, bins *peers, cfg *config) error {
 		}
 		logf("netprog: %d background Services created in %s", cfg.npServices, time.Since(t0).Round(time.Second))
 		// Every proxy has caught up once none has changes pending and each
-		// synced after the last create.
-		tc := float64(time.Now().UnixNano()) / 1e9
+		// synced after the last change it queued.
 		if err := waitFor(15*time.Minute, time.Second, "proxies synced the background Services", func() error {
 			ms, err := scrapeAll()
 			if err != nil {
 				return err
 			}
 			for i, m := range ms {
-				if m.v("kubeproxy_sync_proxy_rules_last_timestamp_seconds") < tc || m.v("kubeproxy_sync_proxy_rules_endpoint_changes_pending") > 0 ||
+				if m.v("kubeproxy_sync_proxy_rules_last_timestamp_seconds") < m.v("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds") ||
+					m.v("kubeproxy_sync_proxy_rules_endpoint_changes_pending") > 0 ||
 					m.v("kubeproxy_sync_proxy_rules_service_changes_pending") > 0 {
 					return fmt.Errorf("proxy %d not caught up", i+1)
 				}
@@ -283,9 +287,19 @@ func quantileBucket(bs []bucket, total, q float64) string {
 	return "?"
 }
 
+// bgNamespace holds the background Services. Not the Deployment's
+// namespace: every pod gets environment variables for each Service of its
+// own namespace (enableServiceLinks), which at 10k Services would slow pod
+// starts and measure that instead.
+const bgNamespace = "bench-bg"
+
 // createBackground creates n selector-less Services, each with a slice of
 // two ready endpoints (addresses no pod has: only the rules matter).
 func createBackground(ctx context.Context, cs *kubernetes.Clientset, n int) error {
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: bgNamespace}},
+		metav1.CreateOptions{}); err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	var firstErr atomic.Value
@@ -299,7 +313,7 @@ func createBackground(ctx context.Context, cs *kubernetes.Clientset, n int) erro
 					return
 				}
 				name := fmt.Sprintf("bg-%05d", i)
-				if _, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+				if _, err := cs.CoreV1().Services(bgNamespace).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
 					Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}}},
 					metav1.CreateOptions{}); err != nil {
 					firstErr.CompareAndSwap(nil, err)
@@ -310,7 +324,7 @@ func createBackground(ctx context.Context, cs *kubernetes.Clientset, n int) erro
 					eps = append(eps, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", 200+(2*i+k)/62500, ((2*i+k)/250)%250, 1+(2*i+k)%250)},
 						Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}})
 				}
-				if _, err := cs.DiscoveryV1().EndpointSlices("default").Create(ctx, &discoveryv1.EndpointSlice{
+				if _, err := cs.DiscoveryV1().EndpointSlices(bgNamespace).Create(ctx, &discoveryv1.EndpointSlice{
 					ObjectMeta: metav1.ObjectMeta{Name: name + "-bg", Labels: map[string]string{
 						discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "svcnet-bench"}},
 					AddressType: discoveryv1.AddressTypeIPv4, Endpoints: eps,
@@ -327,4 +341,34 @@ func createBackground(ctx context.Context, cs *kubernetes.Clientset, n int) erro
 		return e.(error)
 	}
 	return nil
+}
+
+// proxyNetNS returns /proc/PID/ns/net of each `svcnet proxy` that svcnet up
+// started (its state file lists the pids).
+func proxyNetNS(stateFile string) ([]string, error) {
+	b, err := os.ReadFile(stateFile)
+	if err != nil {
+		return nil, err
+	}
+	var st struct {
+		PIDs []int `json:"pids"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, pid := range st.PIDs {
+		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmd), "\x00")
+		if len(args) > 1 && args[1] == "proxy" {
+			out = append(out, fmt.Sprintf("/proc/%d/ns/net", pid))
+		}
+	}
+	if len(out) != 3 {
+		return nil, fmt.Errorf("found %d proxies in %s, want 3", len(out), stateFile)
+	}
+	return out, nil
 }

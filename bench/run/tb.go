@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -73,6 +74,9 @@ func (b *benchTB) runCleanups() {
 // step runs f with a fresh benchTB; a Fatal inside f becomes the returned
 // error. Cleanups run in reverse order whatever happens.
 func step(name string, f func(tb *benchTB) error) (err error) {
+	if interrupted.Load() {
+		select {} // the signal handler cleans up and exits
+	}
 	tb := &benchTB{name: name}
 	activeMu.Lock()
 	active[tb] = true
@@ -100,8 +104,13 @@ var (
 	active   = map[*benchTB]bool{}
 )
 
+// interrupted is set once a signal started abortAll; main then waits for
+// the handler to finish the cleanups and exit instead of carrying on.
+var interrupted atomic.Bool
+
 // abortAll runs the cleanups of every step in progress (on a signal).
 func abortAll() {
+	interrupted.Store(true)
 	activeMu.Lock()
 	tbs := make([]*benchTB, 0, len(active))
 	for tb := range active {

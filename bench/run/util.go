@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/testbed"
+	"github.com/vishvananda/netns"
 )
 
 var logMu sync.Mutex
@@ -233,4 +235,53 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 func readAllString(r io.Reader) string {
 	b, _ := io.ReadAll(r)
 	return string(b)
+}
+
+// doInPath runs f on an OS thread inside the network namespace at path
+// (such as /proc/PID/ns/net).
+func doInPath(path string, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		h, err := netns.GetFromPath(path)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer h.Close()
+		if err := netns.Set(h); err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		ferr := f()
+		// A thread that cannot go back is never reused.
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+func pathHTTPClient(path string) *http.Client {
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var c net.Conn
+		err := doInPath(path, func() error {
+			var d net.Dialer
+			var err error
+			c, err = d.DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
 }
