@@ -240,6 +240,12 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		return nil, err
 	}
 	log.Info("apiserver ready", "after", time.Since(t0).Round(time.Millisecond))
+	// MetalLB's namespace, where the speakers keep their ServiceL2Status
+	// objects (MetalLB's manifests create it too; applying them is fine).
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "metallb-system"}},
+		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("create namespace metallb-system: %w", err)
+	}
 
 	// The nodes.
 	base := clusterCIDR.Addr().As4()

@@ -558,7 +558,12 @@ func (s *Speaker) syncService(ctx context.Context, k string) error {
 		}
 		if err := p.SetBalancer(ctx, in); err != nil {
 			errs = append(errs, fmt.Errorf("%s: announce %s: %w", p.Name(), key, err))
-			continue
+			// A status object that could not be written does not undo the
+			// announcement; the key is retried for the status.
+			var se *StatusError
+			if !errors.As(err, &se) {
+				continue
+			}
 		}
 		if !had {
 			s.announced[p.Name()][key] = in.IPs
@@ -575,10 +580,17 @@ func (s *Speaker) withdraw(ctx context.Context, p Protocol, key types.Namespaced
 	if !had {
 		return nil
 	}
-	if err := p.DeleteBalancer(ctx, key, reason); err != nil {
+	err := p.DeleteBalancer(ctx, key, reason)
+	var se *StatusError
+	if err != nil && !errors.As(err, &se) {
 		return fmt.Errorf("%s: withdraw %s: %w", p.Name(), key, err)
 	}
 	delete(s.announced[p.Name()], key)
+	if err != nil {
+		// Withdrawn; only this node's status object may be left. The next
+		// announcer deletes it (as MetalLB's does), so it is not retried.
+		s.log.Warn("withdrawn, but its status object may remain", "service", key.String(), "protocol", p.Name(), "err", err)
+	}
 	s.log.Info("withdrawing", "service", key.String(), "protocol", p.Name(), "ips", ips, "reason", reason)
 	return nil
 }

@@ -25,11 +25,12 @@ func init() {
 
 func runSpeaker(ctx context.Context, args []string) error {
 	fs := newFlagSet("speaker")
-	var kubeconfig, nodeName, leaseNS, logLevel string
+	var kubeconfig, nodeName, leaseNS, statusNS, logLevel string
 	var leaseDuration, reannounce time.Duration
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&nodeName, "node-name", "", "name of this Node (default: the host name)")
 	fs.StringVar(&leaseNS, "lease-namespace", "kube-system", "namespace of the speakers' Leases (svcnet-speaker-<node>), by which speakers see each other alive")
+	fs.StringVar(&statusNS, "namespace", "metallb-system", "namespace of the ServiceL2Status objects (MetalLB's speaker namespace)")
 	fs.DurationVar(&leaseDuration, "lease-duration", 6*time.Second, "a speaker whose Lease was not renewed for this long is taken for dead and its addresses move")
 	fs.DurationVar(&reannounce, "reannounce-interval", 30*time.Second, "how often announced addresses are announced again (gratuitous ARP / unsolicited NA); 0 disables")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
@@ -82,7 +83,8 @@ func runSpeaker(ctx context.Context, args []string) error {
 
 	resp := l2.New(l2.Options{Logger: log.With("protocol", "layer2"), ReannounceInterval: reannounce})
 	sp := speaker.New(speaker.Config{Client: client, Dynamic: dyn, NodeName: nodeName, LeaseNamespace: leaseNS,
-		LeaseDuration: leaseDuration, Logger: log, Protocols: []speaker.Protocol{&speaker.Layer2{Responder: resp}}})
+		LeaseDuration: leaseDuration, Logger: log, Protocols: []speaker.Protocol{&speaker.Layer2{Responder: resp,
+			Status: &speaker.L2Status{Dynamic: dyn, Namespace: statusNS, NodeName: nodeName}}}})
 	// The responder outlives the speaker's withdrawals on shutdown (the
 	// speaker withdraws, then the responder closes its sockets).
 	rctx, rcancel := context.WithCancel(context.Background())

@@ -181,6 +181,29 @@ func (c *cluster) announcers(svc string) ([]string, string) {
 	return nodes, out
 }
 
+// wantL2Status waits until the Service's ServiceL2Status objects (MetalLB's
+// status kind, in metallb-system) are exactly one naming node (none when
+// node is "").
+func (c *cluster) wantL2Status(t *testing.T, svc, node string) {
+	t.Helper()
+	want := ""
+	if node != "" {
+		want = node + " " + svc + " default"
+	}
+	eventually(t, 30*time.Second, fmt.Sprintf("ServiceL2Status of %s naming %q", svc, node), func() (string, bool) {
+		out, err := c.kubectl("get", "servicel2statuses", "-n", "metallb-system", "-l", "metallb.io/service-name="+svc+",metallb.io/service-namespace=default",
+			"-o", `jsonpath={range .items[*]}{.status.node} {.status.serviceName} {.status.serviceNamespace}|{.metadata.labels.metallb\.io/node}{"\n"}{end}`)
+		if err != nil {
+			return out, false
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if want == "" {
+			return out, strings.TrimSpace(out) == ""
+		}
+		return out, len(lines) == 1 && lines[0] == want+"|"+node
+	})
+}
+
 // speakerPID finds the speaker process of a node of this cluster.
 func (c *cluster) speakerPID(node string) int {
 	entries, _ := os.ReadDir("/proc")
@@ -252,6 +275,7 @@ func TestLayer2(t *testing.T) {
 		t.Fatalf("arping 172.18.0.200: want exactly %s (node %s), got %v:\n%s", macOf[first], first, macs, out)
 	}
 	t.Logf("web (Cluster) announced by %s (%s)", first, macOf[first])
+	c.wantL2Status(t, "web", first)
 
 	// Local policy: the announcing node hosts a ready endpoint.
 	eventually(t, 60*time.Second, "curl http://172.18.0.201/ (Local) from the client", func() (string, bool) { return curl("172.18.0.201") })
@@ -309,4 +333,15 @@ func TestLayer2(t *testing.T) {
 		nodes, out := c.announcers("web")
 		return out, slices.Contains(nodes, second)
 	})
+	c.wantL2Status(t, "web", second)
+
+	// Deleting the Service withdraws: no answer, no status object.
+	if out, err := c.kubectl("delete", "svc", "web"); err != nil {
+		t.Fatalf("kubectl delete svc web: %v\n%s", err, out)
+	}
+	eventually(t, 30*time.Second, "no ARP answer for 172.18.0.200 after the Service is deleted", func() (string, bool) {
+		macs, out := arping(client, "172.18.0.200")
+		return out, len(macs) == 0
+	})
+	c.wantL2Status(t, "web", "")
 }
