@@ -3,11 +3,18 @@
 // iptables-restore time, measured separately), and TCP connection set-up
 // latency to the first and to the last Service in KUBE-SERVICES.
 //
+// One change is measured three ways: a Service losing an endpoint planned
+// as kube-proxy plans a partial sync (its chains, plus KUBE-SERVICES and the
+// other top-level chains rewritten whole: "rewrite top"), the same kind of
+// change as svcnet plans it (the top-level chains edited rule by rule), and
+// one Service added (svcnet's way). -dispatch tree measures the tree layout
+// of KUBE-SERVICES (--iptables-dispatch=tree).
+//
 // Everything runs inside network namespaces this program creates (a "node"
 // with the rules and a "pod" holding the endpoint addresses, linked by a
 // veth pair, no route anywhere else) and deletes on exit. It needs root.
 //
-//	go run ./bench/proxy -services 1000,10000,30000
+//	go run ./bench/proxy -services 1000,10000,30000 [-dispatch tree] [-endpoints 10]
 package main
 
 import (
@@ -37,14 +44,21 @@ import (
 	"github.com/vishvananda/netns"
 )
 
-const endpointsPerService = 10
+var endpointsPerService = 10
 
 func main() {
 	sizes := flag.String("services", "1000,10000,30000", "comma-separated Service counts")
 	connects := flag.Int("connects", 300, "connections per latency measurement")
 	legacy := flag.Bool("legacy", false, "use iptables-legacy instead of the nf_tables variant")
 	timeout := flag.Duration("restore-timeout", 10*time.Minute, "give up on one iptables-restore after this long")
+	dispatch := flag.String("dispatch", "linear", "layout of KUBE-SERVICES: linear (kube-proxy's) or tree")
+	flag.IntVar(&endpointsPerService, "endpoints", 10, "endpoints per Service (1-10)")
 	flag.Parse()
+	d, err := iptables.ParseDispatch(*dispatch)
+	if err != nil || endpointsPerService < 1 || endpointsPerService > 10 {
+		fmt.Fprintln(os.Stderr, "bench/proxy: bad -dispatch or -endpoints")
+		os.Exit(2)
+	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench/proxy: needs root (network namespaces)")
 		os.Exit(2)
@@ -59,16 +73,16 @@ func main() {
 	if *legacy {
 		variant = "legacy"
 	}
-	fmt.Printf("iptables mode benchmark (iptables %s variant), %d endpoints per Service, GOMAXPROCS=%d\n",
-		variant, endpointsPerService, runtime.GOMAXPROCS(0))
-	fmt.Printf("%-9s %-12s %10s %12s %12s %10s %14s %14s\n", "services", "sync", "plan", "restore", "total", "payloadMB", "connect first", "connect last")
+	fmt.Printf("iptables mode benchmark (iptables %s variant, %s dispatch), %d endpoints per Service, GOMAXPROCS=%d\n",
+		variant, d, endpointsPerService, runtime.GOMAXPROCS(0))
+	fmt.Printf("%-9s %-24s %10s %12s %12s %10s %14s %14s\n", "services", "sync", "plan", "restore", "total", "payloadMB", "connect first", "connect last")
 	for _, f := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n <= 0 {
 			fmt.Fprintf(os.Stderr, "bad size %q\n", f)
 			os.Exit(2)
 		}
-		if err := b.run(n, *connects, *legacy, *timeout); err != nil {
+		if err := b.run(n, *connects, *legacy, *timeout, d); err != nil {
 			fmt.Fprintf(os.Stderr, "%d services: %v\n", n, err)
 		}
 	}
@@ -192,7 +206,7 @@ func model(n int) (proxy.ServicePortMap, proxy.EndpointsMap) {
 	return svcs, eps
 }
 
-func (b *bed) run(n, connects int, legacy bool, timeout time.Duration) error {
+func (b *bed) run(n, connects int, legacy bool, timeout time.Duration, dispatch iptables.Dispatch) error {
 	ctx := context.Background()
 	ex := proxy.OSExecutor{NetNS: b.node}
 	run := &iptables.Runner{Exec: ex, Legacy: legacy}
@@ -212,7 +226,7 @@ func (b *bed) run(n, connects int, legacy bool, timeout time.Duration) error {
 		return err
 	}
 	in := iptables.PlanInput{Services: svcs, Endpoints: eps, LocalCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
-		MasqueradeMark: "0x4000", LocalhostNodePorts: true, ExistingNATChains: existing}
+		MasqueradeMark: "0x4000", LocalhostNodePorts: true, ExistingNATChains: existing, Dispatch: dispatch}
 	t0 := time.Now()
 	plan := iptables.BuildPlan(in)
 	planT := time.Since(t0)
@@ -225,29 +239,62 @@ func (b *bed) run(n, connects int, legacy bool, timeout time.Duration) error {
 		return fmt.Errorf("full restore after %v: %w", restoreT, err)
 	}
 	first, last := b.latency(svcs, connects)
-	fmt.Printf("%-9d %-12s %10s %12s %12s %10.1f %14s %14s\n", n, "full", round(planT), round(restoreT), round(planT+restoreT),
+	fmt.Printf("%-9d %-24s %10s %12s %12s %10.1f %14s %14s\n", n, "full", round(planT), round(restoreT), round(planT+restoreT),
 		float64(len(plan.Data))/1e6, first, last)
 
-	// One change: a Service in the middle loses one endpoint.
+	// One change: a Service in the middle loses one endpoint, planned as
+	// kube-proxy plans it (top-level chains rewritten whole).
 	names := proxy.SortedServicePorts(svcs)
+	apply := func(label string, in iptables.PlanInput) (*iptables.Plan, error) {
+		t0 := time.Now()
+		if in.Prev != nil {
+			// As the Proxier does between sweeps: the previous plan's
+			// chains stand for the kernel's.
+			in.ExistingNATChains = in.Prev.ActiveNATChains.UnsortedList()
+		}
+		plan := iptables.BuildPlan(in)
+		planT := time.Since(t0)
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		t1 := time.Now()
+		err := run.Restore(rctx, false, plan.Data)
+		cancel()
+		restoreT := time.Since(t1)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", label, err)
+		}
+		fmt.Printf("%-9d %-24s %10s %12s %12s %10.3f\n", n, label, round(planT), round(restoreT), round(planT+restoreT), float64(len(plan.Data))/1e6)
+		return plan, nil
+	}
 	changed := names[len(names)/2]
 	eps[changed] = eps[changed][1:]
 	existing, _ = run.SaveChains(ctx, false, "nat")
 	in.ExistingNATChains = existing
 	in.Partial = true
 	in.Changed = sets.New(changed.NamespacedName)
-	t0 = time.Now()
-	plan = iptables.BuildPlan(in)
-	planT = time.Since(t0)
-	rctx, cancel = context.WithTimeout(ctx, timeout)
-	t1 = time.Now()
-	err = run.Restore(rctx, false, plan.Data)
-	cancel()
-	restoreT = time.Since(t1)
-	if err != nil {
-		return fmt.Errorf("partial restore: %w", err)
+	if plan, err = apply("one change (rewrite top)", in); err != nil {
+		return err
 	}
-	fmt.Printf("%-9d %-12s %10s %12s %12s %10.1f\n", n, "one change", round(planT), round(restoreT), round(planT+restoreT), float64(len(plan.Data))/1e6)
+	// The same kind of change, svcnet's way.
+	changed = names[len(names)/3]
+	eps[changed] = eps[changed][1:]
+	in.Prev, in.Changed = plan, sets.New(changed.NamespacedName)
+	if plan, err = apply("one change", in); err != nil {
+		return err
+	}
+	// One Service added.
+	added := proxy.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "bench", Name: "svc-added"}, Port: "http", Protocol: v1.ProtocolTCP}
+	addSvcs, addEps := model(1)
+	for k, v := range addSvcs {
+		v.Name = added
+		v.ClusterIPs = []netip.Addr{clusterIP(n + 1)}
+		svcs[added], eps[added] = v, addEps[k]
+	}
+	in.Prev, in.Changed = plan, sets.New(added.NamespacedName)
+	if _, err = apply("one Service added", in); err != nil {
+		return err
+	}
+	delete(svcs, added)
+	delete(eps, added)
 	return iptables.Cleanup(ctx, run)
 }
 
