@@ -247,11 +247,6 @@ func (b *bed) run(n, connects int, legacy bool, timeout time.Duration, dispatch 
 	names := proxy.SortedServicePorts(svcs)
 	apply := func(label string, in iptables.PlanInput) (*iptables.Plan, error) {
 		t0 := time.Now()
-		if in.Prev != nil {
-			// As the Proxier does between sweeps: the previous plan's
-			// chains stand for the kernel's.
-			in.ExistingNATChains = in.Prev.ActiveNATChains.UnsortedList()
-		}
 		plan := iptables.BuildPlan(in)
 		planT := time.Since(t0)
 		rctx, cancel := context.WithTimeout(ctx, timeout)
@@ -277,7 +272,7 @@ func (b *bed) run(n, connects int, legacy bool, timeout time.Duration, dispatch 
 	// The same kind of change, svcnet's way.
 	changed = names[len(names)/3]
 	eps[changed] = eps[changed][1:]
-	in.Prev, in.Changed = plan, sets.New(changed.NamespacedName)
+	in.Prev, in.Changed, in.ExistingNATChains = plan, sets.New(changed.NamespacedName), nil
 	if plan, err = apply("one change", in); err != nil {
 		return err
 	}

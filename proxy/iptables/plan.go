@@ -108,6 +108,30 @@ type topRule struct {
 	// the nat KUBE-SERVICES rules with a dst live in the tree's leaves.
 	dst  netip.Addr
 	args string // the rule after "-A chain "
+	// port and seq place the rule in the canonical order (Service ports
+	// sorted, then the order in which the port's rules are written).
+	port proxy.ServicePortName
+	seq  int
+}
+
+func (r topRule) same(o topRule) bool {
+	return r.nat == o.nat && r.chain == o.chain && r.dst == o.dst && r.args == o.args
+}
+
+// dispatched reports whether the rule lives in the tree of DispatchTree.
+func (r topRule) dispatched(tree bool) bool {
+	return tree && r.nat && r.chain == ChainServices && r.dst.IsValid()
+}
+
+// svcRecord is what one Service (all its ports of this family) holds in
+// the kernel after a plan: enough for the next partial plan to edit it
+// without looking at any other Service.
+type svcRecord struct {
+	top    []topRule
+	chains []string // its per-service nat chains
+	// lines counts the rules of those chains; ports, endpoints and the
+	// noLocal counters are its share of the Plan's totals.
+	lines, ports, endpoints, noLocalInt, noLocalExt int
 }
 
 // Plan is the result of planning: one iptables-restore payload.
@@ -127,20 +151,20 @@ type Plan struct {
 	NoLocalInternal  int
 	NoLocalExternal  int
 	LargeClusterMode bool
-	// Incremental is true when the top-level chains were edited rule by
-	// rule rather than rewritten.
+	// Incremental is true when only the changed Services were planned and
+	// the top-level chains were edited rule by rule.
 	Incremental bool
-	// top holds, per Service, its rules in the top-level chains (in the
-	// order written); fixed holds the rules of those chains that belong to
-	// no Service. A partial plan built on this one diffs against them.
-	top      map[types.NamespacedName][]topRule
+	// svcs holds each Service's record; fixed the rules of the top-level
+	// chains that belong to no Service. An incremental plan built on this
+	// one takes them over (and the tree, and ActiveNATChains): a plan can
+	// serve as Prev once.
+	svcs     map[types.NamespacedName]*svcRecord
 	fixed    string
 	dispatch Dispatch
-	// natTop and filterTop count the rules of the top-level chains;
-	// treeChains and treeJumps are the KUBE-DST- chains and their jumps.
-	natTop, filterTop int
-	treeChains        []string
-	treeJumps         int
+	tree     *dispatchTree
+	// natTop and filterTop count the rules of the top-level chains,
+	// svcLines those of the per-service chains.
+	natTop, filterTop, svcLines int
 }
 
 // lineBuffer accumulates iptables-restore lines and counts them.
@@ -177,7 +201,6 @@ func BuildPlan(in PlanInput) *Plan {
 	// top-level chains (incremental plans); natTail the tree and the
 	// closing KUBE-SERVICES rules; natSweep the deletions of stale chains.
 	var filterDelta, natDelta, natTail, natSweep lineBuffer
-	var skipRules lineBuffer // counts the lines of skipped chains
 	mark := in.MasqueradeMark
 	if mark == "" {
 		mark = "0x4000"
@@ -187,7 +210,7 @@ func BuildPlan(in PlanInput) *Plan {
 		dispatch = DispatchLinear
 	}
 	tree := dispatch == DispatchTree
-	plan := &Plan{ActiveNATChains: sets.New[string](), top: map[types.NamespacedName][]topRule{}, dispatch: dispatch}
+	plan := &Plan{dispatch: dispatch}
 
 	// Rules of the top-level chains that belong to no Service. They only
 	// depend on the configuration and the node's addresses; when they are
@@ -241,21 +264,120 @@ func BuildPlan(in PlanInput) *Plan {
 	}
 	plan.fixed = fixed.String()
 
-	// An incremental plan edits the top-level chains rule by rule; it
-	// needs the previous plan's record of them, in the same layout.
+	// Select this family's share of the model: the policy of each port
+	// (which endpoints, which verdicts) comes from the proxy core. An
+	// incremental plan only looks at the ports of changed Services.
+	type svcEntry struct {
+		info *proxy.ServicePort
+		pol  *proxy.PortPolicy
+	}
+	policy := in.Policy
+	if policy == nil {
+		node := proxy.PolicyNode{Name: in.NodeName, Labels: in.NodeLabels, IP: in.NodeIP}
+		policy = func(name proxy.ServicePortName, ipv6 bool) *proxy.PortPolicy {
+			return proxy.NewPortPolicy(in.Services[name], in.Endpoints[name], node, ipv6)
+		}
+	}
+	countEndpoints := func(name proxy.ServicePortName) int {
+		n := 0
+		for _, ep := range in.Endpoints[name] {
+			if ep.Addr.Is6() == in.IPv6 {
+				n++
+			}
+		}
+		return n
+	}
 	prev := in.Prev
-	incremental := in.Partial && prev != nil && prev.top != nil && prev.dispatch == dispatch && prev.fixed == plan.fixed
-	var oldTop map[types.NamespacedName][]topRule
+	incremental := in.Partial && prev != nil && prev.svcs != nil && prev.dispatch == dispatch && prev.fixed == plan.fixed
+	var names []proxy.ServicePortName
+	if incremental {
+		for name := range in.Services {
+			if in.Changed.Has(name.NamespacedName) {
+				names = append(names, name)
+			}
+		}
+		sortPorts(names)
+	} else {
+		names = proxy.SortedServicePorts(in.Services)
+	}
+	var entries []svcEntry
+	numEndpoints := 0
+	for _, name := range names {
+		pol := policy(name, in.IPv6)
+		if pol == nil {
+			continue
+		}
+		entries = append(entries, svcEntry{pol.Port, pol})
+		numEndpoints += countEndpoints(name)
+	}
+	if incremental {
+		// Endpoint chains lose their comments above the large-cluster
+		// threshold: crossing it rewrites everything.
+		n := prev.NumEndpoints + numEndpoints
+		for nn := range in.Changed {
+			if r := prev.svcs[nn]; r != nil {
+				n -= r.endpoints
+			}
+		}
+		if (n > largeClusterEndpointsThreshold) != prev.LargeClusterMode {
+			// A full plan (which still deletes the changed Services'
+			// unused chains).
+			return BuildPlan(PlanInput{IPv6: in.IPv6, Services: in.Services, Endpoints: in.Endpoints, NodeName: in.NodeName,
+				NodeLabels: in.NodeLabels, NodeIP: in.NodeIP, LocalCIDRs: in.LocalCIDRs, MasqueradeAll: in.MasqueradeAll,
+				MasqueradeMark: in.MasqueradeMark, NodePortIPs: in.NodePortIPs, LocalhostNodePorts: in.LocalhostNodePorts,
+				ConntrackTCPLiberal: in.ConntrackTCPLiberal, Changed: in.Changed, Policy: in.Policy,
+				ExistingNATChains: in.ExistingNATChains, Dispatch: in.Dispatch, Prev: prev})
+		}
+	}
+
+	// Records of the Services before this plan (for partial plans), and
+	// the starting point of this one.
+	oldRecs := map[types.NamespacedName]*svcRecord{}
+	if prev != nil && prev.svcs != nil {
+		for nn := range in.Changed {
+			if r := prev.svcs[nn]; r != nil {
+				oldRecs[nn] = r
+			}
+		}
+	}
 	if incremental {
 		plan.Incremental = true
-		plan.top = prev.top // taken over: unchanged Services keep their records
-		prev.top = nil
-		oldTop = make(map[types.NamespacedName][]topRule, len(in.Changed))
-		for nn := range in.Changed {
-			oldTop[nn] = plan.top[nn]
-			delete(plan.top, nn)
+		// Take over the previous plan's state; remove what the changed
+		// Services held (they are planned again below).
+		plan.svcs, plan.ActiveNATChains, plan.tree = prev.svcs, prev.ActiveNATChains, prev.tree
+		prev.svcs, prev.ActiveNATChains, prev.tree = nil, nil, nil
+		plan.NumServices, plan.NumEndpoints = prev.NumServices, prev.NumEndpoints
+		plan.NoLocalInternal, plan.NoLocalExternal = prev.NoLocalInternal, prev.NoLocalExternal
+		plan.natTop, plan.filterTop, plan.svcLines = prev.natTop, prev.filterTop, prev.svcLines
+		plan.LargeClusterMode = prev.LargeClusterMode
+		for nn, r := range oldRecs {
+			delete(plan.svcs, nn)
+			plan.NumServices -= r.ports
+			plan.NumEndpoints -= r.endpoints
+			plan.NoLocalInternal -= r.noLocalInt
+			plan.NoLocalExternal -= r.noLocalExt
+			plan.svcLines -= r.lines
+			for _, c := range r.chains {
+				plan.ActiveNATChains.Delete(c)
+			}
+			for _, t := range r.top {
+				if t.nat {
+					plan.natTop--
+				} else {
+					plan.filterTop--
+				}
+			}
 		}
+		plan.NumServices += len(entries)
+		plan.NumEndpoints += numEndpoints
 	} else {
+		plan.svcs = map[types.NamespacedName]*svcRecord{}
+		plan.ActiveNATChains = sets.New[string]()
+		plan.NumServices, plan.NumEndpoints = len(entries), numEndpoints
+		plan.LargeClusterMode = plan.NumEndpoints > largeClusterEndpointsThreshold
+		if tree {
+			plan.tree = newDispatchTree(in.IPv6)
+		}
 		for _, c := range []string{ChainServices, ChainExternalServices, ChainForward, ChainNodePorts, ChainProxyFirewall} {
 			filterChains.chain(c)
 		}
@@ -271,42 +393,15 @@ func BuildPlan(in PlanInput) *Plan {
 				filterRules.write(r...)
 			}
 		}
-	}
-
-	// Select this family's share of the model: the policy of each port
-	// (which endpoints, which verdicts) comes from the proxy core.
-	type svcEntry struct {
-		info *proxy.ServicePort
-		pol  *proxy.PortPolicy
-	}
-	policy := in.Policy
-	if policy == nil {
-		node := proxy.PolicyNode{Name: in.NodeName, Labels: in.NodeLabels, IP: in.NodeIP}
-		policy = func(name proxy.ServicePortName, ipv6 bool) *proxy.PortPolicy {
-			return proxy.NewPortPolicy(in.Services[name], in.Endpoints[name], node, ipv6)
+		plan.natTop = len(headNAT) + len(tailNAT)
+		plan.filterTop = len(headFilter) + len(tailFilter)
+		// Size the buffers once: roughly 160 bytes per nat line, about 4
+		// lines per endpoint and 3 per service.
+		if !in.Partial {
+			natRules.b.Grow(160 * (4*plan.NumEndpoints + 3*plan.NumServices))
+			natChains.b.Grow(40 * (plan.NumEndpoints + 2*plan.NumServices))
+			filterRules.b.Grow(200 * plan.NumServices / 4)
 		}
-	}
-	var entries []svcEntry
-	for _, name := range proxy.SortedServicePorts(in.Services) {
-		pol := policy(name, in.IPv6)
-		if pol == nil {
-			continue
-		}
-		entries = append(entries, svcEntry{pol.Port, pol})
-		for _, ep := range in.Endpoints[name] {
-			if ep.Addr.Is6() == in.IPv6 {
-				plan.NumEndpoints++
-			}
-		}
-	}
-	plan.NumServices = len(entries)
-	plan.LargeClusterMode = plan.NumEndpoints > largeClusterEndpointsThreshold
-	// Size the buffers once: roughly 160 bytes per nat line, about 4 lines
-	// per endpoint and 3 per service.
-	if !in.Partial {
-		natRules.b.Grow(160 * (4*plan.NumEndpoints + 3*plan.NumServices))
-		natChains.b.Grow(40 * (plan.NumEndpoints + 2*plan.NumServices))
-		filterRules.b.Grow(200 * plan.NumServices / 4)
 	}
 
 	var localCIDR string
@@ -317,20 +412,34 @@ func BuildPlan(in PlanInput) *Plan {
 		}
 	}
 
-	// The Service rules of the top-level chains of the port being planned.
-	var cur []topRule
+	// The record of the Service whose port is being planned, and the
+	// helpers that fill it.
+	var rec *svcRecord
+	var curPort proxy.ServicePortName
+	seq := 0
 	top := func(nat bool, chain string, dst netip.Addr, words ...string) {
-		cur = append(cur, topRule{nat: nat, chain: chain, dst: dst, args: strings.Join(words, " ")})
+		rec.top = append(rec.top, topRule{nat: nat, chain: chain, dst: dst, args: strings.Join(words, " "), port: curPort, seq: seq})
+		seq++
 	}
-	var dt *dispatchTree
-	svcChainLines := 0
-	if tree && !incremental {
-		dt = newDispatchTree(in.IPv6)
+	activate := func(c string) {
+		plan.ActiveNATChains.Insert(c)
+		rec.chains = append(rec.chains, c)
 	}
 
 	for _, e := range entries {
 		svc := e.info
-		changed := !in.Partial || in.Changed.Has(svc.Name.NamespacedName)
+		nn := svc.Name.NamespacedName
+		changed := !in.Partial || in.Changed.Has(nn)
+		rec = plan.svcs[nn]
+		if rec == nil {
+			rec = &svcRecord{}
+			plan.svcs[nn] = rec
+		}
+		rec.ports++
+		rec.endpoints += countEndpoints(svc.Name)
+		curPort, seq = svc.Name, 0
+		firstTop := len(rec.top)
+
 		proto := strings.ToLower(string(svc.Protocol))
 		name := svc.Name.String()
 		port := strconv.Itoa(svc.Port)
@@ -376,84 +485,86 @@ func BuildPlan(in PlanInput) *Plan {
 		} else {
 			if !hasInternal {
 				intTarget, intComment = "DROP", fmt.Sprintf(`"%s has no local endpoints"`, name)
+				rec.noLocalInt++
 				plan.NoLocalInternal++
 			}
 			if !hasExternal {
 				extTarget, extComment = "DROP", fmt.Sprintf(`"%s has no local endpoints"`, name)
+				rec.noLocalExt++
 				plan.NoLocalExternal++
 			}
 		}
 
-		// The Service's rules in the top-level chains: computed unless an
-		// incremental plan keeps them as they are.
-		cur = cur[:0]
-		if changed || !incremental {
-			// Cluster IP.
-			if hasInternal {
-				top(true, ChainServices, clusterIP, "-m", "comment", "--comment", fmt.Sprintf(`"%s cluster IP"`, name),
-					"-m", proto, "-p", proto, "-d", clusterIP.String(), "--dport", port, "-j", internalChain)
-			} else {
-				top(false, ChainServices, clusterIP, "-m", "comment", "--comment", intComment,
-					"-m", proto, "-p", proto, "-d", clusterIP.String(), "--dport", port, "-j", intTarget)
-			}
-			// External IPs.
-			for _, ip := range svc.ExternalIPs {
-				if hasEndpoints {
-					top(true, ChainServices, ip, "-m", "comment", "--comment", fmt.Sprintf(`"%s external IP"`, name),
-						"-m", proto, "-p", proto, "-d", ip.String(), "--dport", port, "-j", extChain)
-				}
-				if !hasExternal {
-					top(false, ChainExternalServices, ip, "-m", "comment", "--comment", extComment,
-						"-m", proto, "-p", proto, "-d", ip.String(), "--dport", port, "-j", extTarget)
-				}
-			}
-			// Load-balancer ingress IPs.
-			for _, ip := range svc.LoadBalancerVIPs {
-				if hasEndpoints {
-					top(true, ChainServices, ip, "-m", "comment", "--comment", fmt.Sprintf(`"%s loadbalancer IP"`, name),
-						"-m", proto, "-p", proto, "-d", ip.String(), "--dport", port, "-j", lbChain)
-				}
-				if usesFW {
-					top(false, ChainProxyFirewall, ip, "-m", "comment", "--comment", fmt.Sprintf(`"%s traffic not accepted by %s"`, name, fwChain),
-						"-m", proto, "-p", proto, "-d", ip.String(), "--dport", port, "-j", "DROP")
-				}
+		// The Service's rules in the top-level chains.
+		// Cluster IP.
+		if hasInternal {
+			top(true, ChainServices, clusterIP, "-m", "comment", "--comment", fmt.Sprintf(`"%s cluster IP"`, name),
+				"-m", proto, "-p", proto, "-d", clusterIP.String(), "--dport", port, "-j", internalChain)
+		} else {
+			top(false, ChainServices, clusterIP, "-m", "comment", "--comment", intComment,
+				"-m", proto, "-p", proto, "-d", clusterIP.String(), "--dport", port, "-j", intTarget)
+		}
+		// External IPs.
+		for _, ip := range svc.ExternalIPs {
+			if hasEndpoints {
+				top(true, ChainServices, ip, "-m", "comment", "--comment", fmt.Sprintf(`"%s external IP"`, name),
+					"-m", proto, "-p", proto, "-d", ip.String(), "--dport", port, "-j", extChain)
 			}
 			if !hasExternal {
-				for _, ip := range svc.LoadBalancerVIPs {
-					top(false, ChainExternalServices, ip, "-m", "comment", "--comment", extComment,
-						"-m", proto, "-p", proto, "-d", ip.String(), "--dport", port, "-j", extTarget)
-				}
+				top(false, ChainExternalServices, ip, "-m", "comment", "--comment", extComment,
+					"-m", proto, "-p", proto, "-d", ip.String(), "--dport", port, "-j", extTarget)
 			}
-			// NodePort.
-			if svc.NodePort != 0 {
-				np := strconv.Itoa(svc.NodePort)
-				if hasEndpoints {
-					top(true, ChainNodePorts, netip.Addr{}, "-m", "comment", "--comment", name,
-						"-m", proto, "-p", proto, "--dport", np, "-j", extChain)
-				}
-				if !hasExternal {
-					top(false, ChainExternalServices, netip.Addr{}, "-m", "comment", "--comment", extComment,
-						"-m", "addrtype", "--dst-type", "LOCAL", "-m", proto, "-p", proto, "--dport", np, "-j", extTarget)
-				}
+		}
+		// Load-balancer ingress IPs.
+		for _, ip := range svc.LoadBalancerVIPs {
+			if hasEndpoints {
+				top(true, ChainServices, ip, "-m", "comment", "--comment", fmt.Sprintf(`"%s loadbalancer IP"`, name),
+					"-m", proto, "-p", proto, "-d", ip.String(), "--dport", port, "-j", lbChain)
 			}
-			// Health check node port.
-			if svc.HealthCheckNodePort != 0 {
-				top(false, ChainNodePorts, netip.Addr{}, "-m", "comment", "--comment", fmt.Sprintf(`"%s health check node port"`, name),
-					"-m", "tcp", "-p", "tcp", "--dport", strconv.Itoa(svc.HealthCheckNodePort), "-j", "ACCEPT")
+			if usesFW {
+				top(false, ChainProxyFirewall, ip, "-m", "comment", "--comment", fmt.Sprintf(`"%s traffic not accepted by %s"`, name, fwChain),
+					"-m", proto, "-p", proto, "-d", ip.String(), "--dport", port, "-j", "DROP")
 			}
-			nn := svc.Name.NamespacedName
-			plan.top[nn] = append(plan.top[nn], cur...)
-			if !incremental {
-				for _, r := range cur {
-					switch {
-					case tree && r.nat && r.chain == ChainServices && r.dst.IsValid():
-						dt.add(r)
-					case r.nat:
-						natRules.write("-A", r.chain, r.args)
-					default:
-						filterRules.write("-A", r.chain, r.args)
-					}
-				}
+		}
+		if !hasExternal {
+			for _, ip := range svc.LoadBalancerVIPs {
+				top(false, ChainExternalServices, ip, "-m", "comment", "--comment", extComment,
+					"-m", proto, "-p", proto, "-d", ip.String(), "--dport", port, "-j", extTarget)
+			}
+		}
+		// NodePort.
+		if svc.NodePort != 0 {
+			np := strconv.Itoa(svc.NodePort)
+			if hasEndpoints {
+				top(true, ChainNodePorts, netip.Addr{}, "-m", "comment", "--comment", name,
+					"-m", proto, "-p", proto, "--dport", np, "-j", extChain)
+			}
+			if !hasExternal {
+				top(false, ChainExternalServices, netip.Addr{}, "-m", "comment", "--comment", extComment,
+					"-m", "addrtype", "--dst-type", "LOCAL", "-m", proto, "-p", proto, "--dport", np, "-j", extTarget)
+			}
+		}
+		// Health check node port.
+		if svc.HealthCheckNodePort != 0 {
+			top(false, ChainNodePorts, netip.Addr{}, "-m", "comment", "--comment", fmt.Sprintf(`"%s health check node port"`, name),
+				"-m", "tcp", "-p", "tcp", "--dport", strconv.Itoa(svc.HealthCheckNodePort), "-j", "ACCEPT")
+		}
+		for _, r := range rec.top[firstTop:] {
+			if r.nat {
+				plan.natTop++
+			} else {
+				plan.filterTop++
+			}
+			if incremental {
+				continue // edited after the loop
+			}
+			switch {
+			case r.dispatched(tree):
+				plan.tree.add(r)
+			case r.nat:
+				natRules.write("-A", r.chain, r.args)
+			default:
+				filterRules.write("-A", r.chain, r.args)
 			}
 		}
 
@@ -468,7 +579,7 @@ func BuildPlan(in PlanInput) *Plan {
 				lines++
 			}
 			if usesExtChain {
-				plan.ActiveNATChains.Insert(extChain)
+				activate(extChain)
 				if pol.MasqueradeExternal {
 					lines++
 				} else {
@@ -482,7 +593,7 @@ func BuildPlan(in PlanInput) *Plan {
 				}
 			}
 			if usesFW {
-				plan.ActiveNATChains.Insert(fwChain)
+				activate(fwChain)
 				lines += len(pol.SourceRanges) + 1
 				if pol.FirewallAllowsNode {
 					lines += len(svc.LoadBalancerVIPs)
@@ -493,17 +604,18 @@ func BuildPlan(in PlanInput) *Plan {
 				perEP = 2
 			}
 			if usesClusterChain {
-				plan.ActiveNATChains.Insert(clusterChain)
+				activate(clusterChain)
 				lines += perEP * len(clusterEPs)
 			}
 			if usesLocalChain {
-				plan.ActiveNATChains.Insert(localChain)
+				activate(localChain)
 				lines += perEP * len(localEPs)
 			}
-			for _, c := range epChains {
-				plan.ActiveNATChains.Insert(c)
+			for _, ep := range reachable {
+				activate(epChains[ep])
 			}
-			skipRules.lines += lines
+			rec.lines += lines
+			plan.svcLines += lines
 			continue
 		}
 		before := nr.lines
@@ -518,7 +630,7 @@ func BuildPlan(in PlanInput) *Plan {
 		}
 		if usesExtChain {
 			nc.chain(extChain)
-			plan.ActiveNATChains.Insert(extChain)
+			activate(extChain)
 			if pol.MasqueradeExternal {
 				nr.write("-A", extChain, "-m", "comment", "--comment", fmt.Sprintf(`"masquerade traffic for %s external destinations"`, name), "-j", ChainMarkMasq)
 			} else {
@@ -537,7 +649,7 @@ func BuildPlan(in PlanInput) *Plan {
 		}
 		if usesFW {
 			nc.chain(fwChain)
-			plan.ActiveNATChains.Insert(fwChain)
+			activate(fwChain)
 			args := []string{"-A", fwChain, "-m", "comment", "--comment", fmt.Sprintf(`"%s loadbalancer IP"`, name)}
 			for _, r := range pol.SourceRanges {
 				nr.write(append(append([]string{}, args...), "-s", r.String(), "-j", extChain)...)
@@ -551,18 +663,18 @@ func BuildPlan(in PlanInput) *Plan {
 		}
 		if usesClusterChain {
 			nc.chain(clusterChain)
-			plan.ActiveNATChains.Insert(clusterChain)
+			activate(clusterChain)
 			writeServiceToEndpointRules(nr, svc, clusterChain, clusterEPs, epChains, plan.LargeClusterMode)
 		}
 		if usesLocalChain {
 			nc.chain(localChain)
-			plan.ActiveNATChains.Insert(localChain)
+			activate(localChain)
 			writeServiceToEndpointRules(nr, svc, localChain, localEPs, epChains, plan.LargeClusterMode)
 		}
 		for _, ep := range reachable {
 			epChain := epChains[ep]
 			nc.chain(epChain)
-			plan.ActiveNATChains.Insert(epChain)
+			activate(epChain)
 			args := []string{"-A", epChain}
 			if !plan.LargeClusterMode {
 				args = append(args, "-m", "comment", "--comment", name)
@@ -573,47 +685,63 @@ func BuildPlan(in PlanInput) *Plan {
 			}
 			nr.write(append(args, "-m", proto, "-p", proto, "-j", "DNAT", "--to-destination", ep.String())...)
 		}
-		svcChainLines += nr.lines - before
+		rec.lines += nr.lines - before
+		plan.svcLines += nr.lines - before
 	}
 
-	// The top-level rules: counted from the previous plan plus the
-	// changes, or from what was written.
-	natTop, filterTop := 0, 0
+	deleted := sets.New[string]()
+	deleteChain := func(c string) {
+		if deleted.Has(c) {
+			return
+		}
+		deleted.Insert(c)
+		natChains.chain(c)
+		natSweep.write("-X", c)
+		plan.DeletedChains++
+	}
 	if incremental {
-		natTop, filterTop = prev.natTop, prev.filterTop
 		// Edit the changed Services' rules in place: delete the old ones
 		// by their exact text, add the new ones. In KUBE-SERVICES they go
 		// to the top, ahead of the closing KUBE-NODEPORTS jump.
-		var dirty []netip.Addr // tree leaves to rewrite
 		changedNames := in.Changed.UnsortedList()
 		slices.SortFunc(changedNames, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+		var dirty []netip.Addr // tree leaves to rewrite
+		var regroup []func()   // moves of changed rules in the tree
 		for _, nn := range changedNames {
-			old, cur := oldTop[nn], plan.top[nn]
-			if len(cur) == 0 {
-				delete(plan.top, nn)
+			var old, cur []topRule
+			if r := oldRecs[nn]; r != nil {
+				old = r.top
 			}
-			if slices.Equal(old, cur) {
-				continue
+			if r := plan.svcs[nn]; r != nil {
+				cur = r.top
+			}
+			if slices.EqualFunc(old, cur, topRule.same) {
+				continue // the kernel (and the tree) already hold them
 			}
 			for _, r := range old {
 				switch {
-				case tree && r.nat && r.chain == ChainServices && r.dst.IsValid():
+				case r.dispatched(tree):
 					dirty = append(dirty, r.dst)
 				case r.nat:
 					natDelta.write("-D", r.chain, r.args)
 				default:
 					filterDelta.write("-D", r.chain, r.args)
 				}
-				if r.nat {
-					natTop--
-				} else {
-					filterTop--
-				}
+			}
+			if tree {
+				regroup = append(regroup, func() {
+					plan.tree.remove(nn, old)
+					for _, r := range cur {
+						if r.dispatched(tree) {
+							plan.tree.add(r)
+						}
+					}
+				})
 			}
 			for i := len(cur) - 1; i >= 0; i-- {
 				r := cur[i]
 				switch {
-				case tree && r.nat && r.chain == ChainServices && r.dst.IsValid():
+				case r.dispatched(tree):
 					dirty = append(dirty, r.dst)
 				case r.nat && r.chain == ChainServices:
 					natDelta.write("-I", r.chain, "1", r.args)
@@ -622,55 +750,39 @@ func BuildPlan(in PlanInput) *Plan {
 				default:
 					filterDelta.write("-A", r.chain, r.args)
 				}
-				if r.nat {
-					natTop++
-				} else {
-					filterTop++
-				}
 			}
 		}
 		if tree && len(dirty) > 0 {
-			// Regroup every Service's KUBE-SERVICES rules (in the
-			// canonical order) and rewrite KUBE-SERVICES, the branches
-			// and the leaves that hold a changed address.
-			dt = newDispatchTree(in.IPv6)
-			var last types.NamespacedName
-			for i, e := range entries {
-				nn := e.info.Name.NamespacedName
-				if i > 0 && nn == last {
-					continue
-				}
-				last = nn
-				for _, r := range plan.top[nn] {
-					if r.nat && r.chain == ChainServices && r.dst.IsValid() {
-						dt.add(r)
-					}
-				}
-			}
+			// Rewrite KUBE-SERVICES (one jump per branch) and the
+			// branches and leaves that hold a changed address.
 			natChains.chain(ChainServices)
-			dt.write(&natChains, &natTail, dirty)
+			before := plan.tree.chainsOf(dirty)
+			for _, f := range regroup {
+				f()
+			}
+			plan.tree.write(&natChains, &natTail, dirty)
 			for _, r := range tailNAT {
 				natTail.write(r...)
 			}
-			plan.treeChains, plan.treeJumps = dt.chains(), dt.jumps
-		} else if tree {
-			plan.treeChains, plan.treeJumps = prev.treeChains, prev.treeJumps
-		}
-	} else {
-		for _, rules := range plan.top {
-			for _, r := range rules {
-				if r.nat {
-					natTop++
-				} else {
-					filterTop++
+			after := plan.tree.chainsOf(dirty)
+			for c := range before {
+				if !after.Has(c) {
+					plan.ActiveNATChains.Delete(c)
+				}
+			}
+			plan.ActiveNATChains = plan.ActiveNATChains.Union(after)
+			for c := range before {
+				if !after.Has(c) {
+					deleteChain(c)
 				}
 			}
 		}
-		natTop += len(headNAT) + len(tailNAT)
-		filterTop += len(headFilter) + len(tailFilter)
+	} else {
 		if tree {
-			dt.write(&natChains, &natTail, nil)
-			plan.treeChains, plan.treeJumps = dt.chains(), dt.jumps
+			plan.tree.write(&natChains, &natTail, nil)
+			for c := range plan.tree.chainsOf(nil) {
+				plan.ActiveNATChains.Insert(c)
+			}
 		}
 		for _, r := range tailNAT {
 			natTail.write(r...)
@@ -679,18 +791,20 @@ func BuildPlan(in PlanInput) *Plan {
 			filterRules.write(r...)
 		}
 	}
-	plan.natTop, plan.filterTop = natTop, filterTop
-	for _, c := range plan.treeChains {
-		plan.ActiveNATChains.Insert(c)
-	}
 
-	// Sweep our chains that nothing uses any more.
+	// Delete the chains the changed Services no longer use, and (on a
+	// sweep) every chain of ours that nothing uses.
+	for _, r := range oldRecs {
+		for _, c := range r.chains {
+			if !plan.ActiveNATChains.Has(c) {
+				deleteChain(c)
+			}
+		}
+	}
 	if in.ExistingNATChains != nil {
 		for _, c := range in.ExistingNATChains {
 			if isServiceChainName(c) && !plan.ActiveNATChains.Has(c) {
-				natChains.chain(c)
-				natSweep.write("-X", c)
-				plan.DeletedChains++
+				deleteChain(c)
 			}
 		}
 	}
@@ -710,9 +824,30 @@ func BuildPlan(in PlanInput) *Plan {
 	out.Write(natSweep.b.Bytes())
 	out.WriteString("COMMIT\n")
 	plan.Data = out.Bytes()
-	plan.FilterRules = filterTop
-	plan.NATRules = natTop + svcChainLines + skipRules.lines + plan.treeJumps
+	plan.FilterRules = plan.filterTop
+	plan.NATRules = plan.natTop + plan.svcLines
+	if plan.tree != nil {
+		plan.NATRules += plan.tree.jumps()
+	}
 	return plan
+}
+
+// sortPorts sorts Service ports as proxy.SortedServicePorts does.
+func sortPorts(names []proxy.ServicePortName) {
+	slices.SortFunc(names, comparePorts)
+}
+
+func comparePorts(a, b proxy.ServicePortName) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Name, b.Name); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Port, b.Port); c != 0 {
+		return c
+	}
+	return strings.Compare(string(a.Protocol), string(b.Protocol))
 }
 
 // writeServiceToEndpointRules fills a KUBE-SVC-/KUBE-SVL- chain: affinity

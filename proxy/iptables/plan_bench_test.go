@@ -26,7 +26,8 @@ func benchModel(n int) (proxy.ServicePortMap, proxy.EndpointsMap) {
 }
 
 // BenchmarkPlan10k measures planning 10k Services × 10 endpoints, full and
-// partial (one changed Service).
+// partial (one changed Service, top-level chains rewritten as kube-proxy
+// does) and incremental (svcnet's partial sync).
 func BenchmarkPlan10k(b *testing.B) {
 	svcs, epm := benchModel(10000)
 	b.Run("full", func(b *testing.B) {
@@ -38,6 +39,17 @@ func BenchmarkPlan10k(b *testing.B) {
 		ch := sets.New(types.NamespacedName{Namespace: "b", Name: "s05000"})
 		for i := 0; i < b.N; i++ {
 			BuildPlan(PlanInput{Services: svcs, Endpoints: epm, Partial: true, Changed: ch})
+		}
+	})
+	// incremental: only the changed Service is planned, from the previous
+	// plan's records (which a plan takes over, hence a new one each time).
+	b.Run("incremental", func(b *testing.B) {
+		ch := sets.New(types.NamespacedName{Namespace: "b", Name: "s05000"})
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			prev := BuildPlan(PlanInput{Services: svcs, Endpoints: epm})
+			b.StartTimer()
+			BuildPlan(PlanInput{Services: svcs, Endpoints: epm, Partial: true, Changed: ch, Prev: prev})
 		}
 	})
 }

@@ -164,15 +164,12 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 		in.Partial = !full
 		in.Changed = req.ChangedServices()
 		if !full {
-			// Edit the top-level chains rule by rule, from what the last
-			// plan wrote (a failed restore forces a full sync, so the last
-			// plan is what the kernel holds).
+			// Plan only the changed Services and edit the top-level
+			// chains rule by rule, from what the last plan wrote (a failed
+			// restore forces a full sync, so the last plan is what the
+			// kernel holds). The plan also deletes the chains the changed
+			// Services no longer use.
 			in.Prev = p.LastPlan[v6]
-		}
-		if !sweep && in.Prev != nil {
-			// Without listing the kernel's chains, delete the ones the
-			// last plan used and this one does not.
-			in.ExistingNATChains = in.Prev.ActiveNATChains.UnsortedList()
 		}
 		if sweep {
 			chains, err := p.ipt.SaveChains(ctx, v6, "nat")

@@ -5,6 +5,9 @@ import (
 	"encoding/base32"
 	"net/netip"
 	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // prefixDST names the chains of the tree dispatch (--iptables-dispatch=tree).
@@ -29,21 +32,15 @@ func DispatchChain(p netip.Prefix) string {
 // a leaf holds the Services' own rules for its 16 addresses, in their
 // canonical order. Rules for the same address keep their relative order,
 // and no packet can match a rule of another leaf, so the tree makes the
-// same decisions as the linear chain.
+// same decisions as the linear chain. It lives on from plan to plan, so a
+// partial plan only regroups the changed Services' rules.
 type dispatchTree struct {
 	branchBits, leafBits int
-	branches             map[netip.Prefix]*dispatchBranch
-	// jumps counts the rules of KUBE-SERVICES and the branches (after
-	// write).
-	jumps int
-}
-
-type dispatchBranch struct {
-	leaves map[netip.Prefix][]string
+	branches             map[netip.Prefix]map[netip.Prefix][]topRule
 }
 
 func newDispatchTree(ipv6 bool) *dispatchTree {
-	t := &dispatchTree{branchBits: branchBits4, leafBits: leafBits4, branches: map[netip.Prefix]*dispatchBranch{}}
+	t := &dispatchTree{branchBits: branchBits4, leafBits: leafBits4, branches: map[netip.Prefix]map[netip.Prefix][]topRule{}}
 	if ipv6 {
 		t.branchBits, t.leafBits = branchBits6, leafBits6
 	}
@@ -61,10 +58,32 @@ func (t *dispatchTree) add(r topRule) {
 	bp, lp := t.prefixes(r.dst)
 	b := t.branches[bp]
 	if b == nil {
-		b = &dispatchBranch{leaves: map[netip.Prefix][]string{}}
+		b = map[netip.Prefix][]topRule{}
 		t.branches[bp] = b
 	}
-	b.leaves[lp] = append(b.leaves[lp], r.args)
+	b[lp] = append(b[lp], r)
+}
+
+// remove takes a Service's dispatched rules out of their leaves; empty
+// leaves and branches disappear.
+func (t *dispatchTree) remove(nn types.NamespacedName, rules []topRule) {
+	for _, r := range rules {
+		if !r.dispatched(true) {
+			continue
+		}
+		bp, lp := t.prefixes(r.dst)
+		b := t.branches[bp]
+		if b == nil {
+			continue
+		}
+		b[lp] = slices.DeleteFunc(b[lp], func(x topRule) bool { return x.port.NamespacedName == nn })
+		if len(b[lp]) == 0 {
+			delete(b, lp)
+		}
+		if len(b) == 0 {
+			delete(t.branches, bp)
+		}
+	}
 }
 
 func sortedPrefixes[V any](m map[netip.Prefix]V) []netip.Prefix {
@@ -76,59 +95,93 @@ func sortedPrefixes[V any](m map[netip.Prefix]V) []netip.Prefix {
 	return out
 }
 
+// dirtySets turns changed addresses into the branches and leaves holding
+// them (nil: everything is dirty).
+func (t *dispatchTree) dirtySets(dirty []netip.Addr) (branches, leaves sets.Set[netip.Prefix]) {
+	if dirty == nil {
+		return nil, nil
+	}
+	branches, leaves = sets.New[netip.Prefix](), sets.New[netip.Prefix]()
+	for _, a := range dirty {
+		bp, lp := t.prefixes(a)
+		branches.Insert(bp)
+		leaves.Insert(lp)
+	}
+	return branches, leaves
+}
+
 // write appends KUBE-SERVICES's jumps to the branches to rules, and the
 // branches and leaves (their declarations to chains, their rules to
 // rules). With dirty == nil every chain is written; otherwise only the
 // branches and leaves holding one of the dirty addresses (the others are
 // already in the kernel as they should be).
 func (t *dispatchTree) write(chains, rules *lineBuffer, dirty []netip.Addr) {
-	var dirtyBranch, dirtyLeaf map[netip.Prefix]bool
-	if dirty != nil {
-		dirtyBranch, dirtyLeaf = map[netip.Prefix]bool{}, map[netip.Prefix]bool{}
-		for _, a := range dirty {
-			bp, lp := t.prefixes(a)
-			dirtyBranch[bp], dirtyLeaf[lp] = true, true
-		}
-	}
-	t.jumps = 0
+	dirtyBranch, dirtyLeaf := t.dirtySets(dirty)
 	branches := sortedPrefixes(t.branches)
 	for _, bp := range branches {
 		rules.write("-A", ChainServices, "-d", bp.String(), "-j", DispatchChain(bp))
-		t.jumps++
 	}
 	for _, bp := range branches {
-		b := t.branches[bp]
-		leaves := sortedPrefixes(b.leaves)
-		t.jumps += len(leaves)
-		if dirty != nil && !dirtyBranch[bp] {
+		if dirtyBranch != nil && !dirtyBranch.Has(bp) {
 			continue
 		}
+		b := t.branches[bp]
+		leaves := sortedPrefixes(b)
 		bc := DispatchChain(bp)
 		chains.chain(bc)
 		for _, lp := range leaves {
 			rules.write("-A", bc, "-d", lp.String(), "-j", DispatchChain(lp))
 		}
 		for _, lp := range leaves {
-			if dirty != nil && !dirtyLeaf[lp] {
+			if dirtyLeaf != nil && !dirtyLeaf.Has(lp) {
 				continue
 			}
 			lc := DispatchChain(lp)
 			chains.chain(lc)
-			for _, r := range b.leaves[lp] {
-				rules.write("-A", lc, r)
+			// The canonical order: Service ports sorted, then each
+			// port's rules in the order they were made.
+			slices.SortStableFunc(b[lp], func(x, y topRule) int {
+				if c := comparePorts(x.port, y.port); c != 0 {
+					return c
+				}
+				return x.seq - y.seq
+			})
+			for _, r := range b[lp] {
+				rules.write("-A", lc, r.args)
 			}
 		}
 	}
 }
 
-// chains lists every chain of the tree.
-func (t *dispatchTree) chains() []string {
-	var out []string
-	for bp, b := range t.branches {
-		out = append(out, DispatchChain(bp))
-		for lp := range b.leaves {
-			out = append(out, DispatchChain(lp))
+// chainsOf lists the chains of the branches holding the dirty addresses
+// (every chain when dirty is nil).
+func (t *dispatchTree) chainsOf(dirty []netip.Addr) sets.Set[string] {
+	dirtyBranch, _ := t.dirtySets(dirty)
+	out := sets.New[string]()
+	if dirtyBranch == nil {
+		dirtyBranch = sets.New[netip.Prefix]()
+		for bp := range t.branches {
+			dirtyBranch.Insert(bp)
+		}
+	}
+	for bp := range dirtyBranch {
+		b := t.branches[bp]
+		if b == nil {
+			continue
+		}
+		out.Insert(DispatchChain(bp))
+		for lp := range b {
+			out.Insert(DispatchChain(lp))
 		}
 	}
 	return out
+}
+
+// jumps counts the rules of KUBE-SERVICES and of the branches.
+func (t *dispatchTree) jumps() int {
+	n := len(t.branches)
+	for _, b := range t.branches {
+		n += len(b)
+	}
+	return n
 }
