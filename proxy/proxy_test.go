@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,6 +198,37 @@ func TestBoundedFrequencyRunner(t *testing.T) {
 	// One initial run, then the 20 requests coalesce into one.
 	if got != 2 {
 		t.Errorf("runs = %d, want 2", got)
+	}
+}
+
+// TestBoundedFrequencyRunnerBurst: with Burst 2, one request right after a
+// run runs at once; the next waits for MinInterval (10 s here, so the test
+// does not depend on timing: it only polls for what must happen well before,
+// and checks that the third run has not happened half a second later).
+func TestBoundedFrequencyRunnerBurst(t *testing.T) {
+	var runs atomic.Int32
+	r := NewBoundedFrequencyRunner("t", func() { runs.Add(1) }, 10*time.Second, time.Hour)
+	r.Burst = 2
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go r.Loop(ctx)
+	waitRuns := func(want int32) {
+		t.Helper()
+		deadline := time.Now().Add(8 * time.Second)
+		for runs.Load() < want {
+			if time.Now().After(deadline) {
+				t.Fatalf("runs = %d, want %d well before the 10s minimum interval", runs.Load(), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitRuns(1) // the initial run
+	r.Run()
+	waitRuns(2) // the burst's second token
+	r.Run()
+	time.Sleep(500 * time.Millisecond)
+	if got := runs.Load(); got != 2 {
+		t.Errorf("runs = %d after the burst was spent, want 2 until the minimum interval passes", got)
 	}
 }
 

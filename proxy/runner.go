@@ -6,21 +6,34 @@ import (
 	"time"
 )
 
-// BoundedFrequencyRunner runs a function serially, at most once per
-// MinInterval and at least once per MaxInterval. Run asks for a run soon
+// BoundedFrequencyRunner runs a function serially, on average at most once
+// per MinInterval and at least once per MaxInterval. Run asks for a run soon
 // (coalescing with other requests); RetryAfter asks for one after a delay
 // (used when a sync failed). Nothing runs until Loop is called.
+//
+// The minimum interval is a token bucket refilled at one run per
+// MinInterval holding up to Burst runs (kube-proxy's iptables runner did
+// the same with a burst of 2 until 1.28). With Burst 1 every run waits
+// MinInterval after the previous one started. With 2, a change that arrives
+// right after a sync (a pod's address, then its readiness a few hundred
+// milliseconds later) is programmed at once instead of up to MinInterval
+// later, while sustained churn is still held to one run per MinInterval.
 type BoundedFrequencyRunner struct {
 	name        string
 	fn          func()
 	minInterval time.Duration
 	maxInterval time.Duration
+	// Burst is how many runs may happen back to back before MinInterval
+	// applies (values below 1 mean 1). Set it before Loop.
+	Burst int
 
-	mu      sync.Mutex
-	lastRun time.Time
-	retryAt time.Time
-	pending bool
-	wake    chan struct{}
+	mu         sync.Mutex
+	lastRun    time.Time
+	tokens     float64
+	lastRefill time.Time
+	retryAt    time.Time
+	pending    bool
+	wake       chan struct{}
 }
 
 // NewBoundedFrequencyRunner returns a runner for fn. A minInterval of 0 lets
@@ -78,12 +91,42 @@ func (r *BoundedFrequencyRunner) Loop(ctx context.Context) {
 	}
 }
 
+func (r *BoundedFrequencyRunner) burst() float64 {
+	if r.Burst < 1 {
+		return 1
+	}
+	return float64(r.Burst)
+}
+
+// refill adds the tokens earned since the last refill. Callers hold mu.
+func (r *BoundedFrequencyRunner) refill(now time.Time) {
+	if r.lastRefill.IsZero() {
+		r.tokens, r.lastRefill = r.burst(), now
+		return
+	}
+	if r.minInterval <= 0 {
+		r.tokens = r.burst()
+	} else if d := now.Sub(r.lastRefill); d > 0 {
+		r.tokens = min(r.burst(), r.tokens+float64(d)/float64(r.minInterval))
+	}
+	r.lastRefill = now
+}
+
+// allowedAt is the earliest time a requested run may start. Callers hold mu.
+func (r *BoundedFrequencyRunner) allowedAt(now time.Time) time.Time {
+	r.refill(now)
+	if r.tokens >= 1 || r.minInterval <= 0 {
+		return now
+	}
+	return now.Add(time.Duration((1 - r.tokens) * float64(r.minInterval)))
+}
+
 func (r *BoundedFrequencyRunner) nextDelay(now time.Time) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	next := r.lastRun.Add(r.maxInterval)
 	if r.pending {
-		if at := r.lastRun.Add(r.minInterval); at.Before(next) {
+		if at := r.allowedAt(now); at.Before(next) {
 			next = at
 		}
 	}
@@ -102,7 +145,7 @@ func (r *BoundedFrequencyRunner) due(now time.Time) bool {
 	if !now.Before(r.lastRun.Add(r.maxInterval)) {
 		return true
 	}
-	if r.pending && !now.Before(r.lastRun.Add(r.minInterval)) {
+	if r.pending && !now.Before(r.allowedAt(now)) {
 		return true
 	}
 	return !r.retryAt.IsZero() && !now.Before(r.retryAt)
@@ -113,6 +156,8 @@ func (r *BoundedFrequencyRunner) runOnce() {
 	r.pending = false
 	r.retryAt = time.Time{}
 	r.lastRun = time.Now()
+	r.refill(r.lastRun)
+	r.tokens = max(0, r.tokens-1)
 	r.mu.Unlock()
 	r.fn()
 }
