@@ -265,3 +265,9 @@ func (r *SyncRequest) Policy(name ServicePortName, ipv6 bool) *PortPolicy {
 	}
 	return NewPortPolicy(svc, r.Endpoints[name], PolicyNodeFor(r.Node, ipv6), ipv6)
 }
+
+// UsePolicyCache makes r read its policies through c, as the requests the
+// Proxier builds do (benchmarks and tests of modes use it to share
+// policies across syncs the way the core does; call c.Update with the
+// changed Services before each sync).
+func (r *SyncRequest) UsePolicyCache(c *PolicyCache) { r.policies = c }

@@ -38,14 +38,6 @@ type op struct {
 // writes it ("10.96.0.1 . tcp . 80").
 type elemID struct{ set, key string }
 
-// elemRef is a programmed element: its value ("goto CHAIN", "" for a set)
-// and how many Service ports want it (two Services may select the same
-// local endpoint, hence share a hairpin element).
-type elemRef struct {
-	value string
-	refs  int32
-}
-
 // desiredElem is one element a Service port wants.
 type desiredElem struct {
 	id      elemID
@@ -66,22 +58,18 @@ type desiredPort struct {
 	noLocalInternal, noLocalExternal bool
 }
 
-// portKnown is what the kernel holds for one Service port.
-type portKnown struct {
-	chains                           []string
-	affinity                         []string
-	elems                            []elemID
-	noLocalInternal, noLocalExternal bool
-}
-
-// known is the kernel state after the last successful sync. A plan
-// consumes it and leaves the new state in place (no per-sync copy of the
-// whole state); when applying fails the Proxier drops it, and the next
-// sync is full.
+// known is the kernel state after the last successful sync, kept small:
+// the PortPolicies last programmed for each Service (the core's
+// PolicyCache holds the same pointers, so this shares rather than copies;
+// a changed Service's old chains and elements are derived from its old
+// policies when it changes) and how many Services hold each element (two
+// Services may select the same local endpoint, hence share a hairpin
+// element). A plan consumes it and leaves the new state in place (no
+// per-sync copy of the whole state); when applying fails the Proxier drops
+// it, and the next sync is full.
 type known struct {
-	ports  map[proxy.ServicePortName]*portKnown
-	byName map[types.NamespacedName][]proxy.ServicePortName
-	elems  map[elemID]*elemRef
+	services map[types.NamespacedName][]*proxy.PortPolicy
+	refs     map[elemID]int32
 	// stale chains were flushed at the given time and are deleted a
 	// second later (kernels before 6.2 free map references late).
 	stale map[string]time.Time
@@ -90,8 +78,7 @@ type known struct {
 }
 
 func newKnown() *known {
-	return &known{ports: map[proxy.ServicePortName]*portKnown{}, byName: map[types.NamespacedName][]proxy.ServicePortName{},
-		elems: map[elemID]*elemRef{}, stale: map[string]time.Time{}}
+	return &known{services: map[types.NamespacedName][]*proxy.PortPolicy{}, refs: map[elemID]int32{}, stale: map[string]time.Time{}}
 }
 
 // planner holds one family's constant facts; its methods are pure.
@@ -102,8 +89,8 @@ type planner struct {
 }
 
 // txn collects the ops of one transaction. ports holds the index in ops
-// where each Service port's ops begin (a full sync's ops may be applied in
-// parts at these boundaries, see Proxier.Sync).
+// where each Service's ops begin (a full sync's ops may be applied in
+// parts at these boundaries, see Proxier.applyTx).
 type txn struct {
 	ops   []op
 	ports []int

@@ -1,10 +1,13 @@
 package nftables
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/knftables"
 
@@ -24,167 +27,199 @@ type input struct {
 
 // planSync returns the transaction that takes the table from k to the
 // desired state of in, and updates k to that state (k must be a fresh
-// newKnown() for a full sync).
+// newKnown() for a full sync). A partial sync plans only the Services in
+// in.req.ChangedServices().
 func (pl *planner) planSync(in input, k *known) *txn {
 	tx := &txn{}
 	if in.full {
 		pl.setup(tx, in.req.Node, in.recreated)
-		for _, name := range proxy.SortedServicePorts(in.req.Services) {
+		seen := map[elemID]string{}
+		names := proxy.SortedServicePorts(in.req.Services)
+		for i := 0; i < len(names); {
+			j := i
+			for j < len(names) && names[j].NamespacedName == names[i].NamespacedName {
+				j++
+			}
 			tx.ports = append(tx.ports, len(tx.ops))
-			pl.syncPort(tx, k, name, in.req.Policy(name, pl.cfg.IPv6), in.now)
+			pl.syncService(tx, k, names[i].NamespacedName, pl.policies(in.req, names[i:j]), seen, in.now)
+			i = j
 		}
 		pl.dropLeftovers(tx, k, in)
 		return tx
 	}
 	changed := in.req.ChangedServices()
-	var names []proxy.ServicePortName
-	for nn := range changed {
-		names = append(names, k.byName[nn]...)
+	if len(changed) == 0 {
+		return tx
 	}
-	if len(changed) > 0 {
-		for name := range in.req.Services {
-			if changed.Has(name.NamespacedName) {
-				names = append(names, name)
-			}
+	ports := map[types.NamespacedName][]proxy.ServicePortName{}
+	for name := range in.req.Services {
+		if changed.Has(name.NamespacedName) {
+			ports[name.NamespacedName] = append(ports[name.NamespacedName], name)
 		}
 	}
-	slices.SortFunc(names, comparePorts)
-	names = slices.Compact(names)
-	for _, name := range names {
-		var pol *proxy.PortPolicy
-		if _, ok := in.req.Services[name]; ok {
-			pol = in.req.Policy(name, pl.cfg.IPv6)
-		}
-		pl.syncPort(tx, k, name, pol, in.now)
+	nns := changed.UnsortedList()
+	slices.SortFunc(nns, func(a, b types.NamespacedName) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	for _, nn := range nns {
+		names := ports[nn]
+		slices.SortFunc(names, comparePorts)
+		pl.syncService(tx, k, nn, pl.policies(in.req, names), nil, in.now)
 	}
 	return tx
 }
 
+// policies returns the policies of names in this family (ports without a
+// cluster IP of the family have none).
+func (pl *planner) policies(req *proxy.SyncRequest, names []proxy.ServicePortName) []*proxy.PortPolicy {
+	var out []*proxy.PortPolicy
+	for _, n := range names {
+		if pol := req.Policy(n, pl.cfg.IPv6); pol != nil {
+			out = append(out, pol)
+		}
+	}
+	return out
+}
+
 func comparePorts(a, b proxy.ServicePortName) int {
-	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.Name, b.Name); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.Port, b.Port); c != 0 {
-		return c
-	}
-	return strings.Compare(string(a.Protocol), string(b.Protocol))
+	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name),
+		strings.Compare(a.Port, b.Port), strings.Compare(string(a.Protocol), string(b.Protocol)))
 }
 
-// syncPort rewrites one Service port (pol nil: it is gone): its chains are
-// added and flushed and its rules written, its elements added, replaced
-// or released, and chains and affinity sets it no longer uses flushed
-// (then deleted a second later) or deleted.
-func (pl *planner) syncPort(tx *txn, k *known, name proxy.ServicePortName, pol *proxy.PortPolicy, now time.Time) {
-	old := k.ports[name]
-	var d *desiredPort
-	if pol != nil {
-		d = pl.desired(name, pol)
-	} else {
-		d = &desiredPort{}
-	}
-	for _, c := range d.chains {
-		tx.add(&knftables.Chain{Name: c})
-		tx.flush(&knftables.Chain{Name: c})
-		delete(k.stale, c)
-	}
-	for _, s := range d.sets {
-		tx.add(s)
-	}
-	for _, r := range d.rules {
-		tx.add(r)
-	}
-	nk := &portKnown{noLocalInternal: d.noLocalInternal, noLocalExternal: d.noLocalExternal}
-	for _, s := range d.sets {
-		nk.affinity = append(nk.affinity, s.Name)
-	}
-	nk.chains = d.chains
-	want := make(map[elemID]bool, len(d.elems))
-	for _, e := range d.elems {
-		if want[e.id] {
-			continue
+// desiredService is the union of the desired state of a Service's ports.
+type desiredService struct {
+	ports  []*desiredPort
+	chains map[string]bool
+	sets   map[string]bool
+	elems  map[elemID]desiredElem
+}
+
+func (pl *planner) desiredService(pols []*proxy.PortPolicy) *desiredService {
+	d := &desiredService{chains: map[string]bool{}, sets: map[string]bool{}, elems: map[elemID]desiredElem{}}
+	for _, pol := range pols {
+		dp := pl.desired(pol.Port.Name, pol)
+		d.ports = append(d.ports, dp)
+		for _, c := range dp.chains {
+			d.chains[c] = true
 		}
-		want[e.id] = true
-		nk.elems = append(nk.elems, e.id)
-		pl.ensureElem(tx, k, e, old != nil && slices.Contains(old.elems, e.id))
-	}
-	if old != nil {
-		pl.release(tx, k, old, nk, want, now)
-	}
-	pl.record(k, name, old, nk, pol != nil)
-}
-
-// ensureElem adds e, or replaces it when its value changed; mine says
-// this port already held a reference.
-func (pl *planner) ensureElem(tx *txn, k *known, e desiredElem, mine bool) {
-	ref := k.elems[e.id]
-	isMap := isMapName(e.id.set)
-	switch {
-	case ref == nil:
-		tx.add(elementObject(e.id, e.value, e.comment, isMap))
-		k.elems[e.id] = &elemRef{value: e.value, refs: 1}
-		return
-	case ref.value != e.value:
-		tx.delete(elementObject(e.id, "", "", isMap))
-		tx.add(elementObject(e.id, e.value, e.comment, isMap))
-		ref.value = e.value
-	}
-	if !mine {
-		ref.refs++
-	}
-}
-
-// release drops what old held and nk no longer does.
-func (pl *planner) release(tx *txn, k *known, old, nk *portKnown, want map[elemID]bool, now time.Time) {
-	for _, id := range old.elems {
-		if want[id] {
-			continue
+		for _, s := range dp.sets {
+			d.sets[s.Name] = true
 		}
-		if ref := k.elems[id]; ref != nil {
-			if ref.refs--; ref.refs <= 0 {
-				tx.delete(elementObject(id, "", "", isMapName(id.set)))
-				delete(k.elems, id)
+		for _, e := range dp.elems {
+			if _, dup := d.elems[e.id]; !dup {
+				d.elems[e.id] = e
 			}
 		}
 	}
-	for _, c := range old.chains {
-		if !slices.Contains(nk.chains, c) {
-			if _, pending := k.stale[c]; !pending {
+	return d
+}
+
+// syncService rewrites one Service (pols empty: it is gone or has no port
+// of this family): its chains are added and flushed and its rules
+// written, its elements added, replaced or released, and the chains and
+// affinity sets its old policies used and the new ones do not are flushed
+// (then deleted a second later) or deleted. seen, in a full sync, holds
+// the values of the elements written so far.
+func (pl *planner) syncService(tx *txn, k *known, nn types.NamespacedName, pols []*proxy.PortPolicy, seen map[elemID]string, now time.Time) {
+	d := pl.desiredService(pols)
+	old := pl.desiredService(k.services[nn])
+	for _, dp := range d.ports {
+		for _, c := range dp.chains {
+			tx.add(&knftables.Chain{Name: c})
+			tx.flush(&knftables.Chain{Name: c})
+			delete(k.stale, c)
+		}
+		for _, s := range dp.sets {
+			tx.add(s)
+		}
+		for _, r := range dp.rules {
+			tx.add(r)
+		}
+	}
+	done := map[elemID]bool{}
+	for _, dp := range d.ports {
+		for _, e := range dp.elems {
+			if !done[e.id] {
+				done[e.id] = true
+				pl.ensureElem(tx, k, d.elems[e.id], old.elems, seen)
+			}
+		}
+	}
+	pl.release(tx, k, old, d, now)
+	for _, dp := range old.ports {
+		k.noLocalInternal -= b2i(dp.noLocalInternal)
+		k.noLocalExternal -= b2i(dp.noLocalExternal)
+	}
+	for _, dp := range d.ports {
+		k.noLocalInternal += b2i(dp.noLocalInternal)
+		k.noLocalExternal += b2i(dp.noLocalExternal)
+	}
+	if len(pols) == 0 {
+		delete(k.services, nn)
+	} else {
+		k.services[nn] = pols
+	}
+}
+
+// ensureElem adds e unless the Service already held it with the same
+// value, replacing it when the value changed or another Service wrote it
+// with another value (a conflict in the Services' spec: the last one
+// wins, as with nft).
+func (pl *planner) ensureElem(tx *txn, k *known, e desiredElem, old map[elemID]desiredElem, seen map[elemID]string) {
+	isMap := isMapName(e.id.set)
+	if o, mine := old[e.id]; mine {
+		if o.value != e.value || o.comment != e.comment {
+			tx.delete(elementObject(e.id, "", "", isMap))
+			tx.add(elementObject(e.id, e.value, e.comment, isMap))
+		}
+		return
+	}
+	refs := k.refs[e.id]
+	k.refs[e.id] = refs + 1
+	if refs == 0 {
+		tx.add(elementObject(e.id, e.value, e.comment, isMap))
+		if seen != nil {
+			seen[e.id] = e.value
+		}
+		return
+	}
+	if prev, ok := seen[e.id]; (seen == nil && isMap) || (ok && prev != e.value) {
+		tx.delete(elementObject(e.id, "", "", isMap))
+		tx.add(elementObject(e.id, e.value, e.comment, isMap))
+		if seen != nil {
+			seen[e.id] = e.value
+		}
+	}
+}
+
+// release drops what old held and d no longer does.
+func (pl *planner) release(tx *txn, k *known, old, d *desiredService, now time.Time) {
+	for _, dp := range old.ports {
+		for _, e := range dp.elems {
+			if _, ok := d.elems[e.id]; ok {
+				continue
+			}
+			d.elems[e.id] = e // released once
+			if refs := k.refs[e.id] - 1; refs > 0 {
+				k.refs[e.id] = refs
+			} else {
+				delete(k.refs, e.id)
+				tx.delete(elementObject(e.id, "", "", isMapName(e.id.set)))
+			}
+		}
+		for _, c := range dp.chains {
+			if _, pending := k.stale[c]; !d.chains[c] && !pending {
 				tx.flush(&knftables.Chain{Name: c})
 				k.stale[c] = now
 			}
 		}
-	}
-	for _, s := range old.affinity {
-		if !slices.Contains(nk.affinity, s) {
-			tx.delete(&knftables.Set{Name: s})
+		for _, s := range dp.sets {
+			if !d.sets[s.Name] {
+				d.sets[s.Name] = true // deleted once
+				tx.delete(&knftables.Set{Name: s.Name})
+			}
 		}
 	}
-}
-
-// record stores nk as the port's known state (or forgets the port).
-func (pl *planner) record(k *known, name proxy.ServicePortName, old, nk *portKnown, exists bool) {
-	if old != nil {
-		k.noLocalInternal -= b2i(old.noLocalInternal)
-		k.noLocalExternal -= b2i(old.noLocalExternal)
-	}
-	nn := name.NamespacedName
-	if !exists {
-		delete(k.ports, name)
-		k.byName[nn] = slices.DeleteFunc(k.byName[nn], func(n proxy.ServicePortName) bool { return n == name })
-		if len(k.byName[nn]) == 0 {
-			delete(k.byName, nn)
-		}
-		return
-	}
-	k.noLocalInternal += b2i(nk.noLocalInternal)
-	k.noLocalExternal += b2i(nk.noLocalExternal)
-	if old == nil {
-		k.byName[nn] = append(k.byName[nn], name)
-	}
-	k.ports[name] = nk
 }
 
 func b2i(b bool) int {
@@ -199,9 +234,19 @@ func b2i(b bool) int {
 // of an earlier run or of a failed sync.
 func (pl *planner) dropLeftovers(tx *txn, k *known, in input) {
 	active, activeSets := sets.New[string](), sets.New[string]()
-	for _, pk := range k.ports {
-		active.Insert(pk.chains...)
-		activeSets.Insert(pk.affinity...)
+	for _, pols := range k.services {
+		for _, pol := range pols {
+			n := pl.names(pol.Port.Name, pol)
+			for _, c := range []string{n.cluster, n.local, n.external, n.firewall} {
+				active.Insert(c)
+			}
+			if pol.Port.SessionAffinity == v1.ServiceAffinityClientIP {
+				for _, ep := range pol.Reachable {
+					active.Insert(n.epChain(ep))
+					activeSets.Insert(n.affSet(ep))
+				}
+			}
+		}
 	}
 	for _, c := range in.listedChains {
 		if isServiceChainName(c) && !active.Has(c) {

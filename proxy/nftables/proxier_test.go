@@ -337,3 +337,81 @@ func TestModeReportsSchedulerFallbacks(t *testing.T) {
 		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(rec.events, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestPartialSyncSharedElements: elements several Service ports need (the
+// ClusterIP of a multi-port Service, the hairpin element of a local
+// endpoint two Services select) stay until the last one lets go, and every
+// partial result equals a full sync of the same state.
+func TestPartialSyncSharedElements(t *testing.T) {
+	ctx := context.Background()
+	nft := knftables.NewFake(knftables.IPv4Family, TableName)
+	p := NewProxier(testConfig(), nft)
+	w := newWorld()
+	twoPorts := func(s *v1.Service) {
+		s.Spec.Ports = []v1.ServicePort{{Name: "a", Port: 80, Protocol: v1.ProtocolTCP}, {Name: "b", Port: 81, Protocol: v1.ProtocolTCP}}
+	}
+	w.add(service("ns", "multi", "172.30.0.50", twoPorts), ep("10.180.0.7", 8080, true))
+	w.add(service("ns", "other", "172.30.0.51"), ep("10.180.0.7", 8080, true))
+	offset := time.Duration(0)
+	check := func(what string) {
+		t.Helper()
+		// Stale chains (flushed) are deleted by the next sync a second
+		// later.
+		offset += 2 * time.Second
+		p.now = func() time.Time { return time.Now().Add(offset) }
+		if err := p.Sync(ctx, w.request(false)); err != nil {
+			t.Fatal(err)
+		}
+		fresh := knftables.NewFake(knftables.IPv4Family, TableName)
+		if err := NewProxier(testConfig(), fresh).Sync(ctx, w.request(true)); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := nft.Dump(), fresh.Dump(); got != want {
+			t.Fatalf("%s: partial result differs from a full sync:\n--- partial\n%s\n--- full\n%s", what, got, want)
+		}
+	}
+	if err := p.Sync(ctx, w.request(true)); err != nil {
+		t.Fatal(err)
+	}
+	check("full")
+	// Port b goes: the ClusterIP and the hairpin element stay.
+	for n := range w.svcs {
+		if n.Name == "multi" && n.Port == "b" {
+			delete(w.svcs, n)
+			delete(w.eps, n)
+		}
+	}
+	if err := p.Sync(ctx, w.request(false, "ns/multi")); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(nft.Dump(), "172.30.0.50") || !strings.Contains(nft.Dump(), "10.180.0.7 . 10.180.0.7 . tcp . 8080") {
+		t.Fatalf("shared elements lost:\n%s", nft.Dump())
+	}
+	check("one port removed")
+	// The Service goes: its ClusterIP goes, the hairpin element stays for
+	// the other Service.
+	for n := range w.svcs {
+		if n.Name == "multi" {
+			delete(w.svcs, n)
+			delete(w.eps, n)
+		}
+	}
+	if err := p.Sync(ctx, w.request(false, "ns/multi")); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(nft.Dump(), "172.30.0.50") || !strings.Contains(nft.Dump(), "10.180.0.7 . 10.180.0.7 . tcp . 8080") {
+		t.Fatalf("after deleting the Service:\n%s", nft.Dump())
+	}
+	check("Service removed")
+	// The other Service loses its endpoint: the hairpin element goes.
+	for n := range w.svcs {
+		delete(w.eps, n)
+	}
+	if err := p.Sync(ctx, w.request(false, "ns/other")); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(nft.Dump(), "10.180.0.7 . 10.180.0.7") {
+		t.Fatalf("hairpin element kept:\n%s", nft.Dump())
+	}
+	check("last holder gone")
+}
