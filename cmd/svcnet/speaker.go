@@ -16,11 +16,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svcnet/svcnet/speaker"
+	"github.com/svcnet/svcnet/speaker/bgp"
 	"github.com/svcnet/svcnet/speaker/l2"
 )
 
 func init() {
-	register(command{name: "speaker", short: "MetalLB's speaker on this node: announces LoadBalancer IPs (layer 2: ARP/NDP)", run: runSpeaker})
+	register(command{name: "speaker", short: "MetalLB's speaker on this node: announces LoadBalancer IPs (layer 2: ARP/NDP; BGP: gobgp sessions with the BGPPeers)", run: runSpeaker})
 }
 
 func runSpeaker(ctx context.Context, args []string) error {
@@ -82,9 +83,12 @@ func runSpeaker(ctx context.Context, args []string) error {
 	}
 
 	resp := l2.New(l2.Options{Logger: log.With("protocol", "layer2"), ReannounceInterval: reannounce})
+	// BGP mode (speaker/bgp): gobgp sessions with the BGPPeers selecting
+	// this node, opened from this process's network namespace.
+	bgpMode := bgp.New(bgp.Config{Client: client, Dynamic: dyn, NodeName: nodeName, Logger: log})
 	sp := speaker.New(speaker.Config{Client: client, Dynamic: dyn, NodeName: nodeName, LeaseNamespace: leaseNS,
 		LeaseDuration: leaseDuration, Logger: log, Protocols: []speaker.Protocol{&speaker.Layer2{Responder: resp,
-			Status: &speaker.L2Status{Dynamic: dyn, Namespace: statusNS, NodeName: nodeName}}}})
+			Status: &speaker.L2Status{Dynamic: dyn, Namespace: statusNS, NodeName: nodeName}}, bgpMode}})
 	// The responder outlives the speaker's withdrawals on shutdown (the
 	// speaker withdraws, then the responder closes its sockets).
 	rctx, rcancel := context.WithCancel(context.Background())
