@@ -5,6 +5,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -14,6 +15,7 @@ import (
 	"github.com/svcnet/svcnet/registry/core"
 	"github.com/svcnet/svcnet/registry/endpoints"
 	"github.com/svcnet/svcnet/registry/endpointslice"
+	"github.com/svcnet/svcnet/registry/events"
 	metallbreg "github.com/svcnet/svcnet/registry/metallb"
 	"github.com/svcnet/svcnet/registry/networking"
 	"github.com/svcnet/svcnet/registry/networkpolicy"
@@ -75,6 +77,8 @@ func builtinResources() []resourceDef {
 			New: typed[corev1.Node](), NewList: typed[corev1.NodeList]()}, core.NewNodeStrategy},
 		{registry.ResourceInfo{GVR: v1.WithResource("events"), Kind: "Event", Singular: "event", Namespaced: true, ShortNames: []string{"ev"},
 			New: typed[corev1.Event](), NewList: typed[corev1.EventList]()}, core.NewEventStrategy},
+		{registry.ResourceInfo{GVR: eventsv1.SchemeGroupVersion.WithResource("events"), Kind: "Event", Singular: "event", Namespaced: true, ShortNames: []string{"ev"},
+			New: typed[eventsv1.Event](), NewList: typed[eventsv1.EventList]()}, events.NewV1Strategy},
 		{registry.ResourceInfo{GVR: v1.WithResource("configmaps"), Kind: "ConfigMap", Singular: "configmap", Namespaced: true, ShortNames: []string{"cm"},
 			New: typed[corev1.ConfigMap](), NewList: typed[corev1.ConfigMapList]()}, core.NewConfigMapStrategy},
 		{registry.ResourceInfo{GVR: discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), Kind: "EndpointSlice", Singular: "endpointslice", Namespaced: true,

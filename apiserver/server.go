@@ -235,6 +235,12 @@ func (s *Server) buildStores() error {
 			Strategy: strategy,
 			Storage:  storage.NewStore(s.etcd, info.GroupResource(), codec, info.New),
 		}}
+		if info.GVR == eventsV1GVR {
+			// events.k8s.io/v1 Events are the core/v1 Events' stored
+			// objects, converted on the way in and out (kube-apiserver).
+			st.KeyResource = schema.GroupResource{Resource: "events"}
+			st.Storage = storage.NewStore(s.etcd, info.GroupResource(), eventsV1Codec{core: eventsCoreCodec()}, info.New)
+		}
 		if _, isTyped := info.New().(interface{ Marshal() ([]byte, error) }); isTyped {
 			st.FieldManagers = map[string]*managedfields.FieldManager{}
 			for _, sub := range []string{"", "status", "finalize"} {

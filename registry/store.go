@@ -124,6 +124,17 @@ type Store struct {
 	OnDeleted func(ctx context.Context, obj runtime.Object, orphan bool)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// KeyResource, when set, is the resource whose etcd keys hold the
+	// objects: a second version of a kind served from the same stored
+	// objects (events.k8s.io/v1 Events are /registry/events/...).
+	KeyResource schema.GroupResource
+}
+
+func (s *Store) keyResource() schema.GroupResource {
+	if s.KeyResource.Resource != "" {
+		return s.KeyResource
+	}
+	return s.Info.GroupResource()
 }
 
 func (s *Store) now() metav1.Time {
@@ -138,12 +149,12 @@ func (s *Store) Key(ns, name string) string {
 	if !s.Info.Namespaced {
 		ns = ""
 	}
-	return storage.Key(s.Info.GroupResource(), ns, name)
+	return storage.Key(s.keyResource(), ns, name)
 }
 
 // Prefix is the storage prefix of a namespace's objects (all objects for "").
 func (s *Store) Prefix(ns string) string {
-	p := storage.KeyPrefix(s.Info.GroupResource())
+	p := storage.KeyPrefix(s.keyResource())
 	if s.Info.Namespaced && ns != "" {
 		p += ns + "/"
 	}

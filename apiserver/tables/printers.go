@@ -14,12 +14,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	discoveryv1beta1 "k8s.io/api/discovery/v1beta1"
+	eventsv1 "k8s.io/api/events/v1"
 	extensionsv1beta1 "k8s.io/api/extensions/v1beta1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/svcnet/svcnet/registry/events"
 )
 
 // printers maps each served resource to its printer. Descriptions are taken
@@ -34,6 +37,7 @@ var printers = map[schema.GroupResource]printer{
 	{Resource: "nodes"}:                                       nodePrinter,
 	{Resource: "namespaces"}:                                  namespacePrinter,
 	{Resource: "events"}:                                      eventPrinter,
+	{Group: "events.k8s.io", Resource: "events"}:              eventsV1Printer,
 	{Resource: "configmaps"}:                                  configMapPrinter,
 	{Group: "apps", Resource: "deployments"}:                  deploymentPrinter,
 	{Group: "apps", Resource: "replicasets"}:                  replicaSetPrinter,
@@ -555,6 +559,19 @@ var eventPrinter = printer{
 		}
 		return []any{last, e.Type, e.Reason, target, e.InvolvedObject.FieldPath,
 			eventSource(e), strings.TrimSpace(e.Message), first, int64(count), e.Name}, nil
+	},
+}
+
+// eventsV1Printer prints events.k8s.io/v1 Events with the core/v1 columns,
+// as kube-apiserver does (one printer for both versions).
+var eventsV1Printer = printer{
+	columns: eventPrinter.columns,
+	row: func(obj runtime.Object, now time.Time) ([]any, error) {
+		e, ok := obj.(*eventsv1.Event)
+		if !ok {
+			return nil, wrongType("Event", obj)
+		}
+		return eventPrinter.row(events.FromV1(e), now)
 	},
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/distribution/reference"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/svcnet/svcnet/registry"
+	"github.com/svcnet/svcnet/registry/events"
 )
 
 // LabelMetadataName is the label every namespace carries with its own name.
@@ -413,40 +413,22 @@ func NewNodeStrategy() registry.Strategy {
 	}
 }
 
-// NewEventStrategy supports the involvedObject.* field selectors kubectl
-// describe uses.
+// NewEventStrategy is core/v1 Events': the involvedObject.* field
+// selectors kubectl describe uses, and kube-apiserver's legacy Event
+// validation (package registry/events, shared with events.k8s.io/v1).
 func NewEventStrategy() registry.Strategy {
 	return &Basic{
 		Namespaced: true,
 		FieldLabels: registry.SupportedFieldLabels(nil, "involvedObject.kind", "involvedObject.namespace",
 			"involvedObject.name", "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
 			"involvedObject.fieldPath", "reason", "reportingComponent", "source", "type", "metadata.namespace", "metadata.name"),
-		FieldsFunc: func(obj runtime.Object) map[string]string {
-			e := obj.(*corev1.Event)
-			source := e.Source.Component
-			if source == "" {
-				source = e.ReportingController
-			}
-			return map[string]string{
-				"metadata.name":                  e.Name,
-				"metadata.namespace":             e.Namespace,
-				"involvedObject.kind":            e.InvolvedObject.Kind,
-				"involvedObject.namespace":       e.InvolvedObject.Namespace,
-				"involvedObject.name":            e.InvolvedObject.Name,
-				"involvedObject.uid":             string(e.InvolvedObject.UID),
-				"involvedObject.apiVersion":      e.InvolvedObject.APIVersion,
-				"involvedObject.resourceVersion": e.InvolvedObject.ResourceVersion,
-				"involvedObject.fieldPath":       e.InvolvedObject.FieldPath,
-				"reason":                         e.Reason,
-				"reportingComponent":             e.ReportingController,
-				"source":                         source,
-				"type":                           e.Type,
-			}
+		FieldsFunc: func(obj runtime.Object) map[string]string { return events.Fields(obj.(*corev1.Event)) },
+		Validator:  func(obj runtime.Object) field.ErrorList { return events.ValidateCreate(obj.(*corev1.Event), false) },
+		UpdateValidator: func(obj, old runtime.Object) field.ErrorList {
+			return events.ValidateUpdate(obj.(*corev1.Event), old.(*corev1.Event), false)
 		},
 	}
 }
-
-var _ = eventsv1.SchemeGroupVersion
 
 // NewConfigMapStrategy: configmaps have no status.
 func NewConfigMapStrategy() registry.Strategy { return &Basic{Namespaced: true} }
