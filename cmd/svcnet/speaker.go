@@ -31,7 +31,7 @@ func runSpeaker(ctx context.Context, args []string) error {
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&nodeName, "node-name", "", "name of this Node (default: the host name)")
 	fs.StringVar(&leaseNS, "lease-namespace", "kube-system", "namespace of the speakers' Leases (svcnet-speaker-<node>), by which speakers see each other alive")
-	fs.StringVar(&statusNS, "namespace", "metallb-system", "namespace of the ServiceL2Status objects (MetalLB's speaker namespace)")
+	fs.StringVar(&statusNS, "namespace", "metallb-system", "namespace of the ServiceL2Status and ServiceBGPStatus objects (MetalLB's speaker namespace)")
 	fs.DurationVar(&leaseDuration, "lease-duration", 6*time.Second, "a speaker whose Lease was not renewed for this long is taken for dead and its addresses move")
 	fs.DurationVar(&reannounce, "reannounce-interval", 30*time.Second, "how often announced addresses are announced again (gratuitous ARP / unsolicited NA); 0 disables")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
@@ -85,7 +85,7 @@ func runSpeaker(ctx context.Context, args []string) error {
 	resp := l2.New(l2.Options{Logger: log.With("protocol", "layer2"), ReannounceInterval: reannounce})
 	// BGP mode (speaker/bgp): gobgp sessions with the BGPPeers selecting
 	// this node, opened from this process's network namespace.
-	bgpMode := bgp.New(bgp.Config{Client: client, Dynamic: dyn, NodeName: nodeName, Logger: log})
+	bgpMode := bgp.New(bgp.Config{Client: client, Dynamic: dyn, NodeName: nodeName, Logger: log, StatusNamespace: statusNS})
 	sp := speaker.New(speaker.Config{Client: client, Dynamic: dyn, NodeName: nodeName, LeaseNamespace: leaseNS,
 		LeaseDuration: leaseDuration, Logger: log, Protocols: []speaker.Protocol{&speaker.Layer2{Responder: resp,
 			Status: &speaker.L2Status{Dynamic: dyn, Namespace: statusNS, NodeName: nodeName}}, bgpMode}})

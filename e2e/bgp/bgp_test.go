@@ -282,6 +282,25 @@ func TestBGPWithBird(t *testing.T) {
 	if out := birdc("show", "route", lbIP+"/32", "all"); !strings.Contains(out, "BGP.community: (65535,65282)") {
 		t.Errorf("community alias not announced:\n%s", out)
 	}
+	bgpStatus := func() (string, bool, []string) {
+		out, err := c.kubectl("get", "servicebgpstatuses", "-n", "metallb-system", "-l", "metallb.io/service-name=web,metallb.io/service-namespace=default",
+			"-o", `jsonpath={range .items[*]}{.status.node} {.status.serviceName} {.status.peers}{"\n"}{end}`)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if strings.TrimSpace(out) == "" {
+			lines = nil
+		}
+		sort.Strings(lines)
+		return out, err == nil, lines
+	}
+	var wantAll []string
+	for _, n := range []string{c.prefix + "-control-plane", c.prefix + "-worker", c.prefix + "-worker2"} {
+		wantAll = append(wantAll, n+` web ["router"]`)
+	}
+	sort.Strings(wantAll)
+	eventually(t, 60*time.Second, "a ServiceBGPStatus per announcing node", func() (string, bool) {
+		out, ok, lines := bgpStatus()
+		return out, ok && slices.Equal(lines, wantAll)
+	})
 	eventually(t, 30*time.Second, "ECMP route in the router's kernel", func() (string, bool) {
 		out, _ := c.lab.Run("ip", "route", "show", lbIP)
 		return out, strings.Count(out, "nexthop via") == 3
@@ -303,6 +322,10 @@ func TestBGPWithBird(t *testing.T) {
 		h, out := hops()
 		return out, slices.Equal(h, []string{nodeIPs[podNode]})
 	})
+	eventually(t, 60*time.Second, "only the pod's node keeps a ServiceBGPStatus", func() (string, bool) {
+		out, ok, lines := bgpStatus()
+		return out, ok && slices.Equal(lines, []string{podNode + ` web ["router"]`})
+	})
 	eventually(t, 60*time.Second, "the client still reaches the Service", func() (string, bool) {
 		out, err := client.Run("curl", "-sS", "--max-time", "5", "http://"+lbIP+"/")
 		return out, err == nil && strings.Contains(out, "Hello Kubernetes bootcamp!")
@@ -318,5 +341,9 @@ func TestBGPWithBird(t *testing.T) {
 	eventually(t, 30*time.Second, "kernel route gone", func() (string, bool) {
 		out, _ := c.lab.Run("ip", "route", "show", lbIP)
 		return out, strings.TrimSpace(out) == ""
+	})
+	eventually(t, 60*time.Second, "no ServiceBGPStatus left", func() (string, bool) {
+		out, ok, lines := bgpStatus()
+		return out, ok && len(lines) == 0
 	})
 }

@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sort"
 	"sync"
 
@@ -60,6 +61,9 @@ type Config struct {
 	Logger   *slog.Logger
 	// NewSession makes sessions (default NewGoBGPSession).
 	NewSession NewSessionFunc
+	// StatusNamespace, when set, holds this node's ServiceBGPStatus
+	// objects (MetalLB's speaker namespace, metallb-system).
+	StatusNamespace string
 }
 
 // BGP is the speaker's BGP protocol. Create with New; pass it in
@@ -73,6 +77,7 @@ type BGP struct {
 	aliases  map[string]validation.Community
 	sessions map[string]*session
 	services map[types.NamespacedName][]Announcement
+	status   *statusWriter // nil: no ServiceBGPStatus objects
 }
 
 type session struct {
@@ -93,8 +98,12 @@ func New(cfg Config) *BGP {
 	if cfg.NewSession == nil {
 		cfg.NewSession = NewGoBGPSession
 	}
-	return &BGP{cfg: cfg, log: cfg.Logger.With("protocol", "bgp"), sessions: map[string]*session{},
+	b := &BGP{cfg: cfg, log: cfg.Logger.With("protocol", "bgp"), sessions: map[string]*session{},
 		services: map[types.NamespacedName][]Announcement{}, aliases: map[string]validation.Community{}}
+	if cfg.StatusNamespace != "" && cfg.Dynamic != nil {
+		b.status = &statusWriter{dyn: cfg.Dynamic, namespace: cfg.StatusNamespace, node: cfg.NodeName}
+	}
+	return b
 }
 
 // Name implements speaker.Protocol.
@@ -108,23 +117,50 @@ func (b *BGP) ShouldAnnounce(in *speaker.ServiceInput) string {
 }
 
 // SetBalancer implements speaker.Protocol.
-func (b *BGP) SetBalancer(_ context.Context, in *speaker.ServiceInput) error {
+func (b *BGP) SetBalancer(ctx context.Context, in *speaker.ServiceInput) error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	anns, errs := Announcements(in, b.ads, b.aliases)
 	for _, err := range errs {
 		b.log.Warn("skipping part of an advertisement", "service", in.Key.String(), "err", err)
 	}
 	b.services[in.Key] = anns
-	return b.pushLocked()
+	err := b.pushLocked()
+	peers := b.peersOfLocked(anns)
+	b.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if b.status != nil {
+		return b.status.announcing(ctx, in.Key, peers)
+	}
+	return nil
 }
 
 // DeleteBalancer implements speaker.Protocol.
-func (b *BGP) DeleteBalancer(_ context.Context, key types.NamespacedName, _ string) error {
+func (b *BGP) DeleteBalancer(ctx context.Context, key types.NamespacedName, _ string) error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	delete(b.services, key)
-	return b.pushLocked()
+	err := b.pushLocked()
+	b.mu.Unlock()
+	if b.status != nil {
+		err = errors.Join(err, b.status.notAnnouncing(ctx, key))
+	}
+	return err
+}
+
+// peersOfLocked names the BGPPeers (of this node's sessions) that some of
+// the announcements go to, sorted.
+func (b *BGP) peersOfLocked(anns []Announcement) []string {
+	var out []string
+	for _, s := range b.sessions {
+		for _, r := range RoutesFor(s.cfg, anns) {
+			if r.Prefix.Addr().Is4() == s.cfg.Address.Is4() && !slices.Contains(out, s.cfg.PeerName) {
+				out = append(out, s.cfg.PeerName) // a session carries its own family only
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // pushLocked gives every session its routes.

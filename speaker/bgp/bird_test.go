@@ -162,7 +162,7 @@ func (r *birdRouter) nextHops(t *testing.T, prefix string) ([]string, string) {
 }
 
 // TestBirdPeersWithSpeakers runs Debian's bird2 as a router in its own
-// namespace, peering with four speaker processes (gobgp sessions) in node
+// namespace, peering with five speaker processes (gobgp sessions) in node
 // namespaces, and a client namespace behind the router:
 //   - n1..n3 (eBGP, AS 64512; n2 with a TCP MD5 password) announce
 //     10.99.0.10/32: bird lists it with one next hop per node, installs an
@@ -170,6 +170,7 @@ func (r *birdRouter) nextHops(t *testing.T, prefix string) ([]string, string) {
 //     it; the route carries the advertisement's community;
 //   - n4 (iBGP, AS 64500) announces 10.99.0.32/28 (an aggregated route)
 //     with local preference 150 and a large community;
+//   - n5 sends the wrong TCP MD5 password: its session stays down;
 //   - a node withdrawing, then a speaker process stopping, removes its next
 //     hop; the last withdrawal removes the route.
 func TestBirdPeersWithSpeakers(t *testing.T) {
@@ -194,7 +195,7 @@ func TestBirdPeersWithSpeakers(t *testing.T) {
 protocol device {}
 protocol kernel { ipv4 { export all; }; merge paths yes; }
 `
-	for i := 1; i <= 4; i++ {
+	for i := 1; i <= 5; i++ {
 		n := &node{name: fmt.Sprintf("n%d", i), ns: testbed.NewNetNS(t, fmt.Sprintf("bgp-n%d", i))}
 		rAddr, nAddr := fmt.Sprintf("10.10.%d.1", i), fmt.Sprintf("10.10.%d.2", i)
 		testbed.Link(t, r.ns, n.name, rAddr+"/24", n.ns, "eth0", nAddr+"/24")
@@ -205,6 +206,11 @@ protocol kernel { ipv4 { export all; }; merge paths yes; }
 		switch i {
 		case 2:
 			n.peer.Password = "s3cret"
+			extra = `password "s3cret";`
+		case 5:
+			// The router expects a password the speaker does not send:
+			// TCP MD5 must keep this session down.
+			n.peer.Password = "wrong"
 			extra = `password "s3cret";`
 		case 4:
 			n.peer.MyASN = 64500
@@ -243,14 +249,14 @@ protocol kernel { ipv4 { export all; }; merge paths yes; }
 		// Every node has the address, as the proxies program it.
 		n.ns.MustRun("ip", "addr", "add", "10.99.0.10/32", "dev", "lo")
 		routes := []Announcement{{Route: Route{Prefix: lb, Communities: []validation.Community{std}}}}
-		if n.name == "n4" {
+		if n.name == "n4" || n.name == "n5" {
 			routes = []Announcement{{Route: Route{Prefix: netip.MustParsePrefix("10.99.0.32/28"), LocalPref: 150, Communities: []validation.Community{large}}}}
 		}
 		write(n, routes)
 		procs[n.name] = n.ns.Start("env", childEnv+"="+n.state, os.Args[0], "-test.run=^$").Process
 	}
 
-	eventually(t, "all four sessions established", func() (bool, string) {
+	eventually(t, "four sessions established", func() (bool, string) {
 		out, _ := r.ns.Run("birdc", "-s", r.sock, "show", "protocols") // bird may not listen yet
 		return strings.Count(out, "Established") == 4, out
 	})
@@ -273,6 +279,12 @@ protocol kernel { ipv4 { export all; }; merge paths yes; }
 	agg := r.cmd(t, "show", "route", "10.99.0.32/28", "all")
 	if !strings.Contains(agg, "via 10.10.4.2") || !strings.Contains(agg, "BGP.local_pref: 150") || !strings.Contains(agg, "BGP.large_community: (1, 2, 3)") {
 		t.Errorf("aggregated iBGP route:\n%s", agg)
+	}
+
+	// n5's session, with the wrong MD5 password, never came up (the four
+	// others did, over the same kind of link, in the meantime).
+	if out := r.cmd(t, "show", "protocols", "n5"); strings.Contains(out, "Established") {
+		t.Errorf("session with a wrong TCP MD5 password established:\n%s", out)
 	}
 
 	// n1 withdraws (its Service lost its local endpoints).
