@@ -190,6 +190,41 @@ func (a *IPAddressAllocator) AllocateNext(ctx context.Context, svc *corev1.Servi
 	if dryRun && len(prefixes) > 0 {
 		return prefixes[0].Masked().Addr(), nil
 	}
+	// Fast path: in a sparsely used range a random address of the upper
+	// band is almost always free, and creating its IPAddress is the whole
+	// allocation (one etcd write). Only when randomTries picks in a row
+	// are taken is the used set listed below; listing (and decoding) every
+	// IPAddress on each allocation made concurrent creates quadratic.
+	for _, p := range prefixes {
+		first, last := bounds(p)
+		lo, hi := addrInt(first), addrInt(last)
+		size := new(big.Int).Add(new(big.Int).Sub(hi, lo), big.NewInt(1))
+		if size.Sign() <= 0 {
+			continue
+		}
+		upper := new(big.Int).Add(lo, staticBand(size))
+		n := new(big.Int).Add(new(big.Int).Sub(hi, upper), big.NewInt(1))
+		if n.Sign() <= 0 {
+			continue
+		}
+		for range randomTries {
+			off := new(big.Int)
+			if n.IsInt64() {
+				off.SetInt64(rand.Int64N(n.Int64()))
+			} else {
+				// 128 random bits modulo n: an IPv6 range larger than an int64.
+				off.SetUint64(rand.Uint64()).Lsh(off, 64).Or(off, new(big.Int).SetUint64(rand.Uint64())).Mod(off, n)
+			}
+			ip := intAddr(off.Add(off, upper), p.Addr().Is4())
+			err := a.create(ctx, ip, svc)
+			if err == nil {
+				return ip, nil
+			}
+			if !errors.Is(err, ErrAllocated) {
+				return netip.Addr{}, err
+			}
+		}
+	}
 	used := map[netip.Addr]bool{}
 	if len(prefixes) > 0 {
 		l, err := a.IPAddresses.List(ctx, "", registry.ListOptions{})
@@ -223,6 +258,11 @@ func (a *IPAddressAllocator) AllocateNext(ctx context.Context, svc *corev1.Servi
 	}
 	return netip.Addr{}, ErrFull
 }
+
+// randomTries is how many random addresses AllocateNext tries per range
+// before it lists the used ones: at a range 90% full, 4 tries still succeed
+// 34% of the time and cost 4 writes instead of a list.
+const randomTries = 4
 
 // scan tries the addresses of [from, to] from a random one on, wrapping
 // around, skipping those known used; creation decides (another apiserver
