@@ -64,6 +64,8 @@ type Config struct {
 	// NodePortAddresses is passed to every node's proxy as
 	// --nodeport-addresses (empty: the proxy's default for its mode).
 	NodePortAddresses string
+	// NodeMonitorGracePeriod is passed to the controllers (0: their default).
+	NodeMonitorGracePeriod time.Duration
 	// Exe is the svcnet binary to run components with.
 	Exe    string
 	Logger *slog.Logger
@@ -313,7 +315,11 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		}
 	}
 	if c.hasCommand("controllers") {
-		if err := c.start("controllers", cfg.Exe, "controllers", "--kubeconfig", kcs["controllers"]); err != nil {
+		args := []string{cfg.Exe, "controllers", "--kubeconfig", kcs["controllers"]}
+		if cfg.NodeMonitorGracePeriod > 0 {
+			args = append(args, "--node-monitor-grace-period", cfg.NodeMonitorGracePeriod.String())
+		}
+		if err := c.start("controllers", args...); err != nil {
 			return nil, err
 		}
 	} else {
@@ -529,7 +535,7 @@ func killClusterProcesses(exe, dataDir string) {
 			continue
 		}
 		switch string(f[1]) {
-		case "node", "proxy", "netpol", "speaker", "sandbox-init", "dns", "builtin", "apiserver", "controllers":
+		case "node", "proxy", "netpol", "speaker", "sandbox-init", "container-shim", "dns", "builtin", "apiserver", "controllers":
 		default:
 			continue
 		}

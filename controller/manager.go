@@ -1,6 +1,6 @@
 // Package controller runs svcnet's controllers — Endpoints, EndpointSlices,
 // EndpointSlice mirroring, Deployments, ReplicaSets, the scheduler, garbage
-// collection, namespace finalization and LoadBalancer IPAM — against any Kubernetes API server,
+// collection, namespace finalization, LoadBalancer IPAM and the node lifecycle health check — against any Kubernetes API server,
 // sharing one informer factory and one event broadcaster, as
 // kube-controller-manager does. Each controller lives in its own
 // subpackage; Run wires and starts the enabled ones.
@@ -31,6 +31,7 @@ import (
 	"github.com/svcnet/svcnet/controller/lbipam"
 	"github.com/svcnet/svcnet/controller/mirroring"
 	"github.com/svcnet/svcnet/controller/namespace"
+	"github.com/svcnet/svcnet/controller/nodelifecycle"
 	"github.com/svcnet/svcnet/controller/replicaset"
 	"github.com/svcnet/svcnet/controller/scheduler"
 	"github.com/svcnet/svcnet/controller/servicecidrs"
@@ -48,10 +49,11 @@ const (
 	LBIPAM        = "lbipam"
 	ServiceCIDRs  = "servicecidrs"
 	Namespace     = "namespace"
+	NodeLifecycle = "nodelifecycle"
 )
 
 // All lists every controller name.
-var All = []string{Endpoints, EndpointSlice, Mirroring, Deployment, ReplicaSet, Scheduler, GC, LBIPAM, ServiceCIDRs, Namespace}
+var All = []string{Endpoints, EndpointSlice, Mirroring, Deployment, ReplicaSet, Scheduler, GC, LBIPAM, ServiceCIDRs, Namespace, NodeLifecycle}
 
 // Options configure Run.
 type Options struct {
@@ -68,6 +70,9 @@ type Options struct {
 	SchedulerFallbackUpdate bool
 	// ResyncPeriod of the shared informers (0: none).
 	ResyncPeriod time.Duration
+	// NodeMonitorGracePeriod and NodeMonitorPeriod of the node lifecycle
+	// controller (0: kube-controller-manager's 50s and 5s).
+	NodeMonitorGracePeriod, NodeMonitorPeriod time.Duration
 }
 
 // Run starts the enabled controllers and blocks until ctx is cancelled or
@@ -144,6 +149,10 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	if on(Namespace) {
 		c := namespace.New(client, dyn, factory, log)
 		runs = append(runs, func(ctx context.Context) error { return c.Run(ctx, workers) })
+	}
+	if on(NodeLifecycle) {
+		c := nodelifecycle.New(client, factory, opts.NodeMonitorGracePeriod, opts.NodeMonitorPeriod, log)
+		runs = append(runs, c.Run)
 	}
 	if on(LBIPAM) {
 		l := lbipam.New(client, dyn, factory, dynFactory, recorder(lbipam.ControllerName), log)

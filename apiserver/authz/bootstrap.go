@@ -36,6 +36,7 @@ var SvcnetControllers = []string{
 	"deployment-controller", "replicaset-controller", "generic-garbage-collector",
 	"service-controller", // LoadBalancer IP assignment (lbipam) writes services/status
 	"namespace-controller", "clusterrole-aggregation-controller",
+	"node-controller", // the node lifecycle health check
 }
 
 // ControllersUser is the identity of `svcnet controllers` in `svcnet up`:

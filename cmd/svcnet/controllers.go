@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -18,7 +19,7 @@ import (
 func init() {
 	register(command{
 		name:  "controllers",
-		short: "run the controllers (endpoints, endpointslices, mirroring, deployments, scheduler, GC, LB IPAM)",
+		short: "run the controllers (endpoints, endpointslices, mirroring, deployments, scheduler, GC, LB IPAM, node lifecycle)",
 		run:   runControllers,
 	})
 }
@@ -41,6 +42,8 @@ func runControllers(ctx context.Context, args []string) error {
 	fs.BoolVar(&opts.SchedulerFallbackUpdate, "scheduler-fallback-update", true, "fall back to an update when pods/binding is not served")
 	fs.Float32Var(&qps, "kube-api-qps", 50, "client QPS towards the API server")
 	fs.IntVar(&burst, "kube-api-burst", 100, "client burst towards the API server")
+	fs.DurationVar(&opts.NodeMonitorGracePeriod, "node-monitor-grace-period", 50*time.Second, "how long a Node's agent may be silent (no status, no Lease renewal) before its conditions become Unknown and its pods not ready")
+	fs.DurationVar(&opts.NodeMonitorPeriod, "node-monitor-period", 5*time.Second, "how often the node lifecycle controller checks the Nodes")
 	fs.BoolVar(&verbose, "v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return err

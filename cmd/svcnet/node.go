@@ -27,6 +27,11 @@ func init() {
 		run:   runNode,
 	})
 	register(command{
+		name:  "container-shim",
+		short: "internal: the parent and log writer of one container (started by the node agent)",
+		run:   sandbox.ShimMain,
+	})
+	register(command{
 		name:  "sandbox-init",
 		short: "internal: a pod's infra process (started by the node agent)",
 		run: func(_ context.Context, args []string) error {
@@ -131,10 +136,10 @@ func runNode(ctx context.Context, args []string) error {
 			dns = append(dns, s)
 		}
 	}
-	sbCfg := sandbox.Config{DataDir: f.dataDir, Bridge: f.bridge, NSPrefix: f.nsPrefix, Exe: exe, InitArgs: []string{"sandbox-init"}, IPAM: ipam}
-	if n, err := sandbox.CleanupStale(ctx, sbCfg); n > 0 || err != nil {
-		log.Info("removed sandboxes of an earlier run", "count", n, "err", err)
-	}
+	// Containers run under shims and outlive a crash of the agent; the
+	// agent adopts what an earlier one left and removes the rest.
+	sbCfg := sandbox.Config{DataDir: f.dataDir, Bridge: f.bridge, NSPrefix: f.nsPrefix, Exe: exe, InitArgs: []string{"sandbox-init"}, IPAM: ipam,
+		Shim: []string{exe, "container-shim"}}
 	rt := &agent.NamespaceRuntime{Config: sbCfg}
 	a, err := agent.New(agent.Config{
 		NodeName: f.nodeName, NodeIP: nodeIP, PodCIDR: podCIDR, ClusterDNS: dns, ClusterDomain: f.clusterDomain,

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/svcnet/svcnet/cluster"
 )
@@ -33,6 +34,7 @@ func runUp(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.ClusterCIDR, "cluster-cidr", "10.244.0.0/16", "pod addresses; node i gets <a.b>.i.0/24")
 	fs.StringVar(&cfg.NodePortAddresses, "nodeport-addresses", "", "passed to every node's proxy: comma-separated CIDRs and keywords (primary, localhost, all) of the node addresses that accept NodePorts (default: the proxy mode's default)")
 	fs.StringVar(&cfg.Prefix, "prefix", "svcnet", "prefix of namespace, bridge and node names")
+	fs.DurationVar(&cfg.NodeMonitorGracePeriod, "node-monitor-grace-period", 50*time.Second, "passed to the controllers: how long a node agent may be silent before its Node turns NotReady (Unknown)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -23,7 +23,16 @@ type ack struct {
 
 // TestAPIServerKill9DuringCreates: 1,000 NodePort Services are created at
 // once; when a quarter have been acknowledged, `svcnet apiserver` (and the
-// embedded etcd in its process) gets SIGKILL. After a restart on the same
+// embedded etcd in its process) gets SIGKILL.
+//
+// This is also the case "kill -9 of the embedded etcd's process while
+// writing": the embedded etcd (storage.StartEmbedded, go.etcd.io/etcd's
+// embed package) runs inside the apiserver process, there is no separate
+// etcd process to kill, so this SIGKILL interrupts etcd mid-write (WAL
+// appends, raft apply, bbolt commits) at the same moment as the
+// apiserver. Every 201 the test got is an etcd write acknowledged after its
+// WAL entry was written; the test checks each of them is stored after the
+// restart, with the values it was acknowledged with. After a restart on the same
 // data directory every acknowledged Service is stored with the ClusterIP
 // and NodePort its 201 carried, no ClusterIP or NodePort is used twice, and
 // the repair loops free what the interrupted creates had allocated without

@@ -39,7 +39,7 @@ type upCluster struct {
 // startUp runs `svcnet up --nodes 3 --proxy-mode mode` in a new lab
 // namespace and waits for its export KUBECONFIG line. Everything goes at
 // the end of the test (SIGTERM to up, then svcnet down).
-func startUp(t *testing.T, mode string) *upCluster {
+func startUp(t *testing.T, mode string, extra ...string) *upCluster {
 	t.Helper()
 	testbed.RequireRoot(t)
 	testbed.RequireCommand(t, "ip", "nsenter", "iptables-restore", "nft")
@@ -51,8 +51,8 @@ func startUp(t *testing.T, mode string) *upCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	up := exec.Command("ip", "netns", "exec", lab.Name, bin, "up", "--nodes", "3", "--proxy-mode", mode,
-		"--data-dir", c.dir, "--prefix", c.prefix)
+	up := exec.Command("ip", append([]string{"netns", "exec", lab.Name, bin, "up", "--nodes", "3", "--proxy-mode", mode,
+		"--data-dir", c.dir, "--prefix", c.prefix}, extra...)...)
 	stdout, _ := up.StdoutPipe()
 	up.Stderr = logf
 	up.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}

@@ -21,8 +21,9 @@ import (
 // then a node agent killed and restarted.
 func TestClusterFaults(t *testing.T) {
 	needBinary(t)
-	c := startUp(t, "iptables")
+	c := startUp(t, "iptables", "--node-monitor-grace-period", nodeGrace.String())
 	t.Run("rolling-update", func(t *testing.T) { rollingUpdate(t, c) })
+	t.Run("node-agent-kill", func(t *testing.T) { nodeAgentKill(t, c) })
 }
 
 // web is the Deployment the rolling update replaces: three bootcamp pods

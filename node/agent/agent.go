@@ -141,7 +141,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.cfg.NodeName).String()
 	}))
 	podInf := podFactory.Core().V1().Pods().Informer()
-	_, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o interface{}) { a.podChanged(ctx, o) },
 		UpdateFunc: func(_, o interface{}) { a.podChanged(ctx, o) },
 		DeleteFunc: func(o interface{}) { a.podGone(o) },
@@ -152,6 +152,23 @@ func (a *Agent) Run(ctx context.Context) error {
 	svcFactory.Start(ctx.Done())
 	svcFactory.WaitForCacheSync(ctx.Done())
 	podFactory.Start(ctx.Done())
+	if ad, ok := a.runtime.(Adopter); ok {
+		// Sandboxes an earlier agent left (it crashed) belong to pods this
+		// one adopts; once every pod of the initial list has its worker,
+		// the others (pods deleted meanwhile) go.
+		if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+			mine := map[string]bool{}
+			for _, o := range podInf.GetStore().List() {
+				if p, ok := o.(*v1.Pod); ok {
+					mine[string(p.UID)] = true
+				}
+			}
+			n, err := ad.CleanupExcept(ctx, func(uid string) bool { return mine[uid] })
+			if n > 0 || err != nil {
+				a.log.Info("removed sandboxes of an earlier run", "count", n, "err", err)
+			}
+		}
+	}
 	<-ctx.Done()
 	podFactory.Shutdown()
 	svcFactory.Shutdown()

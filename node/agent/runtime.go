@@ -36,12 +36,57 @@ type Container interface {
 	Stop(grace time.Duration)
 }
 
+// Adopter is a Runtime whose sandboxes outlive a crashed agent: a
+// restarted agent adopts its pods' sandboxes instead of recreating them,
+// and removes the ones no pod of the node claims.
+type Adopter interface {
+	// AdoptPodSandbox returns the running sandbox of the pod, or an error
+	// when there is none.
+	AdoptPodSandbox(uid, namespace, name string) (PodSandbox, error)
+	// CleanupExcept destroys the saved sandboxes whose pod UID keep rejects.
+	CleanupExcept(ctx context.Context, keep func(uid string) bool) (int, error)
+}
+
+// ContainerAdopter is a PodSandbox whose container instances outlive a
+// crashed agent (they run under a shim).
+type ContainerAdopter interface {
+	// AdoptContainer returns the running instance whose log is logPath, or
+	// an error when it is not running.
+	AdoptContainer(logPath string) (Container, error)
+}
+
 // NamespaceRuntime runs pods in Linux namespaces on the node's bridge.
 type NamespaceRuntime struct {
 	Config sandbox.Config
 }
 
-var _ Runtime = (*NamespaceRuntime)(nil)
+var (
+	_ Runtime          = (*NamespaceRuntime)(nil)
+	_ Adopter          = (*NamespaceRuntime)(nil)
+	_ ContainerAdopter = (*nsSandbox)(nil)
+)
+
+// AdoptPodSandbox implements Adopter.
+func (r *NamespaceRuntime) AdoptPodSandbox(uid, namespace, name string) (PodSandbox, error) {
+	sb, err := sandbox.AdoptSandbox(r.Config, namespace, name, uid)
+	if err != nil {
+		return nil, err
+	}
+	return &nsSandbox{sb: sb, cfg: r.Config}, nil
+}
+
+// CleanupExcept implements Adopter.
+func (r *NamespaceRuntime) CleanupExcept(ctx context.Context, keep func(uid string) bool) (int, error) {
+	return sandbox.CleanupStaleExcept(ctx, r.Config, keep)
+}
+
+// AdoptContainer implements ContainerAdopter.
+func (s *nsSandbox) AdoptContainer(logPath string) (Container, error) {
+	if len(s.cfg.Shim) == 0 {
+		return nil, sandbox.ErrNotRunning
+	}
+	return sandbox.Adopt(logPath)
+}
 
 // RunPodSandbox implements Runtime.
 func (r *NamespaceRuntime) RunPodSandbox(ctx context.Context, uid, namespace, name string, files func(ip netip.Addr) sandbox.Spec) (PodSandbox, error) {

@@ -2,13 +2,14 @@ package agent
 
 import (
 	"context"
-	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +44,7 @@ type podWorker struct {
 	sb           PodSandbox
 	containers   map[string]*podstatus.Container
 	sandboxReady bool
+	adopted      bool // the sandbox is an earlier agent's
 	failReason   string
 	failMessage  string
 	startTime    time.Time
@@ -112,10 +114,12 @@ func (w *podWorker) log() func(msg string, args ...any) {
 	return func(msg string, args ...any) { w.a.log.Info(msg, append([]any{"pod", w.key}, args...)...) }
 }
 
-func newID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+// containerID names a container instance: derived from the pod UID, the
+// container and its restart number, so that an agent that adopts the
+// instance after a restart reports the same ID.
+func containerID(uid types.UID, name string, restart int) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%s/%d", uid, name, restart)))
+	return hex.EncodeToString(h[:16])
 }
 
 func (w *podWorker) run(ctx context.Context) {
@@ -188,7 +192,18 @@ func (w *podWorker) setup(ctx context.Context, pod *v1.Pod) error {
 	}
 	var sb PodSandbox
 	var err error
-	for attempt := 0; ; attempt++ {
+	if ad, ok := w.a.runtime.(Adopter); ok {
+		if sb, err = ad.AdoptPodSandbox(string(pod.UID), pod.Namespace, pod.Name); err == nil {
+			w.log()("adopted the running sandbox of an earlier agent", "ip", sb.IP())
+			w.mu.Lock()
+			w.adopted = true
+			if pod.Status.StartTime != nil {
+				w.startTime = pod.Status.StartTime.Time
+			}
+			w.mu.Unlock()
+		}
+	}
+	for attempt := 0; sb == nil; attempt++ {
 		sb, err = w.a.runtime.RunPodSandbox(ctx, string(pod.UID), pod.Namespace, pod.Name, func(ip netip.Addr) sandbox.Spec {
 			s := sandbox.Spec{Hostname: host, ResolvConf: resolv, Hosts: dnsconfig.Hosts([]string{ip.String()}, host, domain, pod.Spec.HostAliases)}
 			if nginx {
@@ -282,51 +297,30 @@ func (w *podWorker) containerLoop(ctx context.Context, spec v1.Container) {
 	}
 	restarts := 0
 	var delay time.Duration
+	adopted, adoptedRestarts, adoptedReady := w.adoptContainer(spec, sb)
 	for {
-		plan, err := images.Resolve(&spec)
-		if err != nil {
-			w.setContainer(name, func(c *podstatus.Container) { c.WaitingReason, c.WaitingMessage = images.Reason, err.Error() })
-			w.wait(ctx, 1<<62)
-			return
-		}
-		host, _ := dnsconfig.Hostname(pod, w.a.cfg.ClusterDomain)
-		env, lookup, err := containerEnv(ctx, envInput{pod: pod, c: &spec, services: w.a.servicesNow(), hostname: host,
-			podIP: sb.IP().String(), hostIP: w.a.cfg.NodeIP.String(), client: w.a.client})
-		if err != nil {
-			w.setContainer(name, func(c *podstatus.Container) {
-				c.WaitingReason, c.WaitingMessage = "CreateContainerConfigError", err.Error()
-			})
-			if !w.wait(ctx, 5*time.Second) {
-				return
-			}
-			continue
-		}
-		var argv []string
-		if plan.Builtin != nil {
-			argv = append(append([]string(nil), w.a.cfg.Builtin...), plan.Builtin.Args...)
+		var proc Container
+		var env []string
+		if adopted != nil {
+			proc, restarts, adopted = adopted, adoptedRestarts, nil
+			b, _ := os.ReadFile(filepath.Join(sb.Dir(), "env", name))
+			env = strings.Split(string(b), "\x00")
 		} else {
-			for _, s := range plan.Argv {
-				argv = append(argv, Expand(s, lookup))
-			}
-		}
-		_ = os.MkdirAll(filepath.Join(sb.Dir(), "env"), 0o755)
-		_ = os.WriteFile(filepath.Join(sb.Dir(), "env", name), []byte(strings.Join(env, "\x00")), 0o600)
-		proc, err := sb.StartContainer(argv, env, spec.WorkingDir, sandbox.LogPath(sb.Dir(), name, restarts))
-		if err != nil {
-			w.setContainer(name, func(c *podstatus.Container) { c.WaitingReason, c.WaitingMessage = "RunContainerError", err.Error() })
-			if !w.wait(ctx, max(delay, time.Second)) {
+			var ok bool
+			if proc, env, ok = w.startContainer(ctx, spec, pod, sb, restarts, &delay); !ok {
 				return
+			} else if proc == nil {
+				continue
 			}
-			delay = w.nextDelay(delay)
-			continue
+			adoptedReady = false
 		}
-		id := newID()
+		id := containerID(w.uid, name, restarts)
 		w.setContainer(name, func(c *podstatus.Container) {
 			c.ID, c.Running, c.StartedAt, c.Terminated = id, true, proc.StartedAt(), nil
 			c.WaitingReason, c.WaitingMessage = "", ""
 			c.RestartCount = int32(restarts)
-			c.Ready = spec.ReadinessProbe == nil && spec.StartupProbe == nil
-			c.Started = spec.StartupProbe == nil
+			c.Ready = (spec.ReadinessProbe == nil && spec.StartupProbe == nil) || adoptedReady
+			c.Started = spec.StartupProbe == nil || adoptedReady
 		})
 		pctx, cancelProbes := context.WithCancel(ctx)
 		go w.probeLoop(pctx, spec, sb, proc, env, id)
@@ -378,6 +372,87 @@ func (w *podWorker) containerLoop(ctx context.Context, spec v1.Container) {
 		restarts++
 		delay = w.nextDelay(delay)
 	}
+}
+
+// startContainer starts instance restarts of the container. It returns
+// ok=false when the pod is stopping (or the container cannot ever start),
+// and a nil Container when the caller should try again (after a wait it
+// has done).
+func (w *podWorker) startContainer(ctx context.Context, spec v1.Container, pod *v1.Pod, sb PodSandbox, restarts int, delay *time.Duration) (Container, []string, bool) {
+	name := spec.Name
+	plan, err := images.Resolve(&spec)
+	if err != nil {
+		w.setContainer(name, func(c *podstatus.Container) { c.WaitingReason, c.WaitingMessage = images.Reason, err.Error() })
+		w.wait(ctx, 1<<62)
+		return nil, nil, false
+	}
+	host, _ := dnsconfig.Hostname(pod, w.a.cfg.ClusterDomain)
+	env, lookup, err := containerEnv(ctx, envInput{pod: pod, c: &spec, services: w.a.servicesNow(), hostname: host,
+		podIP: sb.IP().String(), hostIP: w.a.cfg.NodeIP.String(), client: w.a.client})
+	if err != nil {
+		w.setContainer(name, func(c *podstatus.Container) {
+			c.WaitingReason, c.WaitingMessage = "CreateContainerConfigError", err.Error()
+		})
+		return nil, nil, w.wait(ctx, 5*time.Second)
+	}
+	var argv []string
+	if plan.Builtin != nil {
+		argv = append(append([]string(nil), w.a.cfg.Builtin...), plan.Builtin.Args...)
+	} else {
+		for _, s := range plan.Argv {
+			argv = append(argv, Expand(s, lookup))
+		}
+	}
+	_ = os.MkdirAll(filepath.Join(sb.Dir(), "env"), 0o755)
+	_ = os.WriteFile(filepath.Join(sb.Dir(), "env", name), []byte(strings.Join(env, "\x00")), 0o600)
+	proc, err := sb.StartContainer(argv, env, spec.WorkingDir, sandbox.LogPath(sb.Dir(), name, restarts))
+	if err != nil {
+		w.setContainer(name, func(c *podstatus.Container) { c.WaitingReason, c.WaitingMessage = "RunContainerError", err.Error() })
+		if !w.wait(ctx, max(*delay, time.Second)) {
+			return nil, nil, false
+		}
+		*delay = w.nextDelay(*delay)
+		return nil, nil, true
+	}
+	return proc, env, true
+}
+
+// adoptContainer takes over the newest instance of the container an
+// earlier agent started in an adopted sandbox, if it still runs: its
+// restart count, and its readiness as the pod's status last reported it
+// (the kubelet also keeps a running container's readiness across its
+// restarts), so that the pod stays an endpoint.
+func (w *podWorker) adoptContainer(spec v1.Container, sb PodSandbox) (Container, int, bool) {
+	w.mu.Lock()
+	adopted := w.adopted
+	pod := w.pod.DeepCopy()
+	w.mu.Unlock()
+	ca, ok := sb.(ContainerAdopter)
+	if !adopted || !ok {
+		return nil, 0, false
+	}
+	logs, _ := filepath.Glob(filepath.Join(sb.Dir(), "logs", spec.Name, "*.log"))
+	last := -1
+	for _, l := range logs {
+		if n, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(l), ".log")); err == nil && n > last {
+			last = n
+		}
+	}
+	if last < 0 {
+		return nil, 0, false
+	}
+	proc, err := ca.AdoptContainer(sandbox.LogPath(sb.Dir(), spec.Name, last))
+	if err != nil {
+		return nil, 0, false
+	}
+	ready := false
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == spec.Name && cs.ContainerID == RuntimeScheme+containerID(w.uid, spec.Name, last) {
+			ready = cs.Ready
+		}
+	}
+	w.log()("adopted a running container", "container", spec.Name, "restartCount", last, "ready", ready)
+	return proc, last, ready
 }
 
 // deleting tells whether the pod stops because it is being deleted (not

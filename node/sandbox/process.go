@@ -16,7 +16,10 @@ import (
 
 // Process is one running container instance.
 type Process struct {
-	cmd      *exec.Cmd
+	cmd      *exec.Cmd // nil for an adopted instance
+	pid      int       // the container's main process and process group
+	shimPID  int       // 0 without a shim
+	exitPath string    // the shim's exit record
 	done     chan struct{}
 	started  time.Time
 	finished time.Time
@@ -37,6 +40,9 @@ func LogPath(podDir, container string, restart int) string {
 func (sb *Sandbox) Start(argv, env []string, wd, logPath string) (*Process, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("start container: empty command")
+	}
+	if len(sb.shim) > 0 {
+		return startShim(sb.shim, sb.Command(argv, env, wd), logPath)
 	}
 	return StartProcess(sb.Command(argv, env, wd), logPath)
 }
@@ -69,6 +75,7 @@ func StartProcess(cmd *exec.Cmd, logPath string) (*Process, error) {
 		return nil, fmt.Errorf("start container %q: %w", cmd.Path, err)
 	}
 	p.started = time.Now()
+	p.pid = cmd.Process.Pid
 	for stream, r := range map[string]io.Reader{"stdout": outR, "stderr": errR} {
 		p.copiers.Add(1)
 		go func() {
@@ -118,7 +125,7 @@ func exitStatus(cmd *exec.Cmd, err error) (code, sig int) {
 }
 
 // PID is the container's main process.
-func (p *Process) PID() int { return p.cmd.Process.Pid }
+func (p *Process) PID() int { return p.pid }
 
 // Done is closed when the process has exited and its output is flushed.
 func (p *Process) Done() <-chan struct{} { return p.done }
@@ -143,7 +150,7 @@ func (p *Process) Stop(grace time.Duration) {
 		return
 	default:
 	}
-	pgid := p.cmd.Process.Pid
+	pgid := p.pid
 	_ = syscall.Kill(pgid, syscall.SIGTERM)
 	t := time.NewTimer(grace)
 	defer t.Stop()

@@ -30,6 +30,11 @@ type Config struct {
 	Exe      string
 	InitArgs []string
 	IPAM     *IPAM
+	// Shim, when set, is the command that runs each container under a shim
+	// (Exe "container-shim"), so that containers survive a crash of the
+	// agent and a restarted agent adopts them. Without it containers are the
+	// agent's children and log through it.
+	Shim []string
 }
 
 // Spec describes one pod's sandbox.
@@ -60,6 +65,7 @@ type Sandbox struct {
 	Env map[string][]string `json:"env,omitempty"`
 
 	infra *exec.Cmd
+	shim  []string
 }
 
 // PodDir is the directory of a pod under a node's data dir.
@@ -82,6 +88,7 @@ func Create(ctx context.Context, cfg Config, spec Spec) (_ *Sandbox, err error) 
 		NetNS:  cfg.NSPrefix + short,
 		HostIf: "veth" + short,
 		Dir:    PodDir(cfg.DataDir, spec.Namespace, spec.Name),
+		shim:   cfg.Shim,
 	}
 	defer func() {
 		if err != nil {
@@ -177,6 +184,18 @@ func (sb *Sandbox) Save() error {
 	return nil
 }
 
+// AdoptSandbox returns the running sandbox an earlier agent created for the
+// pod namespace/name with this UID, or ErrNotRunning when there is none or
+// its infra process is gone.
+func AdoptSandbox(cfg Config, namespace, name, uid string) (*Sandbox, error) {
+	sb, err := Load(PodDir(cfg.DataDir, namespace, name))
+	if err != nil || sb.UID != uid || sb.InfraPID <= 0 || !sb.sameInfra() {
+		return nil, ErrNotRunning
+	}
+	sb.shim = cfg.Shim
+	return sb, nil
+}
+
 // Load reads a sandbox saved in dir.
 func Load(dir string) (*Sandbox, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "sandbox.json"))
@@ -199,7 +218,7 @@ func (sb *Sandbox) Destroy(ctx context.Context, cfg Config) error {
 		_ = sb.infra.Process.Kill()
 		_ = sb.infra.Wait()
 		sb.infra = nil
-	} else if sb.InfraPID > 0 && sameInfra(sb.InfraPID, sb.NetNS) {
+	} else if sb.InfraPID > 0 && sb.sameInfra() {
 		_ = syscall.Kill(sb.InfraPID, syscall.SIGKILL)
 	}
 	if err := deleteNetNS(ctx, sb.NetNS); err != nil {
@@ -218,11 +237,13 @@ func (sb *Sandbox) Destroy(ctx context.Context, cfg Config) error {
 	return errors.Join(errs...)
 }
 
-// sameInfra checks that pid is still our infra process (its command line
-// names the netns) before a saved PID is killed.
-func sameInfra(pid int, netns string) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	return err == nil && strings.Contains(string(b), netns)
+// sameInfra checks that the saved PID is still our infra process before
+// it is killed or adopted: `ip netns exec` replaced itself with the
+// sandbox-init process, whose command line names the pod directory (its
+// bind mounts).
+func (sb *Sandbox) sameInfra() bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(sb.InfraPID) + "/cmdline")
+	return err == nil && sb.Dir != "" && (strings.Contains(string(b), sb.NetNS) || strings.Contains(string(b), sb.Dir+"/"))
 }
 
 // Command returns a command that runs argv inside the pod's namespaces with
@@ -244,6 +265,12 @@ func (sb *Sandbox) Command(argv []string, env []string, wd string) *exec.Cmd {
 // previous node agent left when it crashed (a clean exit destroys its own).
 // It returns how many it removed; failures are joined in the error.
 func CleanupStale(ctx context.Context, cfg Config) (int, error) {
+	return CleanupStaleExcept(ctx, cfg, nil)
+}
+
+// CleanupStaleExcept is CleanupStale keeping the sandboxes of the pod UIDs
+// keep accepts (a restarted agent's pods, which it adopts).
+func CleanupStaleExcept(ctx context.Context, cfg Config, keep func(uid string) bool) (int, error) {
 	dirs, _ := filepath.Glob(filepath.Join(cfg.DataDir, "pods", "*", "sandbox.json"))
 	var errs []error
 	n := 0
@@ -251,6 +278,9 @@ func CleanupStale(ctx context.Context, cfg Config) (int, error) {
 		sb, err := Load(filepath.Dir(f))
 		if err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		if keep != nil && keep(sb.UID) {
 			continue
 		}
 		if err := sb.Destroy(ctx, cfg); err != nil {
