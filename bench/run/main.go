@@ -135,30 +135,42 @@ func main() {
 	}
 	res := newResults()
 	res.text["load-start"] = strings.Join(strings.Fields(string(load0))[:3], " ")
-	if cfg.only["proxy"] {
-		_ = benchProxies(res, bins, cfg)
-	}
-	if cfg.only["userspace"] {
-		_ = benchUserspace(res, cfg.root, cfg)
-	}
-	if cfg.only["dns"] {
-		_ = benchDNS(res, cfg.root, bins, cfg)
-	}
-	if cfg.only["netprog"] {
-		if err := benchNetProg(res, bins, cfg); err != nil {
-			logf("%v", err)
-			res.note(err.Error())
+	// The report is rewritten after every part, so an interrupted long run
+	// still leaves what it measured (with the parts not run yet marked).
+	done := map[string]bool{}
+	report := func() {
+		load1, _ := os.ReadFile("/proc/loadavg")
+		res.text["load-end"] = strings.Join(strings.Fields(string(load1))[:3], " ")
+		res.text["took"] = time.Since(start).Round(time.Second).String()
+		res.text["gomaxprocs"] = strconv.Itoa(runtime.GOMAXPROCS(0))
+		if err := writeReport(res, bins, cfg, done); err != nil {
+			fail(err)
 		}
 	}
-	if interrupted.Load() {
-		select {} // the signal handler cleans up and exits
+	parts := []struct {
+		name string
+		run  func()
+	}{
+		{"proxy", func() { _ = benchProxies(res, bins, cfg) }},
+		{"userspace", func() { _ = benchUserspace(res, cfg.root, cfg) }},
+		{"dns", func() { _ = benchDNS(res, cfg.root, bins, cfg) }},
+		{"netprog", func() {
+			if err := benchNetProg(res, bins, cfg); err != nil {
+				logf("%v", err)
+				res.note(err.Error())
+			}
+		}},
 	}
-	load1, _ := os.ReadFile("/proc/loadavg")
-	res.text["load-end"] = strings.Join(strings.Fields(string(load1))[:3], " ")
-	res.text["took"] = time.Since(start).Round(time.Second).String()
-	res.text["gomaxprocs"] = strconv.Itoa(runtime.GOMAXPROCS(0))
-	if err := writeReport(res, bins, cfg); err != nil {
-		fail(err)
+	for _, p := range parts {
+		if !cfg.only[p.name] {
+			continue
+		}
+		p.run()
+		if interrupted.Load() {
+			select {} // the signal handler cleans up and exits
+		}
+		done[p.name] = true
+		report()
 	}
 	logf("wrote %s in %s", cfg.out, time.Since(start).Round(time.Second))
 }

@@ -37,7 +37,7 @@ func machine() string {
 	return fmt.Sprintf("%s, %s RAM", cpu, mem)
 }
 
-func writeReport(res *results, bins *peers, cfg *config) error {
+func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) error {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("# Benchmarks: svcnet against the real peers\n\n")
@@ -65,7 +65,10 @@ func writeReport(res *results, bins *peers, cfg *config) error {
 		return err
 	}
 
-	if cfg.only["proxy"] {
+	if !done["proxy"] && cfg.only["proxy"] {
+		w("## proxy: not run yet (the run was still going when this file was written)\n\n")
+	}
+	if done["proxy"] {
 		w("## Service proxy: svcnet proxy against kube-proxy %s\n\n", kubeProxyVersion)
 		w("One node namespace runs `svcnet apiserver` (the API both proxies watch; the real kube-proxy runs on it as in "+
 			"`e2e/interop`) and, in turn, each proxy with the same flags (`--proxy-mode M --cluster-cidr 10.244.0.0/16 "+
@@ -133,7 +136,10 @@ func writeReport(res *results, bins *peers, cfg *config) error {
 		}
 		w("\n")
 	}
-	if cfg.only["userspace"] {
+	if !done["userspace"] && cfg.only["userspace"] {
+		w("## userspace: not run yet (the run was still going when this file was written)\n\n")
+	}
+	if done["userspace"] {
 		w("## Userspace proxy against HAProxy\n\n")
 		w("`%s` (bench/userspace), %d times: one iperf3 TCP stream, and wrk with `Connection: close` (a new TCP connection "+
 			"per request), each directly, through svcnet's userspace proxy and through HAProxy (mode tcp) to the same backend, "+
@@ -146,7 +152,10 @@ func writeReport(res *results, bins *peers, cfg *config) error {
 		}
 		w("\n")
 	}
-	if cfg.only["dns"] {
+	if !done["dns"] && cfg.only["dns"] {
+		w("## dns: not run yet (the run was still going when this file was written)\n\n")
+	}
+	if done["dns"] {
 		w("## Cluster DNS against CoreDNS %s\n\n", corednsVersion)
 		w("`%s` (bench/dns), %d times: both servers read the same generated cluster from one API, dnsperf runs against "+
 			"each in turn.\n\n", res.text["dns-cmd"], cfg.reps)
@@ -159,7 +168,10 @@ func writeReport(res *results, bins *peers, cfg *config) error {
 		}
 		w("\n")
 	}
-	if cfg.only["netprog"] {
+	if !done["netprog"] && cfg.only["netprog"] {
+		w("## netprog: not run yet (the run was still going when this file was written)\n\n")
+	}
+	if done["netprog"] {
 		w("## Network programming latency in `svcnet up --nodes 3`\n\n")
 		w("`%s`, run inside a throwaway network namespace (as e2e/seeds does), with %d background Services (two endpoints "+
 			"each), then a 3-replica Deployment (`jocatalin/kubernetes-bootcamp:v1`) behind a Service scaled 3→4→3 %d times "+
@@ -172,7 +184,7 @@ func writeReport(res *results, bins *peers, cfg *config) error {
 		w("| observations | mean | p50 | p90 | p99 | histogram (observations per bucket) |\n|---|---|---|---|---|---|\n")
 		w("| %.0f | %s | %s | %s | %s | %s |\n\n", c.med, m.format("s"), res.text["netprog-p50"], res.text["netprog-p90"], res.text["netprog-p99"], res.text["netprog-buckets"])
 	}
-	if cfg.only["proxy"] {
+	if done["proxy"] {
 		w("## Not measured here\n\n")
 		w("- kube-apiserver on the same etcd (create rate, LIST/watch): building kube-apiserver from k8s.io/kubernetes and "+
 			"running it on the Debian etcd with its certificates was not done yet; only svcnet apiserver is measured above.\n")

@@ -71,7 +71,7 @@ func benchDNS(res *results, root string, bins *peers, cfg *config) error {
 			res.note(fmt.Sprintf("bench/dns repetition %d: %v: %s", rep+1, err, lastLines(string(out), 5)))
 			continue
 		}
-		res.text["dns-cmd"] = "go " + strings.Join(args, " ")
+		res.text["dns-cmd"] = strings.ReplaceAll("go "+strings.Join(args, " "), cfg.root+"/", "")
 		for _, l := range strings.Split(string(out), "\n") {
 			m := row.FindStringSubmatch(l)
 			if m == nil {
