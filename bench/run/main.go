@@ -35,6 +35,7 @@ type config struct {
 	connects       int
 	maxConnSize    int
 	syncTimeout    time.Duration
+	iptablesMax    int
 	only           map[string]bool
 	dnsSizes       []int
 	dnsDuration    time.Duration
@@ -73,6 +74,7 @@ func main() {
 	flag.IntVar(&cfg.changes, "changes", 5, "one-change syncs per proxy run")
 	flag.IntVar(&cfg.connects, "connects", 1000, "TCP connects per latency measurement")
 	flag.IntVar(&cfg.maxConnSize, "connect-max-services", 30000, "measure connect latency only up to this many Services")
+	flag.IntVar(&cfg.iptablesMax, "iptables-max-services", 0, "run iptables mode only up to this many Services (0: every size); its full syncs take minutes at 10k on a loaded machine")
 	flag.DurationVar(&cfg.syncTimeout, "sync-timeout", 10*time.Minute, "give up on a proxy's first sync after this long")
 	flag.StringVar(&only, "only", "proxy,userspace,dns,netprog", "which benchmarks to run")
 	flag.StringVar(&dnsSizes, "dns-sizes", "1000,10000", "Service counts for the DNS comparison")

@@ -296,14 +296,17 @@ const bgNamespace = "bench-bg"
 // createBackground creates n selector-less Services, each with a slice of
 // two ready endpoints (addresses no pod has: only the rules matter).
 func createBackground(ctx context.Context, cs *kubernetes.Clientset, n int) error {
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: bgNamespace}},
-		metav1.CreateOptions{}); err != nil {
+	if err := retry(func() error {
+		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: bgNamespace}},
+			metav1.CreateOptions{})
+		return err
+	}); err != nil {
 		return err
 	}
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	var firstErr atomic.Value
-	for w := 0; w < 16; w++ {
+	for w := 0; w < 8; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -313,9 +316,12 @@ func createBackground(ctx context.Context, cs *kubernetes.Clientset, n int) erro
 					return
 				}
 				name := fmt.Sprintf("bg-%05d", i)
-				if _, err := cs.CoreV1().Services(bgNamespace).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
-					Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}}},
-					metav1.CreateOptions{}); err != nil {
+				if err := retry(func() error {
+					_, err := cs.CoreV1().Services(bgNamespace).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+						Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}}},
+						metav1.CreateOptions{})
+					return err
+				}); err != nil {
 					firstErr.CompareAndSwap(nil, err)
 					return
 				}
@@ -324,12 +330,15 @@ func createBackground(ctx context.Context, cs *kubernetes.Clientset, n int) erro
 					eps = append(eps, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", 200+(2*i+k)/62500, ((2*i+k)/250)%250, 1+(2*i+k)%250)},
 						Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}})
 				}
-				if _, err := cs.DiscoveryV1().EndpointSlices(bgNamespace).Create(ctx, &discoveryv1.EndpointSlice{
-					ObjectMeta: metav1.ObjectMeta{Name: name + "-bg", Labels: map[string]string{
-						discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "svcnet-bench"}},
-					AddressType: discoveryv1.AddressTypeIPv4, Endpoints: eps,
-					Ports: []discoveryv1.EndpointPort{{Name: ptr("http"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(8080))}},
-				}, metav1.CreateOptions{}); err != nil {
+				if err := retry(func() error {
+					_, err := cs.DiscoveryV1().EndpointSlices(bgNamespace).Create(ctx, &discoveryv1.EndpointSlice{
+						ObjectMeta: metav1.ObjectMeta{Name: name + "-bg", Labels: map[string]string{
+							discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "svcnet-bench"}},
+						AddressType: discoveryv1.AddressTypeIPv4, Endpoints: eps,
+						Ports: []discoveryv1.EndpointPort{{Name: ptr("http"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(8080))}},
+					}, metav1.CreateOptions{})
+					return err
+				}); err != nil {
 					firstErr.CompareAndSwap(nil, err)
 					return
 				}

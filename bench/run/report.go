@@ -127,7 +127,7 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 			"(svcnet's IPVS mode is tested in a qemu VM, `proxy/ipvs/vmtest`).\n\n")
 
 		w("### API server (svcnet apiserver alone)\n\n")
-		w("Measured while filling the proxy bench's API: Services and EndpointSlices created by 16 concurrent client-go "+
+		w("Measured while filling the proxy bench's API: Services and EndpointSlices created by 8 concurrent client-go "+
 			"writers (protobuf), and 3 full LISTs of the N Services. kube-apiserver is **not** measured: see below.\n\n")
 		w("| Services | create rate (objects/s) | LIST protobuf (ms) | LIST JSON (ms) |\n|---|---|---|---|\n")
 		for _, n := range cfg.sizes {
