@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -131,7 +132,10 @@ func createService(ctx context.Context, client kubernetes.Interface, i int) erro
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}}},
 	}
-	if _, err := client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	if err := retryCreate(ctx, func() error {
+		_, err := client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
+		return err
+	}); err != nil {
 		return fmt.Errorf("create Service %s: %w", name, err)
 	}
 	slice := &discoveryv1.EndpointSlice{
@@ -142,8 +146,33 @@ func createService(ctx context.Context, client kubernetes.Interface, i int) erro
 		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.244.%d.%d", 1+i/250, 1+i%250)},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}, NodeName: ptr.To("node-2")}},
 	}
-	if _, err := client.DiscoveryV1().EndpointSlices("default").Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+	if err := retryCreate(ctx, func() error {
+		_, err := client.DiscoveryV1().EndpointSlices("default").Create(ctx, slice, metav1.CreateOptions{})
+		return err
+	}); err != nil {
 		return fmt.Errorf("create EndpointSlice %s: %w", slice.Name, err)
 	}
 	return nil
+}
+
+// retryCreate retries a create that a loaded machine's etcd timed out (500
+// or 504; the write may still have happened, so AlreadyExists counts as
+// done). The test is about the proxy's first sync, not the write path.
+func retryCreate(ctx context.Context, create func() error) error {
+	var err error
+	for attempt := 0; attempt < 6; attempt++ {
+		err = create()
+		switch {
+		case err == nil || (attempt > 0 && apierrors.IsAlreadyExists(err)):
+			return nil
+		case !apierrors.IsInternalError(err) && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) && !apierrors.IsTooManyRequests(err):
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt+1) * 500 * time.Millisecond):
+		}
+	}
+	return err
 }
