@@ -143,6 +143,16 @@ spec:
 		t.Errorf("aggregationLength default: %v", got.Object["spec"])
 	}
 
+	l2ads := dc.Resource(metallbv1beta1.L2AdvertisementsResource).Namespace(ns)
+	_, err = l2ads.Create(ctx, obj(t, "apiVersion: metallb.io/v1beta1\nkind: L2Advertisement\nmetadata: {name: l2}\nspec: {ipAddressPools: [first-pool, first-pool]}"), metav1.CreateOptions{})
+	if err == nil || err.Error() != `admission webhook "l2advertisementvalidationwebhook.metallb.io" denied the request: duplicate definition of ipAddressPools "first-pool"` {
+		t.Errorf("duplicate pool in L2Advertisement: %v", err)
+	}
+	// The seed's L2Advertisement, verbatim.
+	if _, err := l2ads.Create(ctx, obj(t, "apiVersion: metallb.io/v1beta1\nkind: L2Advertisement\nmetadata:\n  name: example-advertisement\n  namespace: metallb-system\nspec:\n  ipAddressPools:\n    - first-pool\n"), metav1.CreateOptions{}); err != nil {
+		t.Errorf("seed L2Advertisement: %v", err)
+	}
+
 	// Status kinds: create drops status, /status sets it, the node is
 	// immutable once set.
 	l2 := dc.Resource(metallbv1beta1.ServiceL2StatusesResource).Namespace(ns)

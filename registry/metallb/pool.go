@@ -56,3 +56,25 @@ func admitPool(ctx context.Context, s *Strategy, u *unstructured.Unstructured) e
 	}
 	return nil
 }
+
+// NewL2AdvertisementStrategy returns L2Advertisement's strategy: MetalLB's
+// webhook checks of the advertisement itself (apis/metallb/validation).
+// Served without a status subresource, as IPAddressPools.
+func NewL2AdvertisementStrategy() *PoolStrategy {
+	return &PoolStrategy{&Strategy{
+		Basic:   core.Basic{Namespaced: true},
+		webhook: "l2advertisementvalidationwebhook.metallb.io",
+		admit:   admitL2Advertisement,
+	}}
+}
+
+func admitL2Advertisement(_ context.Context, s *Strategy, u *unstructured.Unstructured) error {
+	ad, err := decode[metallbv1beta1.L2Advertisement](s, u)
+	if err != nil {
+		return err
+	}
+	if err := validation.L2Advertisement(ad); err != nil {
+		return s.deny(err)
+	}
+	return nil
+}

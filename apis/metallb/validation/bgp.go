@@ -341,3 +341,26 @@ func selectorsDuplicate(sels []metav1.LabelSelector, what string) error {
 	}
 	return nil
 }
+
+// L2Advertisement is MetalLB's L2Advertisement webhook for one
+// advertisement: no pool named twice, no selector given twice, and node
+// selectors that parse.
+func L2Advertisement(a *metallbv1beta1.L2Advertisement) error {
+	s := &a.Spec
+	if err := validateDuplicate(s.IPAddressPools, "ipAddressPools"); err != nil {
+		return err
+	}
+	if err := selectorsDuplicate(s.IPAddressPoolSelectors, "ipAddressPoolSelectors"); err != nil {
+		return err
+	}
+	if err := selectorsDuplicate(s.NodeSelectors, "nodeSelectors"); err != nil {
+		return err
+	}
+	for i := range s.NodeSelectors {
+		if _, err := metav1.LabelSelectorAsSelector(&s.NodeSelectors[i]); err != nil {
+			return errors.Join(fmt.Errorf("invalid label selector %v: %w", s.NodeSelectors[i], err),
+				fmt.Errorf("failed to parse node selector for %s", a.Name))
+		}
+	}
+	return nil
+}
