@@ -129,7 +129,10 @@ func TestPeer(t *testing.T) {
 		{"no address", func(s *metallbv1beta2.BGPPeerSpec) { s.Address = "" }, "parsing peer router peer has no Address or Interface specified"},
 		{"bad source", func(s *metallbv1beta2.BGPPeerSpec) { s.SrcAddress = "x" }, `parsing peer router invalid source IP "x"`},
 		{"short hold time", func(s *metallbv1beta2.BGPPeerSpec) { s.HoldTime = dur(time.Second) }, `parsing peer router invalid BGPPeer timers: invalid hold time "1s": must be 0 or >=3s`},
-		{"keepalive above hold", func(s *metallbv1beta2.BGPPeerSpec) { s.HoldTime = dur(9 * time.Second); s.KeepaliveTime = dur(10 * time.Second) },
+		{"keepalive above hold", func(s *metallbv1beta2.BGPPeerSpec) {
+			s.HoldTime = dur(9 * time.Second)
+			s.KeepaliveTime = dur(10 * time.Second)
+		},
 			`parsing peer router invalid BGPPeer timers: invalid keepaliveTime "10s", must be lower than holdTime "9s"`},
 		{"bfd", func(s *metallbv1beta2.BGPPeerSpec) { s.BFDProfile = "fast" }, "peer 172.18.0.100 has bfd-profile set on native bgp mode"},
 		{"password and secret", func(s *metallbv1beta2.BGPPeerSpec) { s.Password = "a"; s.PasswordSecret.Name = "s" },
