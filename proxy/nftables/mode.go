@@ -39,16 +39,17 @@ var (
 	_ proxy.Dumper   = (*Mode)(nil)
 )
 
-// NewMode builds the mode from the core's configuration; nft runs through
-// cfg.Exec. The "drop traffic to unallocated ClusterIPs" rule is written
+// NewMode builds the mode from the core's configuration: it programs
+// through netlink in cfg.Exec's network namespace when cfg.Exec is a
+// proxy.OSExecutor (or nil), else by running nft through cfg.Exec. The "drop traffic to unallocated ClusterIPs" rule is written
 // for cfg.ServiceCIDRs (none when empty).
 func NewMode(cfg proxy.ModeConfig) (proxy.Provider, error) {
 	return NewModeWithServiceCIDRs(cfg, cfg.ServiceCIDRs, nil)
 }
 
 // NewModeWithServiceCIDRs is NewMode plus the Service CIDRs (both families
-// mixed) and, for tests, the NFT of each family (nil: run nft through
-// cfg.Exec). nfts[0] is IPv4, nfts[1] IPv6.
+// mixed) and, for tests, the NFT of each family (nil: as NewMode).
+// nfts[0] is IPv4, nfts[1] IPv6.
 func NewModeWithServiceCIDRs(cfg proxy.ModeConfig, serviceCIDRs []netip.Prefix, nfts []NFT) (*Mode, error) {
 	log := cfg.Log
 	if log == nil {

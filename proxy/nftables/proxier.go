@@ -277,12 +277,12 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	return nil
 }
 
-// freshTablePorts is how many Service ports go in one transaction when a
+// freshTablePorts is how many Services go in one transaction when a
 // full sync creates the table from nothing.
 const freshTablePorts = 500
 
 // applyTx applies tx as one transaction, or, when the table did not exist
-// (fresh), in transactions of freshTablePorts Service ports: the kernel
+// (fresh), in transactions of freshTablePorts Services: the kernel
 // walks the whole transaction for every anonymous set a rule binds
 // (__nft_set_trans_bind), so one transaction of N Services costs O(N²)
 // there, and with no previous table there is nothing whose atomic
