@@ -5,6 +5,10 @@
 // bare-metal nodes does. One cluster serves every check; it runs inside a
 // network namespace the test creates, with no route out.
 //
+// When svcnet up has --ip-family, the cluster is dual-stack and an IPv6
+// Service is checked the same way over NDP (the client's own kernel
+// resolves the address).
+//
 // Needs root, ip, nsenter, curl and arping (iputils-arping); skipped
 // without them and with -short.
 package speaker
@@ -31,6 +35,9 @@ import (
 )
 
 type cluster struct {
+	// dual: svcnet up has --ip-family and runs dual-stack, so the IPv6
+	// checks (NDP) run too.
+	dual   bool
 	lab    *testbed.NetNS
 	dir    string
 	prefix string
@@ -57,7 +64,12 @@ func startCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	up := exec.Command("ip", "netns", "exec", c.lab.Name, bin, "up", "--nodes", "3", "--data-dir", filepath.Join(dir, "data"), "--prefix", c.prefix)
+	args := []string{"netns", "exec", c.lab.Name, bin, "up", "--nodes", "3", "--data-dir", filepath.Join(dir, "data"), "--prefix", c.prefix}
+	if help, _ := exec.Command(bin, "up", "--help").CombinedOutput(); strings.Contains(string(help), "--ip-family") {
+		c.dual = true
+		args = append(args, "--ip-family", "dual")
+	}
+	up := exec.Command("ip", args...)
 	stdout, _ := up.StdoutPipe()
 	up.Stderr = logf
 	up.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
@@ -235,6 +247,15 @@ func TestLayer2(t *testing.T) {
 	client := testbed.NewNetNS(t, "speaker-client")
 	testbed.Link(t, c.lab, "spkcl0", "", client, "eth0", "172.18.0.250/24")
 	c.lab.MustRun("ip", "link", "set", "spkcl0", "master", c.prefix+"0")
+	if c.dual {
+		abs6, _ := filepath.Abs("testdata/l2-ipv6.yaml")
+		if out, err := c.kubectl("apply", "-f", abs6); err != nil {
+			t.Fatalf("kubectl apply: %v\n%s", err, out)
+		}
+		client.MustRun("ip", "-6", "addr", "add", "fd00:172:18::250/64", "dev", "eth0", "nodad")
+	} else {
+		t.Log("svcnet up has no --ip-family: IPv6 (NDP) is checked in speaker/l2 only")
+	}
 	if routes := strings.TrimSpace(client.MustRun("ip", "-4", "route", "show")); strings.Count(routes, "\n") != 0 || !strings.HasPrefix(routes, "172.18.0.0/24 dev eth0") {
 		t.Fatalf("client routes:\n%s", routes)
 	}
@@ -298,6 +319,36 @@ func TestLayer2(t *testing.T) {
 		t.Fatalf("arping 172.18.0.201: want exactly %s (node %s), got %v:\n%s", macOf[local], local, macs, out)
 	}
 
+	// IPv6: the client's kernel resolves the address by a neighbor
+	// solicitation, and the answer is the announcing node's MAC.
+	neigh6 := func() string {
+		out, _ := client.Run("ip", "-6", "neigh", "show", "fd00:172:18::200", "dev", "eth0")
+		if m := regexp.MustCompile(`lladdr (\S+)`).FindStringSubmatch(out); m != nil {
+			return strings.ToLower(m[1])
+		}
+		return ""
+	}
+	curl6 := func() (string, bool) {
+		out, err := client.Run("curl", "-sS", "-m", "3", "http://[fd00:172:18::200]/")
+		return out, err == nil && strings.Contains(out, "Hello Kubernetes bootcamp!")
+	}
+	var v6node string
+	if c.dual {
+		eventually(t, 120*time.Second, "curl http://[fd00:172:18::200]/ from the client", curl6)
+		eventually(t, 60*time.Second, "a nodeAssigned event on Service web6", func() (string, bool) {
+			nodes, out := c.announcers("web6")
+			if len(nodes) > 0 {
+				v6node = nodes[len(nodes)-1]
+			}
+			return out, len(nodes) > 0
+		})
+		if got := neigh6(); got != macOf[v6node] {
+			t.Fatalf("fd00:172:18::200 resolved to %q, want %s (node %s)", got, macOf[v6node], v6node)
+		}
+		c.wantL2Status(t, "web6", v6node)
+		t.Logf("web6 (IPv6) announced by %s (%s)", v6node, macOf[v6node])
+	}
+
 	// Failover: the announcing node's speaker dies (SIGKILL: no goodbye).
 	// Another node takes over once its Lease expires and tells the client
 	// by gratuitous ARP: the client's neighbor entry moves to the new MAC
@@ -334,6 +385,30 @@ func TestLayer2(t *testing.T) {
 		return out, slices.Contains(nodes, second)
 	})
 	c.wantL2Status(t, "web", second)
+	if c.dual {
+		// web6's announcer, whichever it was, is now a node whose speaker
+		// lives, and the client reaches it (its neighbor entry moved by an
+		// unsolicited NA if the IPv6 address moved too).
+		// If web6 did not move with web, its announcer dies now, so that
+		// the IPv6 takeover (unsolicited NA) is exercised either way.
+		dead := map[string]bool{macOf[first]: true}
+		if v6node != first {
+			if pid := c.speakerPID(v6node); pid == 0 {
+				t.Fatalf("no speaker process for node %s", v6node)
+			} else if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			dead[macOf[v6node]] = true
+		}
+		killed := time.Now()
+		eventually(t, 60*time.Second, "web6 reachable through a live speaker's node", func() (string, bool) {
+			if got := neigh6(); got == "" || dead[got] {
+				return "neighbor " + got, false
+			}
+			return curl6()
+		})
+		t.Logf("IPv6 failover from %s: the client's neighbor entry moved and curl works %.1fs after the SIGKILL", v6node, time.Since(killed).Seconds())
+	}
 
 	// Deleting the Service withdraws: no answer, no status object.
 	if out, err := c.kubectl("delete", "svc", "web"); err != nil {
