@@ -177,7 +177,8 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 			"each), then a 3-replica Deployment (`jocatalin/kubernetes-bootcamp:v1`) behind a Service scaled 3→4→3 %d times "+
 			"(each step waits for the slice to show the new count, then 2 s). The figures are the three proxies' own "+
 			"`kubeproxy_network_programming_duration_seconds` histograms, summed, counting only observations made during the "+
-			"cycles. The histogram's buckets are 0.25 s, 0.5 s, 1 s, 2 s, 3 s, …, so quantiles are bucket intervals.\n\n",
+			"cycles. The histogram's buckets are 0.25 s, 0.5 s, 1 s, 2 s, 3 s, …, so quantiles are bucket intervals. "+
+			"Pod condition times are whole seconds in the Kubernetes API, and the trigger time the EndpointSlice controller publishes (`endpoints.kubernetes.io/last-change-trigger-time`) comes from the pod's Ready transition time, so every observation carries between 0 and 1 s (0.5 s on average) of truncation on top of the real latency, in kube-proxy as in svcnet.\n\n",
 			res.text["netprog-up"], cfg.npServices, cfg.npCycles)
 		c := stats(res.get("netprog", "count"))
 		m := stats(res.get("netprog", "mean"))
