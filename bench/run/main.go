@@ -23,7 +23,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
 )
 
 type config struct {

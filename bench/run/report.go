@@ -70,13 +70,13 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 	}
 	if done["proxy"] {
 		w("## Service proxy: svcnet proxy against kube-proxy %s\n\n", kubeProxyVersion)
-		w("One node namespace runs `svcnet apiserver` (the API both proxies watch; the real kube-proxy runs on it as in "+
-			"`e2e/interop`) and, in turn, each proxy with the same flags (`--proxy-mode M --cluster-cidr 10.244.0.0/16 "+
-			"--conntrack-max-per-core 0 --nodeport-addresses primary`, everything else default, so `--min-sync-period` is 1 s "+
-			"in both); a pods namespace behind a veth pair holds the 10 endpoint addresses. N ClusterIP Services × 10 ready "+
+		w("One node namespace runs `svcnet apiserver` (the API both proxies watch; the real kube-proxy runs on it as in " +
+			"`e2e/interop`) and, in turn, each proxy with the same flags (`--proxy-mode M --cluster-cidr 10.244.0.0/16 " +
+			"--conntrack-max-per-core 0 --nodeport-addresses primary`, everything else default, so `--min-sync-period` is 1 s " +
+			"in both); a pods namespace behind a veth pair holds the 10 endpoint addresses. N ClusterIP Services × 10 ready " +
 			"endpoints (one EndpointSlice each) exist before the proxy starts. The ruleset is flushed between runs.\n\n")
-		w("- **programmed after start**: from starting the process to the end of its first sync (its own "+
-			"`kubeproxy_sync_proxy_rules_last_timestamp_seconds`, once `/healthz` reports a sync): informer lists, "+
+		w("- **programmed after start**: from starting the process to the end of its first sync (its own " +
+			"`kubeproxy_sync_proxy_rules_last_timestamp_seconds`, once `/healthz` reports a sync): informer lists, " +
 			"computing and writing everything.\n")
 		w("- **first sync**: the duration of that sync alone (`kubeproxy_sync_proxy_rules_duration_seconds`).\n")
 		w("- **one change**: a new Service with its slice is created beside the N; the duration of the one sync that "+
@@ -123,11 +123,11 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 		if err := plotConnect(res, cfg, filepath.Join(plots, "connect.png")); err != nil {
 			res.note("plot connect.png: " + err.Error())
 		}
-		w("IPVS mode is not measured: kube-proxy's IPVS mode needs the kernel's `ip_vs`, which this machine does not have "+
+		w("IPVS mode is not measured: kube-proxy's IPVS mode needs the kernel's `ip_vs`, which this machine does not have " +
 			"(svcnet's IPVS mode is tested in a qemu VM, `proxy/ipvs/vmtest`).\n\n")
 
 		w("### API server (svcnet apiserver alone)\n\n")
-		w("Measured while filling the proxy bench's API: Services and EndpointSlices created by 8 concurrent client-go "+
+		w("Measured while filling the proxy bench's API: Services and EndpointSlices created by 8 concurrent client-go " +
 			"writers (protobuf), and 3 full LISTs of the N Services. kube-apiserver is **not** measured: see below.\n\n")
 		w("| Services | create rate (objects/s) | LIST protobuf (ms) | LIST JSON (ms) |\n|---|---|---|---|\n")
 		for _, n := range cfg.sizes {
@@ -187,7 +187,7 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 	}
 	if done["proxy"] {
 		w("## Not measured here\n\n")
-		w("- kube-apiserver on the same etcd (create rate, LIST/watch): building kube-apiserver from k8s.io/kubernetes and "+
+		w("- kube-apiserver on the same etcd (create rate, LIST/watch): building kube-apiserver from k8s.io/kubernetes and " +
 			"running it on the Debian etcd with its certificates was not done yet; only svcnet apiserver is measured above.\n")
 		w("- IPVS plan time (svcnet only; kube-proxy's IPVS mode needs the kernel).\n\n")
 	}
