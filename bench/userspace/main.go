@@ -9,7 +9,7 @@
 //
 // It is a benchmark, not a test: run it with
 //
-//	go run ./bench/userspace [-duration 5s] [-connections 32]
+//	go run ./bench/userspace [-duration 5s] [-connections 32] [-runs 3]
 //
 // It needs iperf3, wrk and haproxy on PATH (Debian packages of the same
 // names) and only uses 127.0.0.1. Every process it starts is stopped before
@@ -30,20 +30,26 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/svcnet/svcnet/proxy/userspace"
 )
 
-var cpuProfile string
+var (
+	cpuProfile string
+	runs       int
+)
 
 func main() {
 	duration := flag.Duration("duration", 5*time.Second, "length of each measurement")
+	flag.IntVar(&runs, "runs", 3, "repetitions of every measurement (medians and ranges are reported)")
 	conns := flag.Int("connections", 32, "concurrent wrk connections")
 	backend := flag.String("http-backend", "", "internal: serve the HTTP backend on this address")
-	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the proxy during its wrk run to this file")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write CPU profiles of the proxy during its first wrk run to this file and during its first iperf3 run to FILE.iperf")
 	flag.Parse()
 	if *backend != "" {
 		serveHTTP(*backend)
@@ -181,42 +187,150 @@ listen http
 		return err
 	}
 
+	var iperfCPU []float64
+	haPID := 0
+	for _, c := range ps {
+		if filepath.Base(c.Path) == "haproxy" {
+			haPID = c.Process.Pid
+		}
+	}
 	type row struct {
-		name       string
-		iperf      int
-		http       int
-		gbps, rps  float64
-		gbErr, rpE error
+		name  string
+		iperf int
+		http  int
+		// cpu returns the CPU time the proxy itself has used so far.
+		cpu             func() time.Duration
+		gbps, rps, cpus []float64 // one per run; cpus: proxy CPU µs per connection
+		errs            []error
 	}
 	rows := []*row{
 		{name: "direct", iperf: iperfPort, http: httpPort},
-		{name: "svcnet userspace", iperf: usIperf, http: usHTTP},
-		{name: "haproxy 2.6 (tcp)", iperf: haIperf, http: haHTTP},
+		{name: "svcnet userspace", iperf: usIperf, http: usHTTP, cpu: selfCPU},
+		{name: "haproxy 2.6 (tcp)", iperf: haIperf, http: haHTTP, cpu: func() time.Duration { return procCPU(haPID) }},
 	}
-	for _, r := range rows {
-		r.gbps, r.gbErr = iperf(r.iperf, d)
-		if cpuProfile != "" && r.http == usHTTP {
-			f, err := os.Create(cpuProfile)
-			if err != nil {
-				return err
-			}
-			if err := pprof.StartCPUProfile(f); err != nil {
-				return err
-			}
-			r.rps, r.rpE = wrk(r.http, d, conns)
-			pprof.StopCPUProfile()
-			f.Close()
-			continue
+	for run := 0; run < runs; run++ {
+		// Alternate the order from run to run, so that a slow spell of the
+		// machine does not always hit the same path.
+		order := append([]*row(nil), rows...)
+		if run%2 == 1 {
+			slices.Reverse(order)
 		}
-		r.rps, r.rpE = wrk(r.http, d, conns)
+		for _, r := range order {
+			var iperfProf *os.File
+			if cpuProfile != "" && r.http == usHTTP && run == 0 {
+				f, err := os.Create(cpuProfile + ".iperf")
+				if err != nil {
+					return err
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				iperfProf = f
+			}
+			c0 := selfCPU()
+			g, err := iperf(r.iperf, d)
+			if r.http == usHTTP {
+				iperfCPU = append(iperfCPU, (selfCPU()-c0).Seconds()/d.Seconds())
+			}
+			if iperfProf != nil {
+				pprof.StopCPUProfile()
+				iperfProf.Close()
+			}
+			if err != nil {
+				r.errs = append(r.errs, err)
+			} else {
+				r.gbps = append(r.gbps, g)
+			}
+			profiling := cpuProfile != "" && r.http == usHTTP && run == 0
+			if profiling {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer f.Close()
+			}
+			c0 = 0
+			if r.cpu != nil {
+				c0 = r.cpu()
+			}
+			rps, n, err := wrk(r.http, d, conns)
+			if profiling {
+				pprof.StopCPUProfile()
+			}
+			if err != nil {
+				r.errs = append(r.errs, err)
+				continue
+			}
+			r.rps = append(r.rps, rps)
+			if r.cpu != nil && n > 0 {
+				r.cpus = append(r.cpus, float64((r.cpu()-c0).Microseconds())/float64(n))
+			}
+		}
 	}
-	fmt.Printf("%-20s %14s %10s %16s %10s\n", "path", "iperf3 Gbit/s", "vs direct", "wrk conn/s", "vs direct")
+	fmt.Printf("%-20s %22s %10s %22s %10s %14s\n", "path", "iperf3 Gbit/s", "vs direct", "wrk conn/s", "vs direct", "proxy CPU/conn")
 	for _, r := range rows {
-		g, rp := fmtVal(r.gbps, r.gbErr), fmtVal(r.rps, r.rpE)
-		fmt.Printf("%-20s %14s %9.2fx %16s %9.2fx\n", r.name, g, r.gbps/rows[0].gbps, rp, r.rps/rows[0].rps)
+		cpu := "-"
+		if len(r.cpus) > 0 {
+			cpu = fmt.Sprintf("%.0f µs", median(r.cpus))
+		}
+		fmt.Printf("%-20s %22s %9.2fx %22s %9.2fx %14s\n", r.name, spread(r.gbps), median(r.gbps)/median(rows[0].gbps),
+			spread(r.rps), median(r.rps)/median(rows[0].rps), cpu)
+		for _, err := range r.errs {
+			fmt.Printf("  error: %v\n", err)
+		}
 	}
-	fmt.Printf("(one iperf3 TCP stream and wrk -t2 -c%d with \"Connection: close\", %s each, all on 127.0.0.1)\n", conns, d)
+	fmt.Printf("svcnet userspace used %.2f CPUs (median) during its iperf3 runs\n", median(iperfCPU))
+	fmt.Printf("(medians [ranges] of %d alternating runs; one iperf3 TCP stream and wrk -t2 -c%d with \"Connection: close\", %s each, all on 127.0.0.1;\n"+
+		" proxy CPU/conn: the proxy process's user+system CPU time during the wrk run divided by the requests wrk completed)\n", runs, conns, d)
 	return nil
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func spread(v []float64) string {
+	if len(v) == 0 {
+		return "error"
+	}
+	return fmt.Sprintf("%.2f [%.2f-%.2f]", median(v), slices.Min(v), slices.Max(v))
+}
+
+// selfCPU is this process's CPU time (the proxy under test runs in it; the
+// HTTP backend is a child process).
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is another process's CPU time from /proc/PID/stat.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * (time.Second / 100) // USER_HZ is 100 on Linux
 }
 
 func fmtVal(v float64, err error) string {
@@ -233,7 +347,8 @@ func iperf(port int, d time.Duration) (float64, error) {
 		return 0, fmt.Errorf("iperf3: %w: %s", err, out)
 	}
 	var res struct {
-		End struct {
+		Error string `json:"error"`
+		End   struct {
 			SumReceived struct {
 				BitsPerSecond float64 `json:"bits_per_second"`
 			} `json:"sum_received"`
@@ -242,20 +357,29 @@ func iperf(port int, d time.Duration) (float64, error) {
 	if err := json.Unmarshal(out, &res); err != nil {
 		return 0, fmt.Errorf("iperf3 output: %w", err)
 	}
+	if res.Error != "" || res.End.SumReceived.BitsPerSecond == 0 {
+		return 0, fmt.Errorf("iperf3: no result: %s", res.Error)
+	}
 	return res.End.SumReceived.BitsPerSecond / 1e9, nil
 }
 
-var wrkRate = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+var (
+	wrkRate     = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+	wrkRequests = regexp.MustCompile(`([0-9]+) requests in`)
+)
 
-func wrk(port int, d time.Duration, conns int) (float64, error) {
+// wrk returns the rate and the number of requests completed.
+func wrk(port int, d time.Duration, conns int) (float64, int, error) {
 	out, err := exec.Command("wrk", "-t2", "-c"+strconv.Itoa(conns), "-d"+strconv.Itoa(int(d.Seconds()))+"s",
 		"-H", "Connection: close", fmt.Sprintf("http://127.0.0.1:%d/", port)).CombinedOutput()
 	if err != nil {
-		return 0, fmt.Errorf("wrk: %w: %s", err, out)
+		return 0, 0, fmt.Errorf("wrk: %w: %s", err, out)
 	}
-	m := wrkRate.FindSubmatch(out)
-	if m == nil {
-		return 0, fmt.Errorf("wrk output: %s", strings.TrimSpace(string(out)))
+	m, n := wrkRate.FindSubmatch(out), wrkRequests.FindSubmatch(out)
+	if m == nil || n == nil {
+		return 0, 0, fmt.Errorf("wrk output: %s", strings.TrimSpace(string(out)))
 	}
-	return strconv.ParseFloat(string(m[1]), 64)
+	count, _ := strconv.Atoi(string(n[1]))
+	rate, err := strconv.ParseFloat(string(m[1]), 64)
+	return rate, count, err
 }

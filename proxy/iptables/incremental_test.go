@@ -298,3 +298,28 @@ func TestKernelIncrementalSyncs(t *testing.T) {
 		})
 	}
 }
+
+// TestLargeClusterDefersChainDeletion: above 1000 endpoints an incremental
+// plan leaves the chains a change made unused to the periodic sweep (no
+// -X), as kube-proxy does; the sweep then deletes them.
+func TestLargeClusterDefersChainDeletion(t *testing.T) {
+	svcs, epm := benchModel(200) // 2000 endpoints
+	full := BuildPlan(PlanInput{Services: svcs, Endpoints: epm})
+	if !full.LargeClusterMode {
+		t.Fatal("not in large cluster mode")
+	}
+	name := proxy.SortedServicePorts(svcs)[7]
+	gone := EndpointChain(svcs[name], epm[name][0])
+	epm[name] = epm[name][1:]
+	ch := sets.New(name.NamespacedName)
+	inc := BuildPlan(PlanInput{Services: svcs, Endpoints: epm, Partial: true, Changed: ch, Prev: full})
+	if !inc.Incremental || strings.Contains(string(inc.Data), "-X ") || inc.ActiveNATChains.Has(gone) {
+		t.Fatalf("incremental=%v, active(gone)=%v, payload:\n%s", inc.Incremental, inc.ActiveNATChains.Has(gone), inc.Data)
+	}
+	// The sweep (a list of the kernel's chains) deletes it.
+	epm[name] = epm[name][1:]
+	sweep := BuildPlan(PlanInput{Services: svcs, Endpoints: epm, Partial: true, Changed: ch, Prev: inc, ExistingNATChains: []string{gone}})
+	if !strings.Contains(string(sweep.Data), "-X "+gone+"\n") {
+		t.Fatalf("sweep did not delete %s:\n%s", gone, sweep.Data)
+	}
+}

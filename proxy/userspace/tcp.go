@@ -1,10 +1,12 @@
 package userspace
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"net"
 	"net/netip"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -65,9 +67,9 @@ func (s *service) dialTCP(client, dst netip.Addr) (*net.TCPConn, *lb.Backend, er
 			break
 		}
 		be.Acquire()
-		c, err := net.DialTimeout("tcp", be.Addr.String(), timeout)
+		c, err := dialEndpoint(be.Addr, timeout)
 		if err == nil {
-			return c.(*net.TCPConn), be, nil // Go's dialer enables keep-alive
+			return c, be, nil
 		}
 		be.Release()
 		tried[be] = true
@@ -75,6 +77,20 @@ func (s *service) dialTCP(client, dst netip.Addr) (*net.TCPConn, *lb.Backend, er
 		s.p.log.Debug("endpoint dial failed, trying another", "service", s.cfg().Name, "endpoint", be.ID, "err", err)
 	}
 	return nil, nil, lastErr
+}
+
+// dialers holds one net.Dialer per connect timeout, so a new connection
+// costs no dialer, and DialTCP takes the endpoint's netip.AddrPort as it is
+// (no formatting and parsing of an address string per connection). Go's
+// dialer enables TCP keep-alive, as before.
+var dialers sync.Map // time.Duration -> *net.Dialer
+
+func dialEndpoint(addr netip.AddrPort, timeout time.Duration) (*net.TCPConn, error) {
+	d, ok := dialers.Load(timeout)
+	if !ok {
+		d, _ = dialers.LoadOrStore(timeout, &net.Dialer{Timeout: timeout})
+	}
+	return d.(*net.Dialer).DialTCP(context.Background(), "tcp", netip.AddrPort{}, addr)
 }
 
 // splice copies both directions until both are done. (*net.TCPConn).ReadFrom
