@@ -795,10 +795,7 @@ func BuildPlan(in PlanInput) *Plan {
 	// Delete the chains the changed Services no longer use, and (on a
 	// sweep) every chain of ours that nothing uses. In large clusters an
 	// incremental plan leaves them (unreferenced) to the next sweep, as
-	// kube-proxy does: with iptables-nft a restore that deletes chains
-	// costs in proportion to the whole table (bench/proxy, 10,000
-	// Services: a change deleting two chains took 3.5 s, adding a Service
-	// 0.4 s).
+	// kube-proxy does.
 	if !(incremental && plan.LargeClusterMode) {
 		for _, r := range oldRecs {
 			for _, c := range r.chains {
