@@ -57,10 +57,16 @@ type Config struct {
 	ProxyMode string
 	DataDir   string
 	// Prefix names namespaces and interfaces ("svcnet").
-	Prefix                string
+	Prefix string
+	// IPFamily is ipv4 (the default), ipv6 or dual (IPv4 primary).
+	IPFamily string
+	// ServiceClusterIPRange and ClusterCIDR hold one CIDR per family,
+	// comma-separated in the family order; empty means the defaults
+	// (10.96.0.0/16 and fd00:10:96::/112; 10.244.0.0/16, where node i gets
+	// 10.244.i.0/24, and fd00:10:244::/56, where it gets fd00:10:244:i::/64).
 	ServiceClusterIPRange string
 	ServiceNodePortRange  string
-	ClusterCIDR           string // 10.244.0.0/16; node i gets 10.244.i.0/24
+	ClusterCIDR           string
 	// NodePortAddresses is passed to every node's proxy as
 	// --nodeport-addresses (empty: the proxy's default for its mode).
 	NodePortAddresses string
@@ -73,11 +79,7 @@ type Config struct {
 	Out io.Writer
 }
 
-const (
-	bridgeAddr = "172.18.0.1"
-	apiPort    = 6443
-	dnsIP      = "10.96.0.10"
-)
+const apiPort = 6443
 
 // State is what Up records for Down.
 type State struct {
@@ -96,6 +98,7 @@ type State struct {
 // Cluster is a running cluster.
 type Cluster struct {
 	cfg   Config
+	fams  []familyNet
 	state State
 	procs []*exec.Cmd
 	// Kubeconfig is the admin kubeconfig reaching the apiserver on the bridge.
@@ -176,17 +179,22 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if cfg.Out == nil {
 		cfg.Out = os.Stdout
 	}
-	clusterCIDR, err := netip.ParsePrefix(cfg.ClusterCIDR)
-	if err != nil || !clusterCIDR.Addr().Is4() || clusterCIDR.Bits() > 16 {
-		return nil, fmt.Errorf("--cluster-cidr %q: need an IPv4 /16 or larger", cfg.ClusterCIDR)
+	fams, err := families(cfg.IPFamily, cfg.ClusterCIDR, cfg.ServiceClusterIPRange)
+	if err != nil {
+		return nil, err
 	}
+	cfg.ClusterCIDR = joinFamilies(fams, func(f familyNet) string { return f.clusterCIDR.String() })
+	cfg.ServiceClusterIPRange = joinFamilies(fams, func(f familyNet) string { return f.serviceCIDR.String() })
+	// The primary family's addresses name the apiserver and cluster DNS.
+	primary := fams[0]
+	apiURL := fmt.Sprintf("https://%s", net.JoinHostPort(primary.bridge.String(), strconv.Itoa(apiPort)))
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
 	if err := Down(ctx, cfg.DataDir); err != nil {
 		cfg.Logger.Warn("cleaning up an earlier run", "err", err)
 	}
-	c := &Cluster{cfg: cfg, state: State{Bridge: cfg.Prefix + "0", NetNSPrefix: cfg.Prefix + "-", Exe: cfg.Exe, Nodes: map[string]string{}}}
+	c := &Cluster{cfg: cfg, fams: fams, state: State{Bridge: cfg.Prefix + "0", NetNSPrefix: cfg.Prefix + "-", Exe: cfg.Exe, Nodes: map[string]string{}}}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -205,17 +213,29 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := c.saveState(); err != nil {
 		return nil, err
 	}
-	if err := addBridge(br, netip.MustParsePrefix(bridgeAddr+"/24")); err != nil {
-		return nil, err
+	var brAddrs []netip.Prefix
+	for _, f := range fams {
+		brAddrs = append(brAddrs, netip.PrefixFrom(f.bridge, f.nodeNet.Bits()))
+		sysctl := "/proc/sys/net/ipv4/ip_forward"
+		if f.v6 {
+			sysctl = "/proc/sys/net/ipv6/conf/all/forwarding"
+		}
+		if err := os.WriteFile(sysctl, []byte("1\n"), 0o644); err != nil {
+			return nil, fmt.Errorf("enable forwarding: %w", err)
+		}
 	}
-	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644); err != nil {
-		return nil, fmt.Errorf("enable forwarding: %w", err)
+	if err := addBridge(br, brAddrs...); err != nil {
+		return nil, err
 	}
 
 	// The control plane.
 	apiDir := filepath.Join(cfg.DataDir, "apiserver")
-	if err := c.start("apiserver", cfg.Exe, "apiserver", "--data-dir", apiDir, "--bind-address", "0.0.0.0",
-		"--advertise-address", bridgeAddr, "--secure-port", strconv.Itoa(apiPort),
+	bind := "0.0.0.0"
+	if primary.v6 {
+		bind = "::"
+	}
+	if err := c.start("apiserver", cfg.Exe, "apiserver", "--data-dir", apiDir, "--bind-address", bind,
+		"--advertise-address", primary.bridge.String(), "--secure-port", strconv.Itoa(apiPort),
 		"--service-cluster-ip-range", cfg.ServiceClusterIPRange, "--service-node-port-range", cfg.ServiceNodePortRange); err != nil {
 		return nil, err
 	}
@@ -229,7 +249,7 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		return nil, err
 	}
 	for _, cl := range kc.Clusters {
-		cl.Server = fmt.Sprintf("https://%s:%d", bridgeAddr, apiPort)
+		cl.Server = apiURL
 	}
 	c.Kubeconfig = filepath.Join(cfg.DataDir, "kubeconfig")
 	if err := clientcmd.WriteToFile(*kc, c.Kubeconfig); err != nil {
@@ -237,7 +257,7 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	// One identity per component, with the bindings a real cluster gives
 	// them (apiserver/authz): the admin kubeconfig above is for the user only.
-	kcs, err := writeComponentKubeconfigs(cfg, apiDir, fmt.Sprintf("https://%s:%d", bridgeAddr, apiPort))
+	kcs, err := writeComponentKubeconfigs(cfg, apiDir, apiURL)
 	if err != nil {
 		return nil, err
 	}
@@ -250,9 +270,13 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 
 	// The nodes.
-	base := clusterCIDR.Addr().As4()
-	podCIDR := func(i int) string { return fmt.Sprintf("%d.%d.%d.0/24", base[0], base[1], i) }
-	nodeIP := func(i int) string { return fmt.Sprintf("172.18.0.%d", i+1) }
+	// Node i's addresses and pod CIDRs, one per family, primary first.
+	nodeIPs := func(i int) string {
+		return joinFamilies(fams, func(f familyNet) string { return f.nodeIP(i).String() })
+	}
+	podCIDRs := func(i int) string {
+		return joinFamilies(fams, func(f familyNet) string { return f.podCIDR(i).String() })
+	}
 	for i := 1; i <= cfg.Nodes; i++ {
 		ns := fmt.Sprintf("%s-node-%d", cfg.Prefix, i)
 		hostIf := fmt.Sprintf("%.6s-n%d", cfg.Prefix, i)
@@ -266,16 +290,24 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			return nil, err
 		}
 		routes := map[netip.Prefix]netip.Addr{}
-		for j := 1; j <= cfg.Nodes; j++ {
-			if j != i {
-				routes[netip.MustParsePrefix(podCIDR(j))] = netip.MustParseAddr(nodeIP(j))
+		var addrs []netip.Prefix
+		var gws []netip.Addr
+		for _, f := range fams {
+			addrs = append(addrs, netip.PrefixFrom(f.nodeIP(i), f.nodeNet.Bits()))
+			gws = append(gws, f.bridge)
+			for j := 1; j <= cfg.Nodes; j++ {
+				if j != i {
+					routes[f.podCIDR(j)] = f.nodeIP(j)
+				}
 			}
 		}
-		if err := addNode(ns, hostIf, br, netip.MustParsePrefix(nodeIP(i)+"/24"), netip.MustParseAddr(bridgeAddr), routes); err != nil {
+		if err := addNode(ns, hostIf, br, addrs, gws, routes); err != nil {
 			return nil, err
 		}
-		if err := netlink.RouteReplace(&netlink.Route{Dst: ipNet(netip.MustParsePrefix(podCIDR(i))), Gw: net.ParseIP(nodeIP(i))}); err != nil {
-			return nil, fmt.Errorf("route %s via %s: %w", podCIDR(i), nodeIP(i), err)
+		for _, f := range fams {
+			if err := netlink.RouteReplace(&netlink.Route{Dst: ipNet(f.podCIDR(i)), Gw: f.nodeIP(i).AsSlice()}); err != nil {
+				return nil, fmt.Errorf("route %s via %s: %w", f.podCIDR(i), f.nodeIP(i), err)
+			}
 		}
 		name := NodeName(cfg.Prefix, i)
 		// nsenter --net keeps the components in the current mount namespace
@@ -283,8 +315,9 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		// the node agents create are visible to svcnet exec and down.
 		nsPath := "--net=/var/run/netns/" + ns
 		args := []string{"nsenter", nsPath, "--", cfg.Exe, "node", "--kubeconfig", kcs["node-"+name], "--node-name", name,
-			"--node-ip", nodeIP(i), "--pod-cidr", podCIDR(i), "--data-dir", filepath.Join(cfg.DataDir, "nodes", name),
-			"--netns-prefix", fmt.Sprintf("%s-n%d-", cfg.Prefix, i), "--listen", nodeIP(i) + ":10250", "--cluster-dns", dnsIP}
+			"--node-ip", nodeIPs(i), "--pod-cidr", podCIDRs(i), "--data-dir", filepath.Join(cfg.DataDir, "nodes", name),
+			"--netns-prefix", fmt.Sprintf("%s-n%d-", cfg.Prefix, i), "--listen", net.JoinHostPort(primary.nodeIP(i).String(), "10250"),
+			"--cluster-dns", primary.dnsIP.String()}
 		if i == 1 && cfg.Nodes > 1 {
 			args = append(args, "--node-labels", "node-role.kubernetes.io/control-plane=",
 				"--register-with-taints", "node-role.kubernetes.io/control-plane:NoSchedule")
@@ -329,14 +362,14 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		return nil, err
 	}
 	log.Info("nodes ready", "after", time.Since(t0).Round(time.Millisecond))
-	if err := ensureDNS(ctx, client, cfg); err != nil {
+	if err := ensureDNS(ctx, client, cfg, fams); err != nil {
 		return nil, err
 	}
 	if err := waitDNS(ctx, client); err != nil {
 		return nil, err
 	}
 	log.Info("DNS pods ready", "after", time.Since(t0).Round(time.Millisecond))
-	if err := waitUsable(ctx, cfg, nodeIP); err != nil {
+	if err := waitUsable(ctx, cfg, fams); err != nil {
 		return nil, err
 	}
 	log.Info("cluster ready", "after", time.Since(t0).Round(time.Millisecond))
@@ -396,19 +429,28 @@ func waitNodes(ctx context.Context, client kubernetes.Interface, cfg Config) err
 	return fmt.Errorf("nodes not Ready after 60s (see %s)", filepath.Join(cfg.DataDir, "logs"))
 }
 
-// ensureDNS creates the kube-dns Service at 10.96.0.10 and the DNS pods
+// ensureDNS creates the kube-dns Service at 10.96.0.10 (a dual-stack
+// cluster's also at fd00:10:96::a, an IPv6 cluster's only there) and the DNS pods
 // (two, bound to the first nodes; the pods run `svcnet dns` in their own
 // namespaces, as CoreDNS pods would). Existing objects are kept.
-func ensureDNS(ctx context.Context, client kubernetes.Interface, cfg Config) error {
+func ensureDNS(ctx context.Context, client kubernetes.Interface, cfg Config, fams []familyNet) error {
 	labels := map[string]string{"k8s-app": "kube-dns"}
 	svc := &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system", Labels: map[string]string{
 			"k8s-app": "kube-dns", "kubernetes.io/cluster-service": "true", "kubernetes.io/name": "CoreDNS"}},
-		Spec: v1.ServiceSpec{ClusterIP: dnsIP, Selector: labels, Ports: []v1.ServicePort{
+		Spec: v1.ServiceSpec{ClusterIP: fams[0].dnsIP.String(), Selector: labels, Ports: []v1.ServicePort{
 			{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP, TargetPort: intstr.FromInt32(53)},
 			{Name: "dns-tcp", Port: 53, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(53)},
 			{Name: "metrics", Port: 9153, Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(9153)},
 		}},
+	}
+	if len(fams) > 1 {
+		policy := v1.IPFamilyPolicyRequireDualStack
+		svc.Spec.IPFamilyPolicy = &policy
+		for _, f := range fams {
+			svc.Spec.ClusterIPs = append(svc.Spec.ClusterIPs, f.dnsIP.String())
+			svc.Spec.IPFamilies = append(svc.Spec.IPFamilies, map[bool]v1.IPFamily{false: v1.IPv4Protocol, true: v1.IPv6Protocol}[f.v6])
+		}
 	}
 	if _, err := client.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -121,3 +121,37 @@ func TestUpDown(t *testing.T) {
 		t.Errorf("processes left in the lab namespace: %s", out)
 	}
 }
+
+// The addressing of --ip-family: defaults per family, the primary family
+// first, and bad flags refused with the flag's name.
+func TestFamilies(t *testing.T) {
+	fams, err := families(Dual, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range fams {
+		got = append(got, f.bridge.String(), f.nodeIP(2).String(), f.podCIDR(3).String(), f.serviceCIDR.String(), f.dnsIP.String())
+	}
+	want := "172.18.0.1 172.18.0.3 10.244.3.0/24 10.96.0.0/16 10.96.0.10 " +
+		"fd00:172:18::1 fd00:172:18::3 fd00:10:244:3::/64 fd00:10:96::/112 fd00:10:96::a"
+	if strings.Join(got, " ") != want {
+		t.Errorf("dual:\n got %s\nwant %s", strings.Join(got, " "), want)
+	}
+	fams, err = families(IPv6, "fd00:1::/48", "fd00:2::/108")
+	if err != nil || len(fams) != 1 || fams[0].podCIDR(1).String() != "fd00:1:0:1::/64" || fams[0].dnsIP.String() != "fd00:2::a" {
+		t.Errorf("ipv6 with ranges: %+v %v", fams, err)
+	}
+	for _, bad := range []struct{ family, cc, sc, msg string }{
+		{"ipv5", "", "", `--ip-family "ipv5": must be ipv4, ipv6 or dual`},
+		{Dual, "10.244.0.0/16", "", "--cluster-cidr \"10.244.0.0/16\": need 2 CIDRs"},
+		{Dual, "fd00::/56,10.244.0.0/16", "", "CIDR 1 must be IPv4"},
+		{IPv4, "10.244.0.0/24", "", "need an IPv4 /16 or larger"},
+		{IPv6, "fd00::/64", "", "need an IPv6 /56 or larger"},
+		{IPv4, "", "10.96.0.0/29", "too small for the cluster DNS address"},
+	} {
+		if _, err := families(bad.family, bad.cc, bad.sc); err == nil || !strings.Contains(err.Error(), bad.msg) {
+			t.Errorf("families(%q, %q, %q) = %v, want an error with %q", bad.family, bad.cc, bad.sc, err, bad.msg)
+		}
+	}
+}

@@ -21,8 +21,9 @@ func ipNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
-// addBridge creates the node bridge with addr and brings it and lo up.
-func addBridge(name string, addr netip.Prefix) error {
+// addBridge creates the node bridge with addrs (one per family) and brings
+// it and lo up.
+func addBridge(name string, addrs ...netip.Prefix) error {
 	if err := netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}}); err != nil {
 		return fmt.Errorf("create bridge %s: %w", name, err)
 	}
@@ -30,8 +31,10 @@ func addBridge(name string, addr netip.Prefix) error {
 	if err != nil {
 		return fmt.Errorf("bridge %s: %w", name, err)
 	}
-	if err := netlink.AddrAdd(br, &netlink.Addr{IPNet: ipNet(addr)}); err != nil && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("address %s on %s: %w", addr, name, err)
+	for _, a := range addrs {
+		if err := netlink.AddrAdd(br, nlAddr(a)); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("address %s on %s: %w", a, name, err)
+		}
 	}
 	if err := netlink.LinkSetUp(br); err != nil {
 		return fmt.Errorf("bring %s up: %w", name, err)
@@ -46,10 +49,22 @@ func addBridge(name string, addr netip.Prefix) error {
 	return nil
 }
 
+// nlAddr is p as a netlink address. IPv6 addresses skip duplicate address
+// detection (IFA_F_NODAD): svcnet up assigns them, and a tentative address
+// would refuse traffic for the first second or so.
+func nlAddr(p netip.Prefix) *netlink.Addr {
+	a := &netlink.Addr{IPNet: ipNet(p)}
+	if p.Addr().Is6() {
+		a.Flags = unix.IFA_F_NODAD
+	}
+	return a
+}
+
 // addNode attaches the node namespace nsName to the bridge by a veth
-// (hostIf here, eth0 there), gives eth0 addr, a default route via gw and a
-// route to every other node's pod CIDR through that node.
-func addNode(nsName, hostIf, bridge string, addr netip.Prefix, gw netip.Addr, routes map[netip.Prefix]netip.Addr) error {
+// (hostIf here, eth0 there), gives eth0 addrs (one per family), a default
+// route of each family via gws and a route to every other node's pod CIDR
+// through that node.
+func addNode(nsName, hostIf, bridge string, addrs []netip.Prefix, gws []netip.Addr, routes map[netip.Prefix]netip.Addr) error {
 	ns, err := netns.GetFromName(nsName)
 	if err != nil {
 		return fmt.Errorf("open netns %s: %w", nsName, err)
@@ -82,16 +97,20 @@ func addNode(nsName, hostIf, bridge string, addr netip.Prefix, gw netip.Addr, ro
 			return fmt.Errorf("%s in %s: %w", name, nsName, err)
 		}
 		if name == "eth0" {
-			if err := h.AddrAdd(l, &netlink.Addr{IPNet: ipNet(addr)}); err != nil {
-				return fmt.Errorf("address %s on eth0 in %s: %w", addr, nsName, err)
+			for _, a := range addrs {
+				if err := h.AddrAdd(l, nlAddr(a)); err != nil {
+					return fmt.Errorf("address %s on eth0 in %s: %w", a, nsName, err)
+				}
 			}
 		}
 		if err := h.LinkSetUp(l); err != nil {
 			return fmt.Errorf("bring %s up in %s: %w", name, nsName, err)
 		}
 	}
-	if err := h.RouteAdd(&netlink.Route{Gw: gw.AsSlice()}); err != nil {
-		return fmt.Errorf("default route via %s in %s: %w", gw, nsName, err)
+	for _, gw := range gws {
+		if err := h.RouteAdd(&netlink.Route{Gw: gw.AsSlice()}); err != nil {
+			return fmt.Errorf("default route via %s in %s: %w", gw, nsName, err)
+		}
 	}
 	for dst, via := range routes {
 		if err := h.RouteAdd(&netlink.Route{Dst: ipNet(dst), Gw: via.AsSlice()}); err != nil {

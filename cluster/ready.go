@@ -96,10 +96,15 @@ func inNetNS(name string, f func() error) error {
 }
 
 // dnsAnswers asks server, over UDP and over TCP, for the kubernetes
-// Service's A record and wants an answer.
-func dnsAnswers(server string) error {
+// Service's A record (AAAA with aaaa: the kubernetes Service has the
+// cluster's primary family) and wants an answer.
+func dnsAnswers(server string, aaaa bool) error {
 	m := new(dns.Msg)
-	m.SetQuestion("kubernetes.default.svc.cluster.local.", dns.TypeA)
+	qtype := dns.TypeA
+	if aaaa {
+		qtype = dns.TypeAAAA
+	}
+	m.SetQuestion("kubernetes.default.svc.cluster.local.", qtype)
 	var errs []error
 	for _, proto := range []string{"udp", "tcp"} {
 		c := &dns.Client{Net: proto, Timeout: time.Second}
@@ -116,17 +121,25 @@ func dnsAnswers(server string) error {
 
 // waitUsable waits until every node's proxy has synced and cluster DNS
 // answers from every node namespace.
-func waitUsable(ctx context.Context, cfg Config, nodeIP func(int) string) error {
+func waitUsable(ctx context.Context, cfg Config, fams []familyNet) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for i := 1; i <= cfg.Nodes; i++ {
 		ns := fmt.Sprintf("%s-node-%d", cfg.Prefix, i)
-		addr := net.JoinHostPort(nodeIP(i), strconv.Itoa(proxyHealthzPort))
+		addr := net.JoinHostPort(fams[0].nodeIP(i).String(), strconv.Itoa(proxyHealthzPort))
 		checks := []struct {
 			what string
 			f    func() error
 		}{
 			{"proxy synced", func() error { return proxySynced(ctx, addr) }},
-			{"cluster DNS answers", func() error { return inNetNS(ns, func() error { return dnsAnswers(dnsIP) }) }},
+			{"cluster DNS answers", func() error {
+				return inNetNS(ns, func() error {
+					var errs []error
+					for _, f := range fams {
+						errs = append(errs, dnsAnswers(f.dnsIP.String(), fams[0].v6))
+					}
+					return errors.Join(errs...)
+				})
+			}},
 		}
 		for _, c := range checks {
 			for {

@@ -52,8 +52,8 @@ func runNode(ctx context.Context, args []string) error {
 	fs := newFlagSet("node")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
 	fs.StringVar(&f.nodeName, "node-name", host, "name of the Node object")
-	fs.StringVar(&f.nodeIP, "node-ip", "", "the node's InternalIP (hostPorts are mapped on it)")
-	fs.StringVar(&f.podCIDR, "pod-cidr", "", "the node's pod range, e.g. 10.244.1.0/24 (the bridge takes its first address)")
+	fs.StringVar(&f.nodeIP, "node-ip", "", "the node's InternalIP, or two of different families for a dual-stack node, primary first (hostPorts are mapped on an IPv4 primary)")
+	fs.StringVar(&f.podCIDR, "pod-cidr", "", "the node's pod range, e.g. 10.244.1.0/24, or two of different families (dual-stack: pods get an address of each); the bridge takes the first address of each")
 	fs.StringVar(&f.clusterDNS, "cluster-dns", "10.96.0.10", "comma-separated cluster DNS addresses for ClusterFirst pods")
 	fs.StringVar(&f.clusterDomain, "cluster-domain", "cluster.local", "cluster domain")
 	fs.StringVar(&f.dataDir, "data-dir", "/var/lib/svcnet/node", "directory for pod state, files and logs")
@@ -69,15 +69,21 @@ func runNode(ctx context.Context, args []string) error {
 	if f.podCIDR == "" {
 		return fmt.Errorf("--pod-cidr is required")
 	}
-	podCIDR, err := netip.ParsePrefix(f.podCIDR)
+	podCIDRs, err := parseDualStack(f.podCIDR, netip.ParsePrefix)
 	if err != nil {
 		return fmt.Errorf("--pod-cidr: %w", err)
 	}
-	var nodeIP netip.Addr
-	if f.nodeIP != "" {
-		if nodeIP, err = netip.ParseAddr(f.nodeIP); err != nil {
-			return fmt.Errorf("--node-ip: %w", err)
-		}
+	nodeIPs, err := parseDualStack(f.nodeIP, netip.ParseAddr)
+	if err != nil {
+		return fmt.Errorf("--node-ip: %w", err)
+	}
+	podCIDR := podCIDRs[0]
+	var nodeIP, nodeIP2 netip.Addr
+	if len(nodeIPs) > 0 {
+		nodeIP = nodeIPs[0]
+	}
+	if len(nodeIPs) > 1 {
+		nodeIP2 = nodeIPs[1]
 	}
 	labels := map[string]string{}
 	for _, kv := range strings.Split(f.labels, ",") {
@@ -119,11 +125,21 @@ func runNode(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := sandbox.EnsureBridge(ctx, f.bridge, netip.PrefixFrom(ipam.Gateway(), podCIDR.Bits())); err != nil {
+	gws := []netip.Prefix{netip.PrefixFrom(ipam.Gateway(), podCIDR.Bits())}
+	var ipam2 *sandbox.IPAM
+	var podCIDR2 netip.Prefix
+	if len(podCIDRs) > 1 {
+		podCIDR2 = podCIDRs[1]
+		if ipam2, err = sandbox.NewIPAM(podCIDR2, filepath.Join(f.dataDir, "ipam-secondary.json")); err != nil {
+			return err
+		}
+		gws = append(gws, netip.PrefixFrom(ipam2.Gateway(), podCIDR2.Bits()))
+	}
+	if err := sandbox.EnsureBridge(ctx, f.bridge, gws...); err != nil {
 		return err
 	}
 	var hp *hostport.Manager
-	if nodeIP.IsValid() {
+	if nodeIP.Is4() && podCIDR.Addr().Is4() {
 		hp = hostport.NewManager(nodeIP, podCIDR, hostport.IPTablesRestore)
 		if err := hp.Init(ctx); err != nil {
 			log.Warn("hostPort mapping unavailable", "err", err)
@@ -139,10 +155,10 @@ func runNode(ctx context.Context, args []string) error {
 	// Containers run under shims and outlive a crash of the agent; the
 	// agent adopts what an earlier one left and removes the rest.
 	sbCfg := sandbox.Config{DataDir: f.dataDir, Bridge: f.bridge, NSPrefix: f.nsPrefix, Exe: exe, InitArgs: []string{"sandbox-init"}, IPAM: ipam,
-		Shim: []string{exe, "container-shim"}}
+		SecondaryIPAM: ipam2, Shim: []string{exe, "container-shim"}}
 	rt := &agent.NamespaceRuntime{Config: sbCfg}
 	a, err := agent.New(agent.Config{
-		NodeName: f.nodeName, NodeIP: nodeIP, PodCIDR: podCIDR, ClusterDNS: dns, ClusterDomain: f.clusterDomain,
+		NodeName: f.nodeName, NodeIP: nodeIP, PodCIDR: podCIDR, SecondaryNodeIP: nodeIP2, SecondaryPodCIDR: podCIDR2, ClusterDNS: dns, ClusterDomain: f.clusterDomain,
 		HostResolvConf: f.resolvConf, DataDir: f.dataDir, Labels: labels, Taints: taints, Builtin: []string{exe, "builtin"}, Logger: log,
 	}, client, rt, hp)
 	if err != nil {
@@ -158,4 +174,31 @@ func runNode(ctx context.Context, args []string) error {
 		defer srv.Close()
 	}
 	return a.Run(ctx)
+}
+
+// parseDualStack parses a comma-separated list of one value, or two of
+// different IP families (primary first), as the kubelet's --node-ip does.
+// An empty list is no value.
+func parseDualStack[T any](list string, parse func(string) (T, error)) ([]T, error) {
+	var out []T
+	for _, s := range splitList(list) {
+		v, err := parse(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	is4 := func(v T) bool {
+		switch v := any(v).(type) {
+		case netip.Addr:
+			return v.Is4()
+		case netip.Prefix:
+			return v.Addr().Is4()
+		}
+		return false
+	}
+	if len(out) > 2 || (len(out) == 2 && is4(out[0]) == is4(out[1])) {
+		return nil, fmt.Errorf("%q: want one value, or two of different IP families", list)
+	}
+	return out, nil
 }

@@ -81,8 +81,10 @@ type cluster struct {
 
 const nodes = 3
 
-// nodeIP is the address `svcnet up` gives node i (1-based).
-func nodeIP(i int) string { return fmt.Sprintf("172.18.0.%d", i+1) }
+// nodeIP is the address `svcnet up` gives node i (1-based); nodeIP6 its
+// IPv6 address (--ip-family dual or ipv6).
+func nodeIP(i int) string  { return fmt.Sprintf("172.18.0.%d", i+1) }
+func nodeIP6(i int) string { return fmt.Sprintf("fd00:172:18::%x", i+1) }
 
 var transcriptMu sync.Mutex
 
@@ -114,9 +116,18 @@ func runCmd(timeout time.Duration, where string, args ...string) (string, error)
 	return string(out), err
 }
 
-// startCluster runs `svcnet up` in a new lab namespace and waits for the
-// export KUBECONFIG line. Everything is torn down by t.Cleanup.
+// startCluster runs `svcnet up --ip-family dual` (IPv4 primary: the seeds'
+// Services stay IPv4 unless they ask for both families) in a new lab
+// namespace and waits for the export KUBECONFIG line. Everything is torn
+// down by t.Cleanup.
 func startCluster(t *testing.T, mode string) *cluster {
+	t.Helper()
+	return startClusterFamily(t, mode, "dual", nodes, "172.18.0.0/24,fd00:172:18::/64")
+}
+
+// startClusterFamily runs `svcnet up --ip-family family --nodes n` with
+// --nodeport-addresses npAddrs.
+func startClusterFamily(t *testing.T, mode, family string, n int, npAddrs string) *cluster {
 	t.Helper()
 	lab := testbed.NewNetNS(t, "seeds-"+mode)
 	var rb [2]byte
@@ -131,8 +142,8 @@ func startCluster(t *testing.T, mode string) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	up := exec.Command("ip", "netns", "exec", lab.Name, bin, "up", "--nodes", fmt.Sprint(nodes), "--proxy-mode", mode,
-		"--data-dir", c.dir, "--prefix", c.prefix, "--nodeport-addresses", "172.18.0.0/24")
+	up := exec.Command("ip", "netns", "exec", lab.Name, bin, "up", "--nodes", fmt.Sprint(n), "--proxy-mode", mode,
+		"--ip-family", family, "--data-dir", c.dir, "--prefix", c.prefix, "--nodeport-addresses", npAddrs)
 	stdout, _ := up.StdoutPipe()
 	up.Stderr = logf
 	// If the test binary dies without its cleanups (a -timeout panic, a

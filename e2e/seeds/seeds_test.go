@@ -79,6 +79,7 @@ var scenarios = []struct {
 	{"17-svcnet-kubectl", false, builtinKubectl},
 	{"07-discovery-env-resolv-dns", false, discovery},
 	{"08-nodeport", false, nodePort},
+	{"18-dual-stack", false, dualStack},
 	{"04-v2-joins", false, v2Joins},
 	{"06-fixed-clusterip", false, fixedClusterIP},
 	{"02-multi-port", false, multiPort},

@@ -47,6 +47,11 @@ type Config struct {
 	NodeIP   netip.Addr
 	// PodCIDR is the node's pod range; it is written to the Node's spec.
 	PodCIDR netip.Prefix
+	// SecondaryNodeIP and SecondaryPodCIDR make a dual-stack node: a second
+	// InternalIP and pod range of the other family (pods get an address of
+	// each family, the primary one first).
+	SecondaryNodeIP  netip.Addr
+	SecondaryPodCIDR netip.Prefix
 	// ClusterDNS and ClusterDomain feed ClusterFirst pods' resolv.conf.
 	ClusterDNS    []string
 	ClusterDomain string

@@ -46,8 +46,9 @@ func (r *hostRuntime) RunPodSandbox(_ context.Context, uid, ns, name string, fil
 	return sb, nil
 }
 
-func (s *hostSandbox) IP() netip.Addr { return netip.MustParseAddr("127.0.0.1") }
-func (s *hostSandbox) Dir() string    { return s.dir }
+func (s *hostSandbox) IP() netip.Addr    { return netip.MustParseAddr("127.0.0.1") }
+func (s *hostSandbox) IPs() []netip.Addr { return []netip.Addr{s.IP()} }
+func (s *hostSandbox) Dir() string       { return s.dir }
 func (s *hostSandbox) StartContainer(argv, env []string, wd, logPath string) (Container, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env, cmd.SysProcAttr = env, &syscall.SysProcAttr{Setpgid: true}

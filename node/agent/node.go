@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"runtime"
 	"strings"
@@ -115,9 +116,13 @@ func (a *Agent) nodeStatus(now metav1.Time, prev []v1.NodeCondition) v1.NodeStat
 			Architecture:            runtime.GOARCH,
 		},
 	}
-	if a.cfg.NodeIP.IsValid() {
-		st.Addresses = append([]v1.NodeAddress{{Type: v1.NodeInternalIP, Address: a.cfg.NodeIP.String()}}, st.Addresses...)
+	// InternalIPs first, the primary family's first, as the kubelet lists
+	// them on a dual-stack node.
+	var ips []v1.NodeAddress
+	for _, ip := range a.nodeIPs() {
+		ips = append(ips, v1.NodeAddress{Type: v1.NodeInternalIP, Address: ip.String()})
 	}
+	st.Addresses = append(ips, st.Addresses...)
 	return st
 }
 
@@ -135,6 +140,9 @@ func (a *Agent) registerNode(ctx context.Context) error {
 	if a.cfg.PodCIDR.IsValid() {
 		node.Spec.PodCIDR = a.cfg.PodCIDR.String()
 		node.Spec.PodCIDRs = []string{a.cfg.PodCIDR.String()}
+		if a.cfg.SecondaryPodCIDR.IsValid() {
+			node.Spec.PodCIDRs = append(node.Spec.PodCIDRs, a.cfg.SecondaryPodCIDR.String())
+		}
 	}
 	created, err := nodes.Create(ctx, node, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -241,4 +249,15 @@ func (a *Agent) statusLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// nodeIPs are the node's InternalIPs, primary first.
+func (a *Agent) nodeIPs() []netip.Addr {
+	var out []netip.Addr
+	for _, ip := range []netip.Addr{a.cfg.NodeIP, a.cfg.SecondaryNodeIP} {
+		if ip.IsValid() {
+			out = append(out, ip)
+		}
+	}
+	return out
 }

@@ -21,6 +21,8 @@ type Runtime interface {
 // PodSandbox is one pod's namespaces.
 type PodSandbox interface {
 	IP() netip.Addr
+	// IPs are all the pod's addresses, IP first (one per family).
+	IPs() []netip.Addr
 	Dir() string
 	StartContainer(argv, env []string, wd, logPath string) (Container, error)
 	// Exec runs argv inside the pod and returns its exit code.
@@ -109,7 +111,13 @@ type nsSandbox struct {
 }
 
 func (s *nsSandbox) IP() netip.Addr { return s.sb.IP }
-func (s *nsSandbox) Dir() string    { return s.sb.Dir }
+func (s *nsSandbox) IPs() []netip.Addr {
+	if len(s.sb.IPs) == 0 {
+		return []netip.Addr{s.sb.IP}
+	}
+	return s.sb.IPs
+}
+func (s *nsSandbox) Dir() string { return s.sb.Dir }
 func (s *nsSandbox) StartContainer(argv, env []string, wd, logPath string) (Container, error) {
 	return s.sb.Start(argv, env, wd, logPath)
 }

@@ -646,8 +646,13 @@ func (w *podWorker) writeStatus() {
 		if !w.a.cfg.NodeIP.IsValid() {
 			in.HostIP = ""
 		}
+		for _, ip := range w.a.nodeIPs() {
+			in.HostIPs = append(in.HostIPs, ip.String())
+		}
 		if w.sb != nil {
-			in.PodIPs = []string{w.sb.IP().String()}
+			for _, ip := range w.sb.IPs() {
+				in.PodIPs = append(in.PodIPs, ip.String())
+			}
 		}
 		for _, c := range w.containers {
 			in.Containers = append(in.Containers, *c)

@@ -57,8 +57,11 @@ type Input struct {
 	SandboxReady bool
 	PodIPs       []string
 	HostIP       string
-	StartTime    time.Time
-	Now          time.Time
+	// HostIPs are all the node's InternalIPs, HostIP first (dual-stack);
+	// empty means just HostIP.
+	HostIPs   []string
+	StartTime time.Time
+	Now       time.Time
 	// RuntimeScheme prefixes container IDs ("svcnet://").
 	RuntimeScheme string
 	// Failed, when set, makes the pod Failed with this reason and message
@@ -78,6 +81,11 @@ func Compute(in Input) v1.PodStatus {
 	if in.HostIP != "" {
 		st.HostIP = in.HostIP
 		st.HostIPs = []v1.HostIP{{IP: in.HostIP}}
+		for _, ip := range in.HostIPs {
+			if ip != in.HostIP {
+				st.HostIPs = append(st.HostIPs, v1.HostIP{IP: ip})
+			}
+		}
 	}
 	if len(in.PodIPs) > 0 {
 		st.PodIP = in.PodIPs[0]

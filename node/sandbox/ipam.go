@@ -14,8 +14,9 @@ import (
 // ErrPoolFull is returned when the pod CIDR has no free address left.
 var ErrPoolFull = errors.New("no free pod IP left in the node's pod CIDR")
 
-// IPAM hands out pod addresses from one node's pod CIDR. The network and
-// broadcast addresses and the gateway (the first host address, held by the
+// IPAM hands out pod addresses from one node's pod CIDR of one family (a
+// dual-stack node has one IPAM per family). The network address, the IPv4
+// broadcast address and the gateway (the first host address, held by the
 // bridge) are never handed out. Assignments are saved to a JSON file after
 // every change, so a restarted node agent gives each pod the address it had.
 // A pod asking again gets its existing address.
@@ -32,8 +33,8 @@ type IPAM struct {
 // empty path keeps them in memory.
 func NewIPAM(prefix netip.Prefix, path string) (*IPAM, error) {
 	prefix = prefix.Masked()
-	if !prefix.Addr().Is4() || prefix.Bits() > 30 {
-		return nil, fmt.Errorf("pod CIDR %s: need an IPv4 prefix of /30 or larger", prefix)
+	if (prefix.Addr().Is4() && prefix.Bits() > 30) || (prefix.Addr().Is6() && prefix.Bits() > 126) || prefix.Addr().Is4In6() {
+		return nil, fmt.Errorf("pod CIDR %s: need an IPv4 prefix of /30 or larger or an IPv6 prefix of /126 or larger", prefix)
 	}
 	m := &IPAM{prefix: prefix, gateway: prefix.Addr().Next(), path: path, byOwner: map[string]netip.Addr{}}
 	m.next = m.gateway.Next()
@@ -65,7 +66,11 @@ func (m *IPAM) Gateway() netip.Addr { return m.gateway }
 // Prefix is the pod CIDR.
 func (m *IPAM) Prefix() netip.Prefix { return m.prefix }
 
+// broadcast is the IPv4 broadcast address; IPv6 has none (the zero Addr).
 func (m *IPAM) broadcast() netip.Addr {
+	if !m.prefix.Addr().Is4() {
+		return netip.Addr{}
+	}
 	a := m.prefix.Addr().As4()
 	host := 32 - m.prefix.Bits()
 	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
@@ -88,7 +93,9 @@ func (m *IPAM) Allocate(owner string) (netip.Addr, error) {
 	bc := m.broadcast()
 	first := m.gateway.Next()
 	a := m.next
-	for i := 0; i < 1<<(32-m.prefix.Bits()); i++ {
+	// One lap over the range; an IPv6 /64 is never full in practice, so
+	// the search stops after 1<<20 addresses.
+	for i := 0; i < 1<<min(m.prefix.Addr().BitLen()-m.prefix.Bits(), 20); i++ {
 		if !m.prefix.Contains(a) || a == bc {
 			a = first
 		}

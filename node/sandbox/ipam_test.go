@@ -50,7 +50,43 @@ func TestIPAM(t *testing.T) {
 	if a, _ := m2.Allocate("g"); a.String() != "10.244.1.3" {
 		t.Errorf("freed address not reused: %s", a)
 	}
-	if _, err := NewIPAM(netip.MustParsePrefix("fd00::/64"), ""); err == nil {
-		t.Error("IPv6 pod CIDR accepted")
+	if _, err := NewIPAM(netip.MustParsePrefix("10.0.0.0/31"), ""); err == nil {
+		t.Error("an IPv4 /31 pod CIDR accepted")
+	}
+}
+
+// An IPv6 pod CIDR (the second family of a dual-stack node): no broadcast
+// address, so the last address is handed out too; the gateway never is.
+func TestIPAMIPv6(t *testing.T) {
+	m, err := NewIPAM(netip.MustParsePrefix("fd00:10:244:1::/126"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Gateway().String() != "fd00:10:244:1::1" {
+		t.Errorf("gateway %s", m.Gateway())
+	}
+	var got []string
+	for _, o := range []string{"a", "b"} {
+		a, err := m.Allocate(o)
+		if err != nil {
+			t.Fatalf("allocate %s: %v", o, err)
+		}
+		got = append(got, a.String())
+	}
+	if got[0] != "fd00:10:244:1::2" || got[1] != "fd00:10:244:1::3" {
+		t.Errorf("got %v", got)
+	}
+	if _, err := m.Allocate("c"); !errors.Is(err, ErrPoolFull) {
+		t.Errorf("full pool: %v", err)
+	}
+	if _, err := NewIPAM(netip.MustParsePrefix("fd00::/127"), ""); err == nil {
+		t.Error("an IPv6 /127 pod CIDR accepted")
+	}
+	big, err := NewIPAM(netip.MustParsePrefix("fd00:10:244:2::/64"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err := big.Allocate("x"); err != nil || a.String() != "fd00:10:244:2::2" {
+		t.Errorf("/64: %v %v", a, err)
 	}
 }

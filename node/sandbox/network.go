@@ -26,9 +26,10 @@ func run(ctx context.Context, name string, args ...string) error {
 }
 
 // EnsureBridge creates (if missing) the bridge named br in the current
-// network namespace, gives it gw/bits, brings it up and turns on IPv4
-// forwarding for this namespace (the sysctl is per network namespace).
-func EnsureBridge(ctx context.Context, br string, gw netip.Prefix) error {
+// network namespace, gives it the gateway addresses gws (one per family of
+// the node's pod CIDRs), brings it up and turns on forwarding of those
+// families for this namespace (the sysctls are per network namespace).
+func EnsureBridge(ctx context.Context, br string, gws ...netip.Prefix) error {
 	link, err := netlink.LinkByName(br)
 	if _, missing := err.(netlink.LinkNotFoundError); missing {
 		if err := netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: br}}); err != nil && !errors.Is(err, unix.EEXIST) {
@@ -39,16 +40,35 @@ func EnsureBridge(ctx context.Context, br string, gw netip.Prefix) error {
 	if err != nil {
 		return fmt.Errorf("bridge %s: %w", br, err)
 	}
-	if err := netlink.AddrAdd(link, &netlink.Addr{IPNet: ipNet(gw)}); err != nil && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("address bridge %s: %w", br, err)
+	for _, gw := range gws {
+		if err := netlink.AddrAdd(link, addr(gw)); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("address bridge %s: %w", br, err)
+		}
 	}
 	if err := netlink.LinkSetUp(link); err != nil {
 		return fmt.Errorf("bring bridge %s up: %w", br, err)
 	}
-	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644); err != nil {
-		return fmt.Errorf("enable forwarding: %w", err)
+	for _, gw := range gws {
+		sysctl := "/proc/sys/net/ipv4/ip_forward"
+		if gw.Addr().Is6() {
+			sysctl = "/proc/sys/net/ipv6/conf/all/forwarding"
+		}
+		if err := os.WriteFile(sysctl, []byte("1\n"), 0o644); err != nil {
+			return fmt.Errorf("enable forwarding: %w", err)
+		}
 	}
 	return nil
+}
+
+// addr is p as a netlink address. IPv6 addresses skip duplicate address
+// detection (IFA_F_NODAD): the addresses are assigned by the node's IPAM,
+// and a tentative address would refuse traffic for the first second or so.
+func addr(p netip.Prefix) *netlink.Addr {
+	a := &netlink.Addr{IPNet: ipNet(p)}
+	if p.Addr().Is6() {
+		a.Flags = unix.IFA_F_NODAD
+	}
+	return a
 }
 
 // ipNet is p as the netlink library's address type.
@@ -57,11 +77,12 @@ func ipNet(p netip.Prefix) *net.IPNet {
 }
 
 // podNet wires a pod's network namespace: veth host end on the bridge (in
-// hairpin mode), eth0 inside with ip/bits, lo up, default route via gw. The
+// hairpin mode), eth0 inside with the addresses ips (one per family), lo
+// up, a default route of each family via the gateway gws[i] of ips[i]. The
 // namespace itself is made with `ip netns add`, which also makes the
 // /run/netns mount point shared, so the name is visible from the mount
 // namespaces of svcnet up, svcnet exec and the infra process alike.
-func podNet(ctx context.Context, nsName, hostIf, bridge string, ip netip.Prefix, gw netip.Addr) error {
+func podNet(ctx context.Context, nsName, hostIf, bridge string, ips []netip.Prefix, gws []netip.Addr) error {
 	if err := run(ctx, "ip", "netns", "add", nsName); err != nil {
 		return err
 	}
@@ -102,14 +123,18 @@ func podNet(ctx context.Context, nsName, hostIf, bridge string, ip netip.Prefix,
 	if err := h.LinkSetUp(lo); err != nil {
 		return fmt.Errorf("bring lo up in %s: %w", nsName, err)
 	}
-	if err := h.AddrAdd(eth0, &netlink.Addr{IPNet: ipNet(ip)}); err != nil {
-		return fmt.Errorf("address %s on eth0 in %s: %w", ip, nsName, err)
+	for _, ip := range ips {
+		if err := h.AddrAdd(eth0, addr(ip)); err != nil {
+			return fmt.Errorf("address %s on eth0 in %s: %w", ip, nsName, err)
+		}
 	}
 	if err := h.LinkSetUp(eth0); err != nil {
 		return fmt.Errorf("bring eth0 up in %s: %w", nsName, err)
 	}
-	if err := h.RouteAdd(&netlink.Route{LinkIndex: eth0.Attrs().Index, Gw: gw.AsSlice()}); err != nil {
-		return fmt.Errorf("default route via %s in %s: %w", gw, nsName, err)
+	for _, gw := range gws {
+		if err := h.RouteAdd(&netlink.Route{LinkIndex: eth0.Attrs().Index, Gw: gw.AsSlice()}); err != nil {
+			return fmt.Errorf("default route via %s in %s: %w", gw, nsName, err)
+		}
 	}
 	return setHairpin(hostIf)
 }

@@ -35,6 +35,20 @@ type Config struct {
 	// agent and a restarted agent adopts them. Without it containers are the
 	// agent's children and log through it.
 	Shim []string
+	// SecondaryIPAM, on a dual-stack node, gives each pod a second address
+	// of the other family (nil: single-stack).
+	SecondaryIPAM *IPAM
+}
+
+// ipams are the node's IPAMs, primary first.
+func (cfg Config) ipams() []*IPAM {
+	var out []*IPAM
+	for _, m := range []*IPAM{cfg.IPAM, cfg.SecondaryIPAM} {
+		if m != nil {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // Spec describes one pod's sandbox.
@@ -59,8 +73,10 @@ type Sandbox struct {
 	NetNS     string     `json:"netns"`
 	HostIf    string     `json:"hostInterface"`
 	IP        netip.Addr `json:"ip"`
-	InfraPID  int        `json:"infraPID"`
-	Dir       string     `json:"dir"`
+	// IPs are every address of the pod, IP first (two on a dual-stack node).
+	IPs      []netip.Addr `json:"ips,omitempty"`
+	InfraPID int          `json:"infraPID"`
+	Dir      string       `json:"dir"`
 	// Env per container, for exec.
 	Env map[string][]string `json:"env,omitempty"`
 
@@ -95,16 +111,23 @@ func Create(ctx context.Context, cfg Config, spec Spec) (_ *Sandbox, err error) 
 			_ = sb.Destroy(context.Background(), cfg)
 		}
 	}()
-	ip, err := cfg.IPAM.Allocate(spec.UID)
-	if err != nil {
-		return nil, fmt.Errorf("create sandbox %s/%s: %w", spec.Namespace, spec.Name, err)
+	var addrs []netip.Prefix
+	var gws []netip.Addr
+	for _, m := range cfg.ipams() {
+		ip, err := m.Allocate(spec.UID)
+		if err != nil {
+			return nil, fmt.Errorf("create sandbox %s/%s: %w", spec.Namespace, spec.Name, err)
+		}
+		sb.IPs = append(sb.IPs, ip)
+		addrs = append(addrs, netip.PrefixFrom(ip, m.Prefix().Bits()))
+		gws = append(gws, m.Gateway())
 	}
-	sb.IP = ip
+	sb.IP = sb.IPs[0]
 	if err := os.MkdirAll(sb.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create sandbox: %w", err)
 	}
 	_ = deleteNetNS(ctx, sb.NetNS) // a leftover of a crashed run
-	if err := podNet(ctx, sb.NetNS, sb.HostIf, cfg.Bridge, netip.PrefixFrom(ip, cfg.IPAM.Prefix().Bits()), cfg.IPAM.Gateway()); err != nil {
+	if err := podNet(ctx, sb.NetNS, sb.HostIf, cfg.Bridge, addrs, gws); err != nil {
 		return nil, fmt.Errorf("create sandbox %s/%s network: %w", spec.Namespace, spec.Name, err)
 	}
 	files := map[string][]byte{
@@ -224,8 +247,8 @@ func (sb *Sandbox) Destroy(ctx context.Context, cfg Config) error {
 	if err := deleteNetNS(ctx, sb.NetNS); err != nil {
 		errs = append(errs, err)
 	}
-	if cfg.IPAM != nil {
-		if err := cfg.IPAM.Release(sb.UID); err != nil {
+	for _, m := range cfg.ipams() {
+		if err := m.Release(sb.UID); err != nil {
 			errs = append(errs, err)
 		}
 	}
