@@ -290,7 +290,7 @@ func runProxy(ctx context.Context, args []string) error {
 	p := proxy.NewProxier(proxy.Config{
 		Log: log, Provider: prov, Node: nodeInfo, MinSyncPeriod: a.minSyncPeriod, SyncPeriod: a.syncPeriod,
 		Metrics: metrics, Health: health, ServiceHealth: proxy.NewServiceHealthServer(log, health, nil),
-		Conntrack: &conntrack.Cleaner{Exec: exec},
+		Conntrack: &conntrack.Cleaner{NetNS: a.netns},
 	})
 	errc := make(chan error, 2)
 	if a.healthzBindAddress != "" {

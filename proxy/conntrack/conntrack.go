@@ -1,14 +1,17 @@
-// Package conntrack removes stale UDP conntrack entries after a proxy sync,
-// through the `conntrack` tool, as kube-proxy 1.37's conntrack reconciler
-// does: it lists the UDP entries and deletes exactly those whose original
-// destination is a UDP Service frontend (a cluster IP, external IP or
-// LoadBalancer IP with the Service port, or the NodePort when the Service
-// has serving endpoints) and whose reply source is not one of that Service
-// port's serving endpoints. A deleted endpoint's flows therefore move to a
-// live endpoint at their next packet, and a Service without endpoints loses
-// its cached flows; entries to serving endpoints are never touched, so a
-// restarted proxy, whose first sync sees every Service as new, breaks no
-// established UDP flow (e2e/faults).
+// Package conntrack removes stale UDP conntrack entries after a proxy sync
+// through netlink (github.com/vishvananda/netlink), as kube-proxy 1.37's
+// conntrack reconciler does: for each IP family it lists the conntrack
+// table and deletes exactly the UDP entries whose original destination is a
+// UDP Service frontend (a cluster IP, external IP or LoadBalancer IP with
+// the Service port, or the NodePort when the Service has serving endpoints)
+// and whose reply source is not one of that Service port's serving
+// endpoints. A deleted endpoint's flows therefore move to a live endpoint at
+// their next packet, and a Service without endpoints loses its cached flows;
+// entries to serving endpoints are never touched, so a restarted proxy,
+// whose first sync sees every Service as new, breaks no established UDP
+// flow (e2e/faults). Like kube-proxy 1.37, only UDP is reconciled: TCP and
+// SCTP have connection ends, and their entries to a removed endpoint die
+// with the connection (kube-proxy's reconciler skips every non-UDP entry).
 //
 // UDP has no connection end, so without this a client that keeps sending
 // keeps hitting the old endpoint (or nothing) forever.
@@ -18,18 +21,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
-	"strconv"
-	"strings"
 
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet/svcnet/proxy"
 )
 
-// Cleaner implements proxy.ConntrackCleaner with the conntrack tool.
+// Cleaner implements proxy.ConntrackCleaner through netlink.
 type Cleaner struct {
-	Exec proxy.Executor
+	// NetNS names the network namespace whose conntrack table is cleaned
+	// (the proxy's --netns); empty means the proxy's own.
+	NetNS string
 }
 
 var _ proxy.ConntrackCleaner = (*Cleaner)(nil)
@@ -43,63 +50,29 @@ type Entry struct {
 	ReplySport           int
 }
 
-// ParseEntries parses `conntrack -L -p udp` output lines such as
-//
-//	udp 17 29 src=10.1.0.1 dst=10.96.0.100 sport=33699 dport=53 src=10.1.0.2 dst=10.1.0.1 sport=8053 dport=33699 mark=0 use=1
-//
-// (the first src/dst/sport/dport are the original tuple, the second the
-// reply tuple). Lines that do not parse are skipped.
-func ParseEntries(out string) []Entry {
-	var entries []Entry
-	for _, line := range strings.Split(out, "\n") {
-		fields := strings.Fields(line)
-		if len(fields) == 0 || fields[0] != "udp" {
-			continue
-		}
-		var src, dst, sport, dport []string
-		for _, f := range fields {
-			k, v, ok := strings.Cut(f, "=")
-			if !ok {
-				continue
-			}
-			switch k {
-			case "src":
-				src = append(src, v)
-			case "dst":
-				dst = append(dst, v)
-			case "sport":
-				sport = append(sport, v)
-			case "dport":
-				dport = append(dport, v)
-			}
-		}
-		if len(src) < 2 || len(dst) < 1 || len(sport) < 2 || len(dport) < 1 {
-			continue
-		}
-		var e Entry
-		var err1, err2, err3, err4, err5, err6 error
-		e.OrigSrc, err1 = netip.ParseAddr(src[0])
-		e.OrigDst, err2 = netip.ParseAddr(dst[0])
-		e.OrigSport, err3 = strconv.Atoi(sport[0])
-		e.OrigDport, err4 = strconv.Atoi(dport[0])
-		e.ReplySrc, err5 = netip.ParseAddr(src[1])
-		e.ReplySport, err6 = strconv.Atoi(sport[1])
-		if errors.Join(err1, err2, err3, err4, err5, err6) != nil {
-			continue
-		}
-		entries = append(entries, e)
+// entryOf is the Entry of a UDP flow; ok is false for other protocols and
+// flows without addresses.
+func entryOf(f *netlink.ConntrackFlow) (e Entry, ok bool) {
+	if f.Forward.Protocol != unix.IPPROTO_UDP {
+		return Entry{}, false
 	}
-	return entries
+	addr := func(ip net.IP) netip.Addr {
+		a, _ := netip.AddrFromSlice(ip)
+		return a.Unmap()
+	}
+	e = Entry{OrigSrc: addr(f.Forward.SrcIP), OrigDst: addr(f.Forward.DstIP), OrigSport: int(f.Forward.SrcPort),
+		OrigDport: int(f.Forward.DstPort), ReplySrc: addr(f.Reverse.SrcIP), ReplySport: int(f.Reverse.SrcPort)}
+	return e, e.OrigDst.IsValid() && e.ReplySrc.IsValid()
 }
 
-// DeleteArgs is the conntrack command line deleting exactly this entry.
-func (e Entry) DeleteArgs() []string {
-	args := []string{"-D"}
-	if e.OrigDst.Is6() {
-		args = append(args, "-f", "ipv6")
-	}
-	return append(args, "-p", "udp", "-s", e.OrigSrc.String(), "-d", e.OrigDst.String(),
-		"--sport", strconv.Itoa(e.OrigSport), "--dport", strconv.Itoa(e.OrigDport))
+// entryFilter matches the flows whose Entry is in the set: the entries
+// StaleEntries chose, and nothing else (a flow that changed meanwhile, for
+// example a new one on the same ports to a live endpoint, is kept).
+type entryFilter map[Entry]bool
+
+func (f entryFilter) MatchConntrackFlow(flow *netlink.ConntrackFlow) bool {
+	e, ok := entryOf(flow)
+	return ok && f[e]
 }
 
 type hostPort struct {
@@ -152,7 +125,9 @@ func svcAddrs(svc *proxy.ServicePort) []netip.Addr {
 	return append(out, svc.LoadBalancerVIPs...)
 }
 
-// CleanStaleEntries implements proxy.ConntrackCleaner.
+// CleanStaleEntries implements proxy.ConntrackCleaner: per family, one
+// netlink dump of the conntrack table and, when some entry is stale, one
+// delete pass matching exactly the stale entries.
 func (c *Cleaner) CleanStaleEntries(ctx context.Context, svcs proxy.ServicePortMap, eps proxy.EndpointsMap) error {
 	hasUDP := false
 	for _, svc := range svcs {
@@ -161,25 +136,59 @@ func (c *Cleaner) CleanStaleEntries(ctx context.Context, svcs proxy.ServicePortM
 	if !hasUDP {
 		return nil
 	}
-	ex := c.Exec
-	if ex == nil {
-		ex = proxy.OSExecutor{}
+	h, err := c.handle()
+	if err != nil {
+		return err
 	}
-	var entries []Entry
+	defer h.Close()
 	var errs []error
-	for _, family := range [][]string{{"-L", "-p", "udp"}, {"-L", "-f", "ipv6", "-p", "udp"}} {
-		out, err := ex.Run(ctx, nil, "conntrack", family...)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("list conntrack entries: %w", err))
+	for _, family := range []netlink.InetFamily{unix.AF_INET, unix.AF_INET6} {
+		flows, err := h.ConntrackTableList(netlink.ConntrackTable, family)
+		// An interrupted dump (the table changed during it) still has
+		// usable entries; the next sync sees the rest.
+		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+			errs = append(errs, fmt.Errorf("list conntrack entries (family %d): %w", family, err))
 			continue
 		}
-		entries = append(entries, ParseEntries(string(out))...)
-	}
-	for _, e := range StaleEntries(entries, svcs, eps) {
-		// An entry that expired meanwhile is not an error.
-		if _, err := ex.Run(ctx, nil, "conntrack", e.DeleteArgs()...); err != nil && !strings.Contains(err.Error(), "0 flow entries") {
-			errs = append(errs, fmt.Errorf("clear conntrack entry: %w", err))
+		var entries []Entry
+		for _, f := range flows {
+			if e, ok := entryOf(f); ok {
+				entries = append(entries, e)
+			}
+		}
+		stale := StaleEntries(entries, svcs, eps)
+		if len(stale) == 0 {
+			continue
+		}
+		filter := entryFilter{}
+		for _, e := range stale {
+			filter[e] = true
+		}
+		// An entry that expired meanwhile is simply not matched.
+		if _, err := h.ConntrackDeleteFilters(netlink.ConntrackTable, family, filter); err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+			errs = append(errs, fmt.Errorf("delete stale conntrack entries (family %d): %w", family, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// handle is a netlink handle in the cleaner's network namespace.
+func (c *Cleaner) handle() (*netlink.Handle, error) {
+	if c.NetNS == "" {
+		h, err := netlink.NewHandle(unix.NETLINK_NETFILTER)
+		if err != nil {
+			return nil, fmt.Errorf("conntrack netlink: %w", err)
+		}
+		return h, nil
+	}
+	ns, err := netns.GetFromName(c.NetNS)
+	if err != nil {
+		return nil, fmt.Errorf("conntrack: open netns %s: %w", c.NetNS, err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_NETFILTER)
+	if err != nil {
+		return nil, fmt.Errorf("conntrack netlink in %s: %w", c.NetNS, err)
+	}
+	return h, nil
 }

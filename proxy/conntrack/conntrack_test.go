@@ -1,6 +1,7 @@
 package conntrack
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -24,40 +25,36 @@ func TestStaleEntries(t *testing.T) {
 		{Addr: netip.MustParseAddr("10.244.1.5"), Port: 53, Serving: true},
 		{Addr: netip.MustParseAddr("10.244.1.6"), Port: 53, Serving: false, Terminating: true},
 	}}
-	out := `udp      17 29 src=10.244.0.2 dst=10.96.0.10 sport=1000 dport=53 src=10.244.1.5 dst=10.244.0.2 sport=53 dport=1000 mark=0 use=1
-udp      17 29 src=10.244.0.2 dst=10.96.0.10 sport=1001 dport=53 src=10.244.1.6 dst=10.244.0.2 sport=53 dport=1001 mark=0 use=1
-udp      17 29 src=10.244.0.2 dst=10.96.0.10 sport=1002 dport=53 src=10.96.0.10 dst=10.244.0.2 sport=53 dport=1002 [UNREPLIED] mark=0 use=1
-udp      17 29 src=10.244.0.2 dst=192.0.2.1 sport=1003 dport=53 src=10.244.9.9 dst=10.244.0.2 sport=53 dport=1003 mark=0 use=1
-udp      17 29 src=172.18.0.9 dst=172.18.0.2 sport=1004 dport=30053 src=10.244.1.5 dst=172.18.0.9 sport=53 dport=1004 mark=0 use=1
-udp      17 29 src=172.18.0.9 dst=172.18.0.2 sport=1005 dport=30053 src=10.244.1.7 dst=172.18.0.9 sport=53 dport=1005 mark=0 use=1
-udp      17 29 src=10.244.0.2 dst=10.96.0.99 sport=1006 dport=99 src=10.244.3.3 dst=10.244.0.2 sport=99 dport=1006 mark=0 use=1
-udp      17 29 src=172.18.0.9 dst=172.18.0.2 sport=1007 dport=30099 src=172.18.0.2 dst=172.18.0.9 sport=30099 dport=1007 mark=0 use=1
-udp      17 29 src=10.244.0.2 dst=8.8.8.8 sport=1008 dport=53 src=8.8.8.8 dst=10.244.0.2 sport=53 dport=1008 mark=0 use=1
-tcp      6 431999 ESTABLISHED src=10.244.0.2 dst=10.96.0.10 sport=1009 dport=53 src=10.244.1.6 dst=10.244.0.2 sport=53 dport=1009 [ASSURED] mark=0 use=1
-`
-	entries := ParseEntries(out)
-	if len(entries) != 9 {
-		t.Fatalf("parsed %d UDP entries: %+v", len(entries), entries)
+	e := func(src, dst string, sport, dport int, rsrc string, rsport int) Entry {
+		return Entry{OrigSrc: netip.MustParseAddr(src), OrigDst: netip.MustParseAddr(dst), OrigSport: sport, OrigDport: dport,
+			ReplySrc: netip.MustParseAddr(rsrc), ReplySport: rsport}
+	}
+	entries := []Entry{
+		e("10.244.0.2", "10.96.0.10", 1000, 53, "10.244.1.5", 53),
+		e("10.244.0.2", "10.96.0.10", 1001, 53, "10.244.1.6", 53),
+		e("10.244.0.2", "10.96.0.10", 1002, 53, "10.96.0.10", 53), // unreplied: no DNAT
+		e("10.244.0.2", "192.0.2.1", 1003, 53, "10.244.9.9", 53),
+		e("172.18.0.9", "172.18.0.2", 1004, 30053, "10.244.1.5", 53),
+		e("172.18.0.9", "172.18.0.2", 1005, 30053, "10.244.1.7", 53),
+		e("10.244.0.2", "10.96.0.99", 1006, 99, "10.244.3.3", 99),
+		e("172.18.0.9", "172.18.0.2", 1007, 30099, "172.18.0.2", 30099),
+		e("10.244.0.2", "8.8.8.8", 1008, 53, "8.8.8.8", 53),
 	}
 	var got []string
 	for _, e := range StaleEntries(entries, svcs, eps) {
-		got = append(got, strings.Join(e.DeleteArgs(), " "))
+		got = append(got, fmt.Sprintf("%s:%d>%s:%d", e.OrigSrc, e.OrigSport, e.OrigDst, e.OrigDport))
 	}
 	want := []string{
 		// not serving (terminating) endpoint, unreplied (no endpoint), wrong endpoint
-		"-D -p udp -s 10.244.0.2 -d 10.96.0.10 --sport 1001 --dport 53",
-		"-D -p udp -s 10.244.0.2 -d 10.96.0.10 --sport 1002 --dport 53",
-		"-D -p udp -s 10.244.0.2 -d 192.0.2.1 --sport 1003 --dport 53",
+		"10.244.0.2:1001>10.96.0.10:53",
+		"10.244.0.2:1002>10.96.0.10:53",
+		"10.244.0.2:1003>192.0.2.1:53",
 		// NodePort to a non-endpoint
-		"-D -p udp -s 172.18.0.9 -d 172.18.0.2 --sport 1005 --dport 30053",
+		"172.18.0.9:1005>172.18.0.2:30053",
 		// a Service without endpoints loses its ClusterIP flows (not its NodePort's)
-		"-D -p udp -s 10.244.0.2 -d 10.96.0.99 --sport 1006 --dport 99",
+		"10.244.0.2:1006>10.96.0.99:99",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	v6 := Entry{OrigSrc: netip.MustParseAddr("fd00::1"), OrigDst: netip.MustParseAddr("fd00:96::a"), OrigSport: 1, OrigDport: 53}
-	if a := strings.Join(v6.DeleteArgs(), " "); a != "-D -f ipv6 -p udp -s fd00::1 -d fd00:96::a --sport 1 --dport 53" {
-		t.Errorf("ipv6 args %s", a)
 	}
 }

@@ -90,7 +90,7 @@ type Pod struct {
 func NewCluster(t testing.TB, factory ModeFactory, nodes, podsPerNode int) *Cluster {
 	t.Helper()
 	testbed.RequireRoot(t)
-	testbed.RequireCommand(t, "ip", "sysctl", "conntrack")
+	testbed.RequireCommand(t, "ip", "sysctl")
 	c := &Cluster{t: t, factory: factory, services: map[types.NamespacedName]*v1.Service{},
 		slices: map[types.NamespacedName]*discovery.EndpointSlice{}}
 	c.Switch = testbed.NewNetNS(t, "sw")
@@ -255,7 +255,7 @@ func (n *Node) StartProxy(t testing.TB) {
 	t.Cleanup(n.health.Close)
 	n.Provider = prov
 	n.Proxier = proxy.NewProxier(proxy.Config{Provider: prov, Node: proxy.NodeInfo{Name: n.Name, IPs: []netip.Addr{n.IP}},
-		SyncPeriod: time.Hour, Health: health, ServiceHealth: n.health, Conntrack: &conntrack.Cleaner{Exec: cfg.Exec}})
+		SyncPeriod: time.Hour, Health: health, ServiceHealth: n.health, Conntrack: &conntrack.Cleaner{NetNS: n.NS.Name}})
 	n.cluster.mu.Lock()
 	for _, s := range n.cluster.services {
 		n.Proxier.OnServiceAdd(s)
