@@ -14,6 +14,8 @@
 // node-role.kubernetes.io/control-plane and tainted NoSchedule, as kubeadm
 // does). When the binary has a `controllers` command, it runs too. Cluster
 // DNS runs as pods of kube-system behind the kube-dns Service at 10.96.0.10.
+// With --ip-family dual every address, pod CIDR and Service CIDR above has
+// an IPv6 twin (families.go), IPv4 primary; with ipv6 only the twins exist.
 // Up declares the cluster ready (prints the export KUBECONFIG line) once
 // every node is Ready, every node's proxy has synced and cluster DNS
 // answers through the Service from every node.
