@@ -25,7 +25,10 @@
 //     the backend pod; traffic the node itself sends (output) is not judged,
 //     so kubelet probes and host-network clients always reach local pods.
 //
-// Only IPv4 is judged. Syncs are incremental (element and chain diffs
+// Both families are judged: each peer set and pod map has an IPv6 twin
+// (a dual-stack pod's two addresses jump to its one chain), and ICMPv6
+// neighbor discovery is always accepted (ARP never reaches these hooks
+// either). Syncs are incremental (element and chain diffs
 // against the last written state); a failed sync is retried as a full
 // rewrite of the table.
 package netpol
@@ -34,6 +37,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -222,8 +226,18 @@ func (a *Agent) done(n int, st *State, start time.Time, policies int) {
 	m.SyncDuration.Observe(time.Since(start).Seconds())
 	m.SyncLastTimestamp.SetToCurrentTime()
 	m.Policies.Set(float64(policies))
-	m.IsolatedPods.WithLabelValues("ingress").Set(float64(len(st.Sets[ingressPodsMap].elems)))
-	m.IsolatedPods.WithLabelValues("egress").Set(float64(len(st.Sets[egressPodsMap].elems)))
+	// One chain per isolated pod, whatever its families.
+	in, eg := 0, 0
+	for name := range st.Chains {
+		switch {
+		case strings.HasPrefix(name, "in-"):
+			in++
+		case strings.HasPrefix(name, "eg-"):
+			eg++
+		}
+	}
+	m.IsolatedPods.WithLabelValues("ingress").Set(float64(in))
+	m.IsolatedPods.WithLabelValues("egress").Set(float64(eg))
 }
 
 func (a *Agent) fail(err error) {

@@ -24,9 +24,15 @@ func baseChains(tx *knftables.Transaction) {
 	for _, c := range []string{forwardChain, inputChain} {
 		tx.Add(&knftables.Rule{Chain: c, Rule: "ct state established,related accept"})
 		tx.Add(&knftables.Rule{Chain: c, Rule: "meta mark set meta mark and " + clearEgressMark})
+		// Neighbor discovery is IPv6's ARP: never judged (ARP does not
+		// reach the inet hooks), or an isolated pod could not even resolve
+		// the peers it may talk to.
+		tx.Add(&knftables.Rule{Chain: c, Rule: "icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, nd-router-advert, nd-redirect } accept"})
 		tx.Add(&knftables.Rule{Chain: c, Rule: "ip saddr vmap @" + egressPodsMap})
+		tx.Add(&knftables.Rule{Chain: c, Rule: "ip6 saddr vmap @" + egressPodsMap6})
 	}
 	tx.Add(&knftables.Rule{Chain: forwardChain, Rule: "ip daddr vmap @" + ingressPodsMap})
+	tx.Add(&knftables.Rule{Chain: forwardChain, Rule: "ip6 daddr vmap @" + ingressPodsMap6})
 }
 
 func addSet(tx *knftables.Transaction, name string, d *setDef) {

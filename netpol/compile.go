@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +22,10 @@ const (
 	inputChain     = "input"
 	ingressPodsMap = "ingress-pods"
 	egressPodsMap  = "egress-pods"
+	// The IPv6 twins of the pod maps: a dual-stack pod is in both families'
+	// maps, each address jumping to the pod's one chain.
+	ingressPodsMap6 = "ingress-pods6"
+	egressPodsMap6  = "egress-pods6"
 	// egressAllowedMark is the packet-mark bit a policy's egress chain sets
 	// when it allows the packet; the pod's egress chain drops what no
 	// policy marked. It is outside kube-proxy's bits (0x4000, 0x8000).
@@ -55,7 +60,8 @@ type State struct {
 type pod struct {
 	ns, name string
 	labels   labels.Set
-	ip       netip.Addr
+	ip       netip.Addr   // the first of ips: names the pod's chains
+	ips      []netip.Addr // every address of the pod, one per family
 	local    bool
 	ports    []corev1.ContainerPort
 }
@@ -68,6 +74,8 @@ func Compile(in Input) (*State, error) {
 	st := &State{Sets: map[string]*setDef{}, Chains: map[string][]string{}}
 	st.Sets[ingressPodsMap] = &setDef{typ: "ipv4_addr : verdict", isMap: true, elems: map[string]bool{}}
 	st.Sets[egressPodsMap] = &setDef{typ: "ipv4_addr : verdict", isMap: true, elems: map[string]bool{}}
+	st.Sets[ingressPodsMap6] = &setDef{typ: "ipv6_addr : verdict", isMap: true, elems: map[string]bool{}}
+	st.Sets[egressPodsMap6] = &setDef{typ: "ipv6_addr : verdict", isMap: true, elems: map[string]bool{}}
 
 	nsLabels := map[string]labels.Set{}
 	for _, ns := range in.Namespaces {
@@ -78,11 +86,11 @@ func Compile(in Input) (*State, error) {
 		if p.Spec.HostNetwork || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		ip := podIPv4(p)
-		if !ip.IsValid() {
+		ips := podIPs(p)
+		if len(ips) == 0 {
 			continue
 		}
-		pp := &pod{ns: p.Namespace, name: p.Name, labels: labels.Set(p.Labels), ip: ip, local: p.Spec.NodeName == in.Node}
+		pp := &pod{ns: p.Namespace, name: p.Name, labels: labels.Set(p.Labels), ip: ips[0], ips: ips, local: p.Spec.NodeName == in.Node}
 		for _, c := range p.Spec.Containers {
 			pp.ports = append(pp.ports, c.Ports...)
 		}
@@ -97,8 +105,8 @@ func Compile(in Input) (*State, error) {
 		}
 		return policies[i].Name < policies[j].Name
 	})
-	ingressOf := map[netip.Addr][]string{}
-	egressOf := map[netip.Addr][]string{}
+	ingressOf := map[*pod][]string{}
+	egressOf := map[*pod][]string{}
 	for _, np := range policies {
 		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
 		if err != nil {
@@ -123,7 +131,7 @@ func Compile(in Input) (*State, error) {
 			}
 			st.Chains[chain] = rules
 			for _, t := range targets {
-				ingressOf[t.ip] = append(ingressOf[t.ip], chain)
+				ingressOf[t] = append(ingressOf[t], chain)
 			}
 		}
 		if egress {
@@ -134,31 +142,45 @@ func Compile(in Input) (*State, error) {
 			}
 			st.Chains[chain] = rules
 			for _, t := range targets {
-				egressOf[t.ip] = append(egressOf[t.ip], chain)
+				egressOf[t] = append(egressOf[t], chain)
 			}
 		}
 	}
-	// Per-pod dispatch chains: one vmap lookup by address finds the chain
-	// that walks exactly the policies selecting that pod.
-	for ip, chains := range ingressOf {
-		name := "in-" + addrName(ip)
+	// Per-pod dispatch chains: one vmap lookup by address (of either
+	// family) finds the chain that walks exactly the policies selecting
+	// that pod.
+	for p, chains := range ingressOf {
+		name := "in-" + addrName(p.ip)
 		var rules []string
 		for _, c := range chains {
 			rules = append(rules, "jump "+c)
 		}
 		st.Chains[name] = append(rules, "drop")
-		st.Sets[ingressPodsMap].elems[ip.String()+" : jump "+name] = true
+		for _, ip := range p.ips {
+			st.Sets[familyName(ingressPodsMap, ip)].elems[ip.String()+" : jump "+name] = true
+		}
 	}
-	for ip, chains := range egressOf {
-		name := "eg-" + addrName(ip)
+	for p, chains := range egressOf {
+		name := "eg-" + addrName(p.ip)
 		var rules []string
 		for _, c := range chains {
 			rules = append(rules, "jump "+c)
 		}
 		st.Chains[name] = append(rules, "meta mark and "+egressAllowedMark+" == 0 drop")
-		st.Sets[egressPodsMap].elems[ip.String()+" : jump "+name] = true
+		for _, ip := range p.ips {
+			st.Sets[familyName(egressPodsMap, ip)].elems[ip.String()+" : jump "+name] = true
+		}
 	}
 	return st, nil
+}
+
+// familyName is the name of the IPv4 set or map, or its IPv6 twin
+// (suffix 6) for an IPv6 address.
+func familyName(name string, a netip.Addr) string {
+	if a.Is6() {
+		return name + "6"
+	}
+	return name
 }
 
 // rule is a direction-neutral view of an ingress or egress rule.
@@ -194,65 +216,103 @@ func compileRules(st *State, chain string, np *networkingv1.NetworkPolicy, ingre
 	}
 	var lines []string
 	for i, r := range rules {
-		var match string
+		// matches are the rule's peer matches: none (every peer), or one
+		// per family, the IPv6 one only when some IPv6 peer exists (an
+		// IPv4-only cluster's table stays as it was).
+		matches := []string{""}
 		if len(r.peers) > 0 {
 			set := fmt.Sprintf("%s-%d", chain, i)
 			ranges, err := peerRanges(np, r.peers, pods, nsLabels)
 			if err != nil {
 				return nil, err
 			}
-			elems := map[string]bool{}
+			elems, elems6 := map[string]bool{}, map[string]bool{}
 			for _, rg := range ranges {
-				elems[rg.String()] = true
+				if rg.lo.Is6() {
+					elems6[rg.String()] = true
+				} else {
+					elems[rg.String()] = true
+				}
 			}
 			st.Sets[set] = &setDef{typ: "ipv4_addr", interval: true, elems: elems}
-			match = "ip " + peerDir + " @" + set + " "
-		}
-		if len(r.ports) == 0 {
-			lines = append(lines, match+verdict)
-			continue
-		}
-		named := map[string]bool{}
-		for _, p := range r.ports {
-			proto := "tcp"
-			if p.Protocol != nil {
-				proto = strings.ToLower(string(*p.Protocol))
+			matches = []string{"ip " + peerDir + " @" + set + " "}
+			if len(elems6) > 0 {
+				st.Sets[set+"-6"] = &setDef{typ: "ipv6_addr", interval: true, elems: elems6}
+				matches = append(matches, "ip6 "+peerDir+" @"+set+"-6 ")
 			}
-			switch {
-			case p.Port == nil:
-				lines = append(lines, match+"meta l4proto "+proto+" "+verdict)
-			case p.Port.Type == 0: // intstr.Int
-				port := strconv.Itoa(int(p.Port.IntVal))
-				if p.EndPort != nil && *p.EndPort > p.Port.IntVal {
-					port += "-" + strconv.Itoa(int(*p.EndPort))
-				}
-				lines = append(lines, match+"meta l4proto "+proto+" th dport "+port+" "+verdict)
-			default:
-				// A named port means, per destination pod, the number of its
-				// container port of that name and protocol: ingress resolves
-				// it on the selected pods, egress on any destination pod.
-				cands := pods
-				if ingress {
-					cands = targets
-				}
-				for _, c := range cands {
-					for _, cp := range c.ports {
-						cpProto := "tcp"
-						if cp.Protocol != "" {
-							cpProto = strings.ToLower(string(cp.Protocol))
-						}
-						if cp.Name == p.Port.StrVal && cpProto == proto {
-							named[c.ip.String()+" . "+proto+" . "+strconv.Itoa(int(cp.ContainerPort))] = true
+		}
+		for _, match := range matches {
+			ls, err := compilePorts(st, chain, i, match, verdict, ingress, r, targets, pods)
+			if err != nil {
+				return nil, err
+			}
+			lines = append(lines, ls...)
+		}
+	}
+	return lines, nil
+}
+
+// compilePorts writes the lines of one rule for one peer match: one per
+// port (or one for no ports), and one per family for named ports.
+func compilePorts(st *State, chain string, i int, match, verdict string, ingress bool, r rule, targets, pods []*pod) ([]string, error) {
+	var lines []string
+	if len(r.ports) == 0 {
+		return []string{match + verdict}, nil
+	}
+	named := map[string]bool{}
+	named6 := map[string]bool{}
+	for _, p := range r.ports {
+		proto := "tcp"
+		if p.Protocol != nil {
+			proto = strings.ToLower(string(*p.Protocol))
+		}
+		switch {
+		case p.Port == nil:
+			lines = append(lines, match+"meta l4proto "+proto+" "+verdict)
+		case p.Port.Type == 0: // intstr.Int
+			port := strconv.Itoa(int(p.Port.IntVal))
+			if p.EndPort != nil && *p.EndPort > p.Port.IntVal {
+				port += "-" + strconv.Itoa(int(*p.EndPort))
+			}
+			lines = append(lines, match+"meta l4proto "+proto+" th dport "+port+" "+verdict)
+		default:
+			// A named port means, per destination pod, the number of its
+			// container port of that name and protocol: ingress resolves
+			// it on the selected pods, egress on any destination pod.
+			cands := pods
+			if ingress {
+				cands = targets
+			}
+			for _, c := range cands {
+				for _, cp := range c.ports {
+					cpProto := "tcp"
+					if cp.Protocol != "" {
+						cpProto = strings.ToLower(string(cp.Protocol))
+					}
+					if cp.Name == p.Port.StrVal && cpProto == proto {
+						for _, ip := range c.ips {
+							e := ip.String() + " . " + proto + " . " + strconv.Itoa(int(cp.ContainerPort))
+							if ip.Is6() {
+								named6[e] = true
+							} else {
+								named[e] = true
+							}
 						}
 					}
 				}
 			}
 		}
-		if hasNamed(r.ports) {
-			set := fmt.Sprintf("%s-%d-named", chain, i)
-			st.Sets[set] = &setDef{typ: "ipv4_addr . inet_proto . inet_service", elems: named}
-			lines = append(lines, match+"ip daddr . meta l4proto . th dport @"+set+" "+verdict)
-		}
+	}
+	// A peer match of one family needs only that family's line.
+	if hasNamed(r.ports) && !strings.HasPrefix(match, "ip6 ") {
+		set := fmt.Sprintf("%s-%d-named", chain, i)
+		st.Sets[set] = &setDef{typ: "ipv4_addr . inet_proto . inet_service", elems: named}
+		lines = append(lines, match+"ip daddr . meta l4proto . th dport @"+set+" "+verdict)
+	}
+	if hasNamed(r.ports) && len(named6) > 0 && !strings.HasPrefix(match, "ip ") {
+		set := fmt.Sprintf("%s-%d-named6", chain, i)
+		st.Sets[set] = &setDef{typ: "ipv6_addr . inet_proto . inet_service", elems: named6}
+		lines = append(lines, match+"ip6 daddr . meta l4proto . th dport @"+set+" "+verdict)
 	}
 	return lines, nil
 }
@@ -266,7 +326,7 @@ func hasNamed(ports []networkingv1.NetworkPolicyPort) bool {
 	return false
 }
 
-// peerRanges is the union of a rule's peers as merged IPv4 ranges: the
+// peerRanges is the union of a rule's peers as merged ranges of each family: the
 // addresses of the pods the selectors pick (namespaceSelector alone: every
 // pod of those namespaces; podSelector alone: pods of the policy's
 // namespace; both: those pods of those namespaces) and ipBlocks minus
@@ -302,49 +362,50 @@ func peerRanges(np *networkingv1.NetworkPolicy, peers []networkingv1.NetworkPoli
 				continue
 			}
 			if podSel.Matches(p.labels) {
-				a := v4(p.ip)
-				rs = append(rs, ipRange{a, a})
+				for _, a := range p.ips {
+					rs = append(rs, ipRange{a, a})
+				}
 			}
 		}
 	}
 	return mergeRanges(rs), nil
 }
 
-// ipRange is an inclusive IPv4 range.
-type ipRange struct{ lo, hi uint32 }
+// ipRange is an inclusive range of addresses of one family.
+type ipRange struct{ lo, hi netip.Addr }
 
 func (r ipRange) String() string {
 	if r.lo == r.hi {
-		return fromV4(r.lo).String()
+		return r.lo.String()
 	}
-	return fromV4(r.lo).String() + "-" + fromV4(r.hi).String()
+	return r.lo.String() + "-" + r.hi.String()
 }
 
-// blockRanges is an IPv4 ipBlock's CIDR minus its excepts. IPv6 blocks give
-// nothing: the table only judges IPv4.
+// blockRanges is an ipBlock's CIDR minus its excepts (excepts of the other
+// family cut nothing; validation refuses them anyway).
 func blockRanges(b *networkingv1.IPBlock) []ipRange {
 	pfx, err := netip.ParsePrefix(b.CIDR)
-	if err != nil || !pfx.Addr().Is4() {
+	if err != nil {
 		return nil
 	}
 	rs := []ipRange{prefixRange(pfx.Masked())}
 	for _, e := range b.Except {
 		ep, err := netip.ParsePrefix(e)
-		if err != nil || !ep.Addr().Is4() {
+		if err != nil || ep.Addr().Is4() != pfx.Addr().Is4() {
 			continue
 		}
 		cut := prefixRange(ep.Masked())
 		var next []ipRange
 		for _, r := range rs {
-			if cut.hi < r.lo || cut.lo > r.hi {
+			if cut.hi.Less(r.lo) || r.hi.Less(cut.lo) {
 				next = append(next, r)
 				continue
 			}
-			if cut.lo > r.lo {
-				next = append(next, ipRange{r.lo, cut.lo - 1})
+			if r.lo.Less(cut.lo) {
+				next = append(next, ipRange{r.lo, cut.lo.Prev()})
 			}
-			if cut.hi < r.hi {
-				next = append(next, ipRange{cut.hi + 1, r.hi})
+			if cut.hi.Less(r.hi) {
+				next = append(next, ipRange{cut.hi.Next(), r.hi})
 			}
 		}
 		rs = next
@@ -352,44 +413,53 @@ func blockRanges(b *networkingv1.IPBlock) []ipRange {
 	return rs
 }
 
+// prefixRange is p's first and last address.
 func prefixRange(p netip.Prefix) ipRange {
-	lo := v4(p.Addr())
-	return ipRange{lo, lo | uint32((uint64(1)<<(32-p.Bits()))-1)}
+	b := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	hi, _ := netip.AddrFromSlice(b)
+	return ipRange{p.Addr(), hi}
 }
 
-// mergeRanges sorts and merges overlapping and adjacent ranges, so that the
-// interval set never holds two elements that overlap (nft refuses that).
+// mergeRanges sorts and merges overlapping and adjacent ranges of each
+// family, so that an interval set never holds two elements that overlap
+// (nft refuses that).
 func mergeRanges(rs []ipRange) []ipRange {
-	sort.Slice(rs, func(i, j int) bool { return rs[i].lo < rs[j].lo })
+	sort.Slice(rs, func(i, j int) bool { return rs[i].lo.Less(rs[j].lo) })
 	var out []ipRange
 	for _, r := range rs {
-		if n := len(out); n > 0 && uint64(r.lo) <= uint64(out[n-1].hi)+1 {
-			if r.hi > out[n-1].hi {
-				out[n-1].hi = r.hi
+		if n := len(out); n > 0 && out[n-1].lo.Is4() == r.lo.Is4() {
+			last := &out[n-1]
+			// Adjacent: the address after last.hi (invalid past the end of
+			// the address space, where nothing can follow) is r.lo.
+			if next := last.hi.Next(); !last.hi.Less(r.lo) || (next.IsValid() && next == r.lo) {
+				if last.hi.Less(r.hi) {
+					last.hi = r.hi
+				}
+				continue
 			}
-			continue
 		}
 		out = append(out, r)
 	}
 	return out
 }
 
-func v4(a netip.Addr) uint32 {
-	b := a.As4()
-	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-}
-
-func fromV4(u uint32) netip.Addr {
-	return netip.AddrFrom4([4]byte{byte(u >> 24), byte(u >> 16), byte(u >> 8), byte(u)})
-}
-
-func podIPv4(p *corev1.Pod) netip.Addr {
+// podIPs are the pod's addresses, one per family, status.podIP first.
+func podIPs(p *corev1.Pod) []netip.Addr {
+	var out []netip.Addr
 	for _, s := range append([]corev1.PodIP{{IP: p.Status.PodIP}}, p.Status.PodIPs...) {
-		if a, err := netip.ParseAddr(s.IP); err == nil && a.Is4() {
-			return a
+		a, err := netip.ParseAddr(s.IP)
+		if err != nil {
+			continue
+		}
+		a = a.Unmap()
+		if !slices.ContainsFunc(out, func(b netip.Addr) bool { return b.Is4() == a.Is4() }) {
+			out = append(out, a)
 		}
 	}
-	return netip.Addr{}
+	return out
 }
 
 func policyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
@@ -415,4 +485,7 @@ func policyID(np *networkingv1.NetworkPolicy) string {
 	return fmt.Sprintf("%016x", h.Sum64())[:12]
 }
 
-func addrName(a netip.Addr) string { return strings.ReplaceAll(a.String(), ".", "-") }
+// addrName is an address as a chain-name part ("10-244-1-5", "fd00_10_244_1__5").
+func addrName(a netip.Addr) string {
+	return strings.NewReplacer(".", "-", ":", "_").Replace(a.String())
+}

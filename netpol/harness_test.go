@@ -29,8 +29,10 @@ import (
 // matrix has same-bridge, same-node and cross-node pairs. Each node is a
 // network namespace with a bridge (br_netfilter on, as a node's cni0) and
 // routes to the other node's pod CIDR; each pod is a namespace on its node's
-// bridge serving TCP and UDP on 80, 81 and (UDP) 53. One Agent per node,
-// fed by a fake clientset, programs the node's table.
+// bridge serving TCP and UDP on 80, 81 and (UDP) 53. Everything is
+// dual-stack: pod i of node n is 10.244.n.i and fd00:10:244:n::i (hex),
+// so a matrix can be probed over either family. One Agent per node, fed by
+// a fake clientset, programs the node's table.
 type bed struct {
 	t      *testing.T
 	client *fake.Clientset
@@ -41,7 +43,7 @@ type bed struct {
 
 type bedPod struct {
 	ns, name string
-	ip       string
+	ip, ip6  string
 	node     int
 	netns    *testbed.NetNS
 }
@@ -61,17 +63,24 @@ func newBed(t *testing.T) *bed {
 	for i := range b.nodes {
 		n := testbed.NewNetNS(t, fmt.Sprintf("npnode%d", i+1))
 		b.nodes[i] = n
-		n.MustRun("sysctl", "-qw", "net.ipv4.ip_forward=1")
+		n.MustRun("sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1", "net.ipv6.conf.default.accept_dad=0")
 		n.MustRun("ip", "link", "add", "cni0", "type", "bridge")
 		n.MustRun("ip", "addr", "add", fmt.Sprintf("10.244.%d.1/24", i+1), "dev", "cni0")
+		n.MustRun("ip", "addr", "add", fmt.Sprintf("fd00:10:244:%d::1/64", i+1), "dev", "cni0", "nodad")
 		n.MustRun("ip", "link", "set", "cni0", "up")
-		if out, _ := n.Run("cat", "/proc/sys/net/bridge/bridge-nf-call-iptables"); strings.TrimSpace(out) != "1" {
-			t.Skipf("bridge-nf-call-iptables is %q in a new namespace: bridged pod traffic would bypass netfilter", strings.TrimSpace(out))
+		for _, sysctl := range []string{"bridge-nf-call-iptables", "bridge-nf-call-ip6tables"} {
+			if out, _ := n.Run("cat", "/proc/sys/net/bridge/"+sysctl); strings.TrimSpace(out) != "1" {
+				t.Skipf("%s is %q in a new namespace: bridged pod traffic would bypass netfilter", sysctl, strings.TrimSpace(out))
+			}
 		}
 	}
 	testbed.Link(t, b.nodes[0], "eth0", "172.18.0.2/24", b.nodes[1], "eth0", "172.18.0.3/24")
+	b.nodes[0].MustRun("ip", "addr", "add", "fd00:172:18::2/64", "dev", "eth0", "nodad")
+	b.nodes[1].MustRun("ip", "addr", "add", "fd00:172:18::3/64", "dev", "eth0", "nodad")
 	b.nodes[0].MustRun("ip", "route", "add", "10.244.2.0/24", "via", "172.18.0.3")
 	b.nodes[1].MustRun("ip", "route", "add", "10.244.1.0/24", "via", "172.18.0.2")
+	b.nodes[0].MustRun("ip", "-6", "route", "add", "fd00:10:244:2::/64", "via", "fd00:172:18::3")
+	b.nodes[1].MustRun("ip", "-6", "route", "add", "fd00:10:244:1::/64", "via", "fd00:172:18::2")
 
 	for i, ns := range bedNamespaces {
 		_, err := b.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
@@ -85,12 +94,16 @@ func newBed(t *testing.T) *bed {
 				node = 1
 			}
 			host := 10 + 3*i + j
-			p := &bedPod{ns: ns, name: name, node: node, ip: fmt.Sprintf("10.244.%d.%d", node+1, host)}
+			p := &bedPod{ns: ns, name: name, node: node, ip: fmt.Sprintf("10.244.%d.%d", node+1, host),
+				ip6: fmt.Sprintf("fd00:10:244:%d::%x", node+1, host)}
 			p.netns = testbed.NewNetNS(t, "np"+ns+name)
+			p.netns.MustRun("sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0")
 			hostIf := "v" + ns + name
 			testbed.Link(t, p.netns, "eth0", p.ip+"/24", b.nodes[node], hostIf, "")
+			p.netns.MustRun("ip", "addr", "add", p.ip6+"/64", "dev", "eth0", "nodad")
 			b.nodes[node].MustRun("ip", "link", "set", hostIf, "master", "cni0")
 			p.netns.MustRun("ip", "route", "add", "default", "via", fmt.Sprintf("10.244.%d.1", node+1))
+			p.netns.MustRun("ip", "-6", "route", "add", "default", "via", fmt.Sprintf("fd00:10:244:%d::1", node+1))
 			b.serve(p)
 			b.pods[p.key()] = p
 			pod := &corev1.Pod{
@@ -101,7 +114,7 @@ func newBed(t *testing.T) *bed {
 					{Name: "serve-80-udp", ContainerPort: 80, Protocol: corev1.ProtocolUDP},
 					{Name: "serve-81-udp", ContainerPort: 81, Protocol: corev1.ProtocolUDP},
 				}}}},
-				Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: p.ip, PodIPs: []corev1.PodIP{{IP: p.ip}}},
+				Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: p.ip, PodIPs: []corev1.PodIP{{IP: p.ip}, {IP: p.ip6}}},
 			}
 			if _, err := b.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
@@ -233,15 +246,21 @@ func (b *bed) waitSynced() {
 	}
 }
 
-// probe is one (source, destination, port, protocol) connection attempt.
+// probe is one (source, destination, port, protocol) connection attempt,
+// over IPv4 or, with v6, over IPv6.
 type probe struct {
 	from, to *bedPod
 	port     int
 	proto    string
+	v6       bool
 }
 
 func (p probe) String() string {
-	return fmt.Sprintf("%s -> %s %d/%s", p.from.key(), p.to.key(), p.port, p.proto)
+	fam := ""
+	if p.v6 {
+		fam = " (IPv6)"
+	}
+	return fmt.Sprintf("%s -> %s %d/%s%s", p.from.key(), p.to.key(), p.port, p.proto, fam)
 }
 
 const probeTimeout = 500 * time.Millisecond
@@ -258,6 +277,9 @@ func (p probe) try() bool {
 	ok := false
 	_ = p.from.netns.Do(func() error {
 		addr := net.JoinHostPort(p.to.ip, fmt.Sprint(p.port))
+		if p.v6 {
+			addr = net.JoinHostPort(p.to.ip6, fmt.Sprint(p.port))
+		}
 		// Every probe uses a source port no earlier probe used: a reused
 		// 5-tuple could match a conntrack entry left by an earlier case's
 		// allowed probe (UDP entries live 30 s) and pass as established.
@@ -285,14 +307,14 @@ func (p probe) try() bool {
 	return ok
 }
 
-// matrix probes every pair on every port/protocol in parallel and returns
-// the set of probes that succeeded.
-func (b *bed) matrix(ports []portProto) map[string]bool {
+// matrix probes every pair on every port/protocol of one family in
+// parallel and returns the set of probes that succeeded.
+func (b *bed) matrix(ports []portProto, v6 bool) map[string]bool {
 	var probes []probe
 	for _, from := range b.sortedPods() {
 		for _, to := range b.sortedPods() {
 			for _, pp := range ports {
-				probes = append(probes, probe{from, to, pp.port, pp.proto})
+				probes = append(probes, probe{from, to, pp.port, pp.proto, v6})
 			}
 		}
 	}
@@ -339,17 +361,23 @@ type peer struct{ ns, pod string }
 // as a table, the way the upstream tests print reachability.
 func (b *bed) check(ports []portProto, want func(from, to peer, port int, proto string) bool) {
 	b.t.Helper()
+	b.checkFamily(ports, false, want)
+}
+
+// checkFamily is check over IPv4 or, with v6, over IPv6.
+func (b *bed) checkFamily(ports []portProto, v6 bool, want func(from, to peer, port int, proto string) bool) {
+	b.t.Helper()
 	var diffs []string
 	// A policy change may still be in flight in the kernel for a moment
 	// after the agent's transaction returned; one retry absorbs that.
 	for attempt := 0; attempt < 2; attempt++ {
-		got := b.matrix(ports)
+		got := b.matrix(ports, v6)
 		diffs = diffs[:0]
 		for _, from := range b.sortedPods() {
 			for _, to := range b.sortedPods() {
 				for _, pp := range ports {
 					exp := from == to || want(peer{from.ns, from.name}, peer{to.ns, to.name}, pp.port, pp.proto)
-					p := probe{from, to, pp.port, pp.proto}
+					p := probe{from, to, pp.port, pp.proto, v6}
 					if got[p.String()] != exp {
 						diffs = append(diffs, fmt.Sprintf("%s: got %v, want %v", p, got[p.String()], exp))
 					}

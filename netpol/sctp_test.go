@@ -108,7 +108,7 @@ func TestSCTPByPort(t *testing.T) {
 	if try(81) {
 		t.Error("SCTP to port 81 allowed; the policy allows only SCTP 80")
 	}
-	if (probe{src, dst, 80, "TCP"}).try() {
+	if (probe{src, dst, 80, "TCP", false}).try() {
 		t.Error("TCP to port 80 allowed; the policy allows only SCTP 80")
 	}
 	if err := b.client.NetworkingV1().NetworkPolicies("x").Delete(ctx, "sctp-80", metav1.DeleteOptions{}); err != nil {

@@ -242,7 +242,7 @@ func TestPolicyChangesWithOpenConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.waitSynced()
-	if (probe{src, dst, 80, "TCP"}).try() {
+	if (probe{src, dst, 80, "TCP", false}).try() {
 		t.Error("new connection allowed under deny-all")
 	}
 	for i := 0; i < 3; i++ {
@@ -254,7 +254,7 @@ func TestPolicyChangesWithOpenConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.waitSynced()
-	if !(probe{src, dst, 80, "TCP"}).try() || !(probe{src, dst, 81, "UDP"}).try() {
+	if !(probe{src, dst, 80, "TCP", false}).try() || !(probe{src, dst, 81, "UDP", false}).try() {
 		t.Error("new connections refused after the policy was removed")
 	}
 	if err := echo(); err != nil {
@@ -283,4 +283,85 @@ func counter(c prometheus.Counter) float64 {
 		return -1
 	}
 	return m.GetCounter().GetValue()
+}
+
+// ipv6Want is, for the truth table's ipBlock rows, the expectation over
+// IPv6: their IPv4 CIDRs match no IPv6 source or destination (selectors
+// pick a pod's addresses of both families).
+var ipv6Want = map[string]func(from, to peer, port int, proto string) bool{
+	"x/a from ipBlock 10.244.0.0/16 except node 2's pods": func(from, to peer, port int, proto string) bool { return !is(to, "x", "a") },
+	"x/a from ipBlock except one pod (z/c) plus pods of y": func(from, to peer, port int, proto string) bool {
+		return !is(to, "x", "a") || from.ns == "y"
+	},
+	"x/a egress to ipBlock except z/c": func(from, to peer, port int, proto string) bool { return !is(from, "x", "a") },
+}
+
+// ipv6BlockTable: IPv6 ipBlocks, each with its expectation over IPv4 and
+// over IPv6. Pod i of node n is fd00:10:244:n::i (hex): z/c is
+// fd00:10:244:1::12.
+var ipv6BlockTable = []struct {
+	name         string
+	policies     []*networkingv1.NetworkPolicy
+	want4, want6 func(from, to peer, port int, proto string) bool
+}{
+	{"x/a from ipBlock fd00:10:244::/48 except node 2's pods", []*networkingv1.NetworkPolicy{np("x", "p", sel("pod", "a"), ingressOnly, []networkingv1.NetworkPolicyIngressRule{
+		from(block("fd00:10:244::/48", "fd00:10:244:2::/64"))}, nil)},
+		func(from, to peer, port int, proto string) bool { return !is(to, "x", "a") },
+		func(from, to peer, port int, proto string) bool { return !is(to, "x", "a") || from.pod != "b" }},
+	{"x/a egress to ipBlock ::/0 except z/c", []*networkingv1.NetworkPolicy{np("x", "p", sel("pod", "a"), egressOnly, nil, []networkingv1.NetworkPolicyEgressRule{
+		to(block("::/0", "fd00:10:244:1::12/128"))})},
+		func(from, to peer, port int, proto string) bool { return !is(from, "x", "a") },
+		func(from, to peer, port int, proto string) bool { return !is(from, "x", "a") || !is(to, "z", "c") }},
+	{"x/a from node 1's pods over IPv4 and node 2's over IPv6 (one block per family)", []*networkingv1.NetworkPolicy{np("x", "p", sel("pod", "a"), ingressOnly, []networkingv1.NetworkPolicyIngressRule{
+		from(block("10.244.1.0/24"), block("fd00:10:244:2::/64"))}, nil)},
+		func(from, to peer, port int, proto string) bool { return !is(to, "x", "a") || from.pod != "b" },
+		func(from, to peer, port int, proto string) bool { return !is(to, "x", "a") || from.pod == "b" }},
+}
+
+// TestTruthTableIPv6 (issue 16): the truth table over IPv6, on the same
+// dual-stack pods: every policy set of TestTruthTable isolates IPv6 traffic
+// as it isolates IPv4 traffic (IPv4 ipBlocks match no IPv6 peer), and IPv6
+// ipBlocks, with except and beside IPv4 ones, are checked over both
+// families.
+func TestTruthTableIPv6(t *testing.T) {
+	b := newBed(t)
+	ctx := context.Background()
+	apply := func(t *testing.T, policies []*networkingv1.NetworkPolicy) {
+		for _, p := range policies {
+			if _, err := b.client.NetworkingV1().NetworkPolicies(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Cleanup(func() {
+			for _, p := range policies {
+				_ = b.client.NetworkingV1().NetworkPolicies(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
+			}
+		})
+		b.waitSynced()
+	}
+	for _, tc := range truthTable {
+		t.Run(tc.name, func(t *testing.T) {
+			b.t = t
+			apply(t, tc.policies)
+			ports := tc.ports
+			if ports == nil {
+				ports = defaultPorts
+			}
+			want := tc.want
+			if w, ok := ipv6Want[tc.name]; ok {
+				want = w
+			}
+			b.checkFamily(ports, true, want)
+		})
+	}
+	for _, tc := range ipv6BlockTable {
+		t.Run(tc.name, func(t *testing.T) {
+			b.t = t
+			apply(t, tc.policies)
+			b.checkFamily(defaultPorts, false, tc.want4)
+			b.checkFamily(defaultPorts, true, tc.want6)
+		})
+	}
+	b.t = t
+	b.checkSyncs(t)
 }
