@@ -33,6 +33,12 @@ var (
 	VIPRange = netip.MustParsePrefix("192.168.100.0/24")
 	// ServiceCIDR is the ClusterIP range.
 	ServiceCIDR = netip.MustParsePrefix("10.96.0.0/16")
+	// The cluster is dual-stack (IPv4 primary): the IPv6 twins of the node
+	// network, the pod CIDRs (node i: fd00:10:244:i::/64), the Service
+	// range and the external client.
+	ServiceCIDR6      = netip.MustParsePrefix("fd00:10:96::/112")
+	ClusterCIDR6      = netip.MustParsePrefix("fd00:10:244::/48")
+	ExternalClientIP6 = netip.MustParseAddr("fd00:172:18::50")
 )
 
 // ModeFactory builds the mode under test for one node. cfg has Exec set to
@@ -54,6 +60,8 @@ type Cluster struct {
 	mu       sync.Mutex
 	services map[types.NamespacedName]*v1.Service
 	slices   map[types.NamespacedName]*discovery.EndpointSlice
+	// slices6 are the IPv6 EndpointSlices of dual-stack Services.
+	slices6 map[types.NamespacedName]*discovery.EndpointSlice
 }
 
 // Node is one node namespace with its pods and its proxy.
@@ -62,8 +70,11 @@ type Node struct {
 	NS      *testbed.NetNS
 	IP      netip.Addr
 	PodCIDR netip.Prefix
-	Pods    []*Pod
-	Proxier *proxy.Proxier
+	// IP6 and PodCIDR6 are the node's IPv6 address and pod range.
+	IP6      netip.Addr
+	PodCIDR6 netip.Prefix
+	Pods     []*Pod
+	Proxier  *proxy.Proxier
 	// Provider is the mode instance the Proxier drives.
 	Provider proxy.Provider
 	health   *proxy.ServiceHealthServer
@@ -76,6 +87,7 @@ type Pod struct {
 	Name string
 	NS   *testbed.NetNS
 	IP   netip.Addr
+	IP6  netip.Addr
 	Node *Node
 	// Hits counts the connections/datagrams the pod's servers received,
 	// per client address.
@@ -92,32 +104,40 @@ func NewCluster(t testing.TB, factory ModeFactory, nodes, podsPerNode int) *Clus
 	testbed.RequireRoot(t)
 	testbed.RequireCommand(t, "ip", "sysctl")
 	c := &Cluster{t: t, factory: factory, services: map[types.NamespacedName]*v1.Service{},
-		slices: map[types.NamespacedName]*discovery.EndpointSlice{}}
+		slices: map[types.NamespacedName]*discovery.EndpointSlice{}, slices6: map[types.NamespacedName]*discovery.EndpointSlice{}}
 	c.Switch = testbed.NewNetNS(t, "sw")
 	c.Switch.MustRun("ip", "link", "add", "br0", "type", "bridge")
 	c.Switch.MustRun("ip", "link", "set", "br0", "up")
 	for i := 0; i < nodes; i++ {
 		n := &Node{Name: fmt.Sprintf("node%d", i+1), IP: netip.AddrFrom4([4]byte{172, 18, 0, byte(i + 2)}),
-			PodCIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(i + 1), 0}), 24), cluster: c}
+			PodCIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(i + 1), 0}), 24), cluster: c,
+			IP6:      netip.MustParseAddr(fmt.Sprintf("fd00:172:18::%x", i+2)),
+			PodCIDR6: netip.MustParsePrefix(fmt.Sprintf("fd00:10:244:%x::/64", i+1))}
 		n.NS = testbed.NewNetNS(t, n.Name)
+		// IPv6 addresses are usable at once (no duplicate address detection).
+		n.NS.MustRun("sysctl", "-q", "-w", "net.ipv6.conf.default.accept_dad=0")
 		testbed.Link(t, n.NS, "eth0", n.IP.String()+"/24", c.Switch, "n"+strconv.Itoa(i+1), "")
+		n.NS.MustRun("ip", "addr", "add", n.IP6.String()+"/64", "dev", "eth0", "nodad")
 		c.Switch.MustRun("ip", "link", "set", "n"+strconv.Itoa(i+1), "master", "br0")
-		n.NS.MustRun("sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+		n.NS.MustRun("sysctl", "-q", "-w", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
 		for _, k := range []string{"net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"} {
 			_, _ = n.NS.Run("sysctl", "-q", "-w", k)
 		}
 		n.NS.MustRun("ip", "link", "add", "cbr0", "type", "bridge")
 		gw := n.PodCIDR.Addr().Next()
 		n.NS.MustRun("ip", "addr", "add", netip.PrefixFrom(gw, 24).String(), "dev", "cbr0")
+		n.NS.MustRun("ip", "addr", "add", netip.PrefixFrom(n.PodCIDR6.Addr().Next(), 64).String(), "dev", "cbr0", "nodad")
 		n.NS.MustRun("ip", "link", "set", "cbr0", "up")
 		// The node's own connections to ClusterIPs need a route before NAT.
 		n.NS.MustRun("ip", "route", "add", ServiceCIDR.String(), "dev", "eth0")
+		n.NS.MustRun("ip", "-6", "route", "add", ServiceCIDR6.String(), "dev", "eth0")
 		c.Nodes = append(c.Nodes, n)
 	}
 	for _, n := range c.Nodes {
 		for _, m := range c.Nodes {
 			if m != n {
 				n.NS.MustRun("ip", "route", "add", m.PodCIDR.String(), "via", m.IP.String())
+				n.NS.MustRun("ip", "-6", "route", "add", m.PodCIDR6.String(), "via", m.IP6.String())
 			}
 		}
 		for k := 0; k < podsPerNode; k++ {
@@ -125,10 +145,15 @@ func NewCluster(t testing.TB, factory ModeFactory, nodes, podsPerNode int) *Clus
 		}
 	}
 	c.External = testbed.NewNetNS(t, "ext")
+	c.External.MustRun("sysctl", "-q", "-w", "net.ipv6.conf.default.accept_dad=0")
 	testbed.Link(t, c.External, "eth0", ExternalClientIP.String()+"/24", c.Switch, "ext", "")
+	c.External.MustRun("ip", "addr", "add", ExternalClientIP6.String()+"/64", "dev", "eth0", "nodad")
 	c.Switch.MustRun("ip", "link", "set", "ext", "master", "br0")
 	for _, r := range []string{VIPRange.String(), ServiceCIDR.String(), "10.244.0.0/16"} {
 		c.External.MustRun("ip", "route", "add", r, "via", c.Nodes[0].IP.String())
+	}
+	for _, r := range []string{ServiceCIDR6.String(), ClusterCIDR6.String()} {
+		c.External.MustRun("ip", "-6", "route", "add", r, "via", c.Nodes[0].IP6.String())
 	}
 	for _, n := range c.Nodes {
 		n.StartProxy(t)
@@ -145,13 +170,20 @@ func (n *Node) AddPod(t testing.TB) *Pod {
 	for i := 0; i < n.podSeq+1; i++ {
 		ip = ip.Next()
 	}
-	p := &Pod{Name: fmt.Sprintf("%s-pod%d", n.Name, n.podSeq), IP: ip, Node: n, hits: map[string]int{}}
+	ip6 := n.PodCIDR6.Addr()
+	for i := 0; i < n.podSeq+1; i++ {
+		ip6 = ip6.Next()
+	}
+	p := &Pod{Name: fmt.Sprintf("%s-pod%d", n.Name, n.podSeq), IP: ip, IP6: ip6, Node: n, hits: map[string]int{}}
 	p.NS = testbed.NewNetNS(t, p.Name)
+	p.NS.MustRun("sysctl", "-q", "-w", "net.ipv6.conf.default.accept_dad=0")
 	port := "p" + strconv.Itoa(n.podSeq)
 	testbed.Link(t, p.NS, "eth0", ip.String()+"/24", n.NS, port, "")
+	p.NS.MustRun("ip", "addr", "add", ip6.String()+"/64", "dev", "eth0", "nodad")
 	n.NS.MustRun("ip", "link", "set", port, "master", "cbr0")
 	n.NS.MustRun("ip", "link", "set", port, "type", "bridge_slave", "hairpin", "on")
 	p.NS.MustRun("ip", "route", "add", "default", "via", n.PodCIDR.Addr().Next().String())
+	p.NS.MustRun("ip", "-6", "route", "add", "default", "via", n.PodCIDR6.Addr().Next().String())
 	p.serve(t)
 	n.Pods = append(n.Pods, p)
 	return p
@@ -170,10 +202,11 @@ func (p *Pod) serve(t testing.TB) {
 	var pc net.PacketConn
 	err := Do(p.NS, func() error {
 		var err error
-		if ln, err = net.Listen("tcp4", fmt.Sprintf(":%d", PodTCPPort)); err != nil {
+		// Both families: IPv4 clients appear as IPv4 addresses.
+		if ln, err = net.Listen("tcp", fmt.Sprintf(":%d", PodTCPPort)); err != nil {
 			return err
 		}
-		pc, err = net.ListenPacket("udp4", fmt.Sprintf(":%d", PodUDPPort))
+		pc, err = net.ListenPacket("udp", fmt.Sprintf(":%d", PodUDPPort))
 		return err
 	})
 	if err != nil {
@@ -234,8 +267,8 @@ func (n *Node) StartProxy(t testing.TB) {
 		n.health.Close()
 	}
 	cfg := proxy.ModeConfig{
-		Exec: proxy.OSExecutor{NetNS: n.NS.Name}, NodeName: n.Name, NodeIPs: []netip.Addr{n.IP}, IPv4: true,
-		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, MasqueradeBit: ptr.To(14),
+		Exec: proxy.OSExecutor{NetNS: n.NS.Name}, NodeName: n.Name, NodeIPs: []netip.Addr{n.IP, n.IP6}, IPv4: true, IPv6: true,
+		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), ClusterCIDR6}, MasqueradeBit: ptr.To(14),
 		SyncPeriod: time.Hour, MinSyncPeriod: 0, Scheduler: "rr",
 	}
 	prov, err := n.cluster.factory(n, cfg)
@@ -254,13 +287,16 @@ func (n *Node) StartProxy(t testing.TB) {
 	})
 	t.Cleanup(n.health.Close)
 	n.Provider = prov
-	n.Proxier = proxy.NewProxier(proxy.Config{Provider: prov, Node: proxy.NodeInfo{Name: n.Name, IPs: []netip.Addr{n.IP}},
+	n.Proxier = proxy.NewProxier(proxy.Config{Provider: prov, Node: proxy.NodeInfo{Name: n.Name, IPs: []netip.Addr{n.IP, n.IP6}},
 		SyncPeriod: time.Hour, Health: health, ServiceHealth: n.health, Conntrack: &conntrack.Cleaner{NetNS: n.NS.Name}})
 	n.cluster.mu.Lock()
 	for _, s := range n.cluster.services {
 		n.Proxier.OnServiceAdd(s)
 	}
 	for _, s := range n.cluster.slices {
+		n.Proxier.OnEndpointSliceAdd(s)
+	}
+	for _, s := range n.cluster.slices6 {
 		n.Proxier.OnEndpointSliceAdd(s)
 	}
 	n.cluster.mu.Unlock()
@@ -290,6 +326,20 @@ func (c *Cluster) Apply(svc *v1.Service, slice *discovery.EndpointSlice) {
 		case oldSlice != nil:
 			n.Proxier.OnEndpointSliceDelete(oldSlice)
 		}
+	}
+}
+
+// ApplyIPv6Slice creates or replaces the IPv6 EndpointSlice of a
+// dual-stack Service (after Apply, which sets the Service and its IPv4
+// slice). Call Sync to program it.
+func (c *Cluster) ApplyIPv6Slice(svc *v1.Service, slice *discovery.EndpointSlice) {
+	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	c.mu.Lock()
+	old := c.slices6[key]
+	c.slices6[key] = slice
+	c.mu.Unlock()
+	for _, n := range c.Nodes {
+		n.Proxier.OnEndpointSliceUpdate(old, slice)
 	}
 }
 
@@ -348,6 +398,18 @@ func Slice(svc *v1.Service, port int32, pods ...*Pod) *discovery.EndpointSlice {
 	return s
 }
 
+// Slice6 is Slice for the IPv6 side of a dual-stack Service: the pods' IPv6
+// addresses.
+func Slice6(svc *v1.Service, port int32, pods ...*Pod) *discovery.EndpointSlice {
+	s := Slice(svc, port)
+	s.Name, s.AddressType = svc.Name+"-v6abc", discovery.AddressTypeIPv6
+	for _, p := range pods {
+		s.Endpoints = append(s.Endpoints, discovery.Endpoint{Addresses: []string{p.IP6.String()}, NodeName: ptr.To(p.Node.Name),
+			Conditions: discovery.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}})
+	}
+	return s
+}
+
 // Conn is a client TCP connection made from inside a namespace.
 type Conn struct {
 	net.Conn
@@ -362,7 +424,7 @@ func Dial(ns *testbed.NetNS, addr netip.AddrPort, timeout time.Duration) (*Conn,
 	var conn net.Conn
 	err := Do(ns, func() error {
 		var err error
-		conn, err = net.DialTimeout("tcp4", addr.String(), timeout)
+		conn, err = net.DialTimeout("tcp", addr.String(), timeout)
 		return err
 	})
 	if err != nil {

@@ -94,6 +94,46 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 		t.Logf("spread over %d endpoints: %v", len(servers), counts)
 	})
 
+	// The IPv6 side of a dual-stack Service (the behaviour table's "ds"
+	// row traces only the IPv4 side): real packets to the IPv6 ClusterIP
+	// from a pod reach every IPv6 endpoint unNATed, the IPv6 NodePort of
+	// every node answers a client outside the cluster, and the IPv4
+	// ClusterIP keeps working.
+	t.Run("DualStackIPv6", func(t *testing.T) {
+		svc := Service("ds", "10.96.0.60", 80, v1.ProtocolTCP)
+		svc.Spec.ClusterIPs = []string{"10.96.0.60", "fd00:10:96::60"}
+		svc.Spec.IPFamilies = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+		svc.Spec.IPFamilyPolicy = ptr.To(v1.IPFamilyPolicyRequireDualStack)
+		svc.Spec.Type = v1.ServiceTypeNodePort
+		svc.Spec.Ports[0].NodePort = 30660
+		c.Apply(svc, Slice(svc, PodTCPPort, servers...))
+		c.ApplyIPv6Slice(svc, Slice6(svc, PodTCPPort, servers...))
+		c.Sync(t)
+		seen := map[string]bool{}
+		for i := 0; i < 40 && len(seen) < len(servers); i++ {
+			pod, src, err := Ask(client.NS, ap("fd00:10:96::60", 80), dialTimeout)
+			if err != nil {
+				t.Fatalf("IPv6 ClusterIP, connection %d: %v", i, err)
+			}
+			if src != client.IP6.String() {
+				t.Fatalf("pod-to-IPv6-ClusterIP traffic was source-NATed: server saw %s, want %s", src, client.IP6)
+			}
+			seen[pod] = true
+		}
+		if len(seen) != len(servers) {
+			t.Errorf("IPv6 ClusterIP reached %v, want all %d endpoints", seen, len(servers))
+		}
+		if _, _, err := Ask(client.NS, ap("10.96.0.60", 80), dialTimeout); err != nil {
+			t.Errorf("IPv4 ClusterIP of the dual-stack Service: %v", err)
+		}
+		for _, n := range c.Nodes {
+			pod, _, err := Ask(c.External, netip.AddrPortFrom(n.IP6, 30660), dialTimeout)
+			if err != nil || !strings.HasPrefix(pod, "node") {
+				t.Errorf("IPv6 NodePort on %s (%s): pod %q, %v", n.Name, n.IP6, pod, err)
+			}
+		}
+	})
+
 	t.Run("NodePortOnEveryNode", func(t *testing.T) {
 		svc := Service("np", "10.96.0.11", 80, v1.ProtocolTCP)
 		svc.Spec.Type = v1.ServiceTypeNodePort
