@@ -73,7 +73,10 @@ func TestSilentNodeAndBack(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if cur, _ := c.nodes.Get("n1"); cur != nil && readyCondition(cur).Status == v1.ConditionTrue {
+		// The new status, not the first one (Ready=True at t0): the informer
+		// may not even have seen the Unknown yet.
+		if cur, _ := c.nodes.Get("n1"); cur != nil && readyCondition(cur).Status == v1.ConditionTrue &&
+			readyCondition(cur).LastHeartbeatTime.Time.Equal(now) && hasUnreachableTaint(cur) {
 			break
 		}
 		if time.Now().After(deadline) {
