@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -69,7 +70,9 @@ func TestRealCoreDNS(t *testing.T) {
 	bin := buildSvcnet(t)
 	ns := testbed.NewNetNS(t, "dns")
 	data := t.TempDir()
-	ns.Start(bin, "apiserver", "--data-dir", data, "--authorization-mode", "AlwaysAllow", "--service-cluster-ip-range", "10.96.0.0/16")
+	// Default authorization (RBAC,Node): CoreDNS runs as the coredns
+	// service account with system:coredns, as kubeadm binds it.
+	ns.Start(bin, "apiserver", "--data-dir", data, "--service-cluster-ip-range", "10.96.0.0/16")
 	kubeconfig := filepath.Join(data, "kubeconfig")
 	waitFor(t, 60*time.Second, "admin kubeconfig", func() error { _, err := os.Stat(kubeconfig); return err })
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -121,7 +124,8 @@ func TestRealCoreDNS(t *testing.T) {
 	if err := os.WriteFile(corefile, []byte(`cluster.local:1053 {
     bind 127.0.0.1
     kubernetes cluster.local {
-        kubeconfig `+kubeconfig+`
+        kubeconfig `+componentKubeconfig(t, bin, data, "system:serviceaccount:kube-system:coredns",
+		"system:serviceaccounts", "system:serviceaccounts:kube-system")+`
     }
     ready 127.0.0.1:8181
 }
@@ -164,3 +168,19 @@ func TestRealCoreDNS(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// componentKubeconfig issues a kubeconfig for user (and groups) with
+// `svcnet kubeconfig`, signed by the API server's CA in data, as an
+// administrator would for a component.
+func componentKubeconfig(t *testing.T, svcnet, data, user string, groups ...string) string {
+	t.Helper()
+	out := filepath.Join(data, strings.NewReplacer(":", "-").Replace(user)+".kubeconfig")
+	args := []string{"kubeconfig", "--data-dir", data, "--user", user, "-o", out}
+	for _, g := range groups {
+		args = append(args, "--group", g)
+	}
+	if b, err := exec.Command(svcnet, args...).CombinedOutput(); err != nil {
+		t.Fatalf("svcnet %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	return out
+}

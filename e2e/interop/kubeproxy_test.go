@@ -157,7 +157,9 @@ func runKubeProxy(t *testing.T, bin, mode string) {
 
 	// svcnet's API server, inside the node namespace on its own loopback.
 	data := t.TempDir()
-	api := node.Start(bin+"/svcnet", "apiserver", "--data-dir", data, "--authorization-mode", "AlwaysAllow",
+	// Default authorization (RBAC,Node): kube-proxy gets only what real
+	// clusters give it, system:node-proxier bound to user system:kube-proxy.
+	api := node.Start(bin+"/svcnet", "apiserver", "--data-dir", data,
 		"--service-cluster-ip-range", "10.96.0.0/16")
 	_ = api
 	kubeconfig := filepath.Join(data, "kubeconfig")
@@ -264,7 +266,7 @@ func runKubeProxy(t *testing.T, bin, mode string) {
 	}
 	t.Cleanup(func() { logf.Close() })
 	args := []string{bin + "/kube-proxy",
-		"--kubeconfig", kubeconfig,
+		"--kubeconfig", componentKubeconfig(t, bin+"/svcnet", data, "system:kube-proxy"),
 		"--hostname-override", nodeName,
 		"--proxy-mode", mode,
 		"--cluster-cidr", "10.244.0.0/16",
