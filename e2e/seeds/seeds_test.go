@@ -90,6 +90,7 @@ var scenarios = []struct {
 	{"11-seed001-extras", false, seed001},
 	{"12-seed002-traffic-policies", false, seed002},
 	{"15-networkpolicy", false, networkPolicy},
+	{"19-topology-and-weights", false, topologyAndWeights},
 }
 
 // 0 (issue 17): first thing after the export line, a Deployment and its
