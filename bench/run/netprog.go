@@ -46,7 +46,9 @@ func benchNetProg(res *results, bins *peers, cfg *config) error {
 		prefix := "bnp" + hex.EncodeToString(rb[:])
 		upArgs := []string{"up", "--nodes", "3", "--proxy-mode", cfg.npMode, "--data-dir", dir, "--prefix", prefix}
 		upArgs = append(upArgs, cfg.npUpArgs...)
-		res.text["netprog-up"] = "svcnet " + strings.Join(upArgs, " ")
+		// The report shows the command without this run's temporary paths.
+		shown := append([]string{"up", "--nodes", "3", "--proxy-mode", cfg.npMode, "--data-dir", "DATA_DIR"}, cfg.npUpArgs...)
+		res.text["netprog-up"] = "svcnet " + strings.Join(shown, " ")
 		logFile, err := os.Create(filepath.Join(dir, "up.log"))
 		if err != nil {
 			return err
