@@ -66,6 +66,17 @@ func (r *SchedulerReporter) Report(svc types.NamespacedName, requested, used str
 	r.sink.ServiceEvent(svc, v1.EventTypeWarning, reason, msg)
 }
 
+// Observe reports b's fallback for svc, if it has one, and otherwise
+// forgets what was reported (so that a fallback after the annotation was
+// fixed is reported again).
+func (r *SchedulerReporter) Observe(svc types.NamespacedName, b Balance) {
+	if b.Fallback == "" {
+		r.Forget(svc)
+		return
+	}
+	r.Report(svc, b.Requested, b.Scheduler, b.Fallback == ReasonUnsupportedScheduler)
+}
+
 // Forget drops what was reported for svc, so that a later fallback (after
 // the annotation changed back and forth) is reported again.
 func (r *SchedulerReporter) Forget(svc types.NamespacedName) {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/proxy/lb"
 )
 
 // This file is the one place where Service semantics are decided. Every
@@ -122,6 +124,72 @@ func EffectiveWeight(ep *Endpoint) int {
 		return 65535
 	}
 	return ep.Weight
+}
+
+// ModeSchedulers is what one mode can balance with; see NewBalance.
+type ModeSchedulers struct {
+	// Default is the mode's algorithm when a Service asks for none, and
+	// its fallback when it asks for one the mode cannot program: lb.Random
+	// for iptables and nftables (kube-proxy's choice; --ipvs-scheduler
+	// does not apply to them, as in kube-proxy), --ipvs-scheduler for ipvs
+	// and userspace. Lower case; a Default the mode does not support is
+	// replaced by lb.DefaultScheduler (rr).
+	Default string
+	// Supported reports whether the mode can program a scheduler, given
+	// by its canonical name (lb.Canonical).
+	Supported func(name string) bool
+}
+
+// Balance is how one ServicePort's new connections are spread over its
+// endpoints in one mode. It is decided by NewBalance, the one place where
+// the scheduler annotation, the mode's default and its abilities meet;
+// every mode programs Scheduler and asks Weight for each endpoint.
+type Balance struct {
+	// Requested is the Service's service.kubernetes.io/ipvs-scheduler
+	// annotation as written ("" when unset).
+	Requested string
+	// Scheduler is the algorithm the mode uses (canonical name).
+	Scheduler string
+	// Fallback is "" when the mode honours Requested (or nothing was
+	// requested); else ReasonUnknownScheduler (a name no mode knows) or
+	// ReasonUnsupportedScheduler (an algorithm this mode cannot program),
+	// and Scheduler is the mode's Default.
+	Fallback string
+	// Weighted is true when Scheduler balances by endpoint weight
+	// (lb.UsesWeights): then Weight is the pod's weight, else 1.
+	Weighted bool
+}
+
+// NewBalance decides the Balance of sp in a mode that can do m.
+func NewBalance(sp *ServicePort, m ModeSchedulers) Balance {
+	supported := func(name string) bool { return m.Supported != nil && m.Supported(name) }
+	def := lb.Canonical(m.Default)
+	if !supported(def) {
+		def = lb.DefaultScheduler
+	}
+	b := Balance{Requested: sp.Scheduler, Scheduler: def}
+	if req := lb.Canonical(sp.Scheduler); req != "" {
+		switch {
+		case supported(req):
+			b.Scheduler = req
+		case lb.Known(req):
+			b.Fallback = ReasonUnsupportedScheduler
+		default:
+			b.Fallback = ReasonUnknownScheduler
+		}
+	}
+	b.Weighted = lb.UsesWeights(b.Scheduler)
+	return b
+}
+
+// Weight is ep's weight under b: EffectiveWeight when the scheduler
+// balances by weight, else 1. (Quiesced endpoints, weight 0, never reach
+// a mode: NewPortPolicy leaves them out.)
+func (b Balance) Weight(ep *Endpoint) int {
+	if !b.Weighted {
+		return 1
+	}
+	return EffectiveWeight(ep)
 }
 
 // NewPortPolicy computes the policy of svc (any family; it is restricted to

@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/svcnet/svcnet/proxy/lb"
 )
 
 func polEP(ip, node string, opts ...func(*Endpoint)) *Endpoint {
@@ -223,5 +225,42 @@ func TestPolicyFollowsAReusedRequest(t *testing.T) {
 	req.Endpoints[n] = req.Endpoints[n][:1]
 	if got := len(req.Policy(n, false).Internal.Endpoints); got != 1 {
 		t.Errorf("after removing an endpoint from the reused request: %d endpoints, want 1", got)
+	}
+}
+
+// TestNewBalance is the one decision every mode uses: which scheduler a
+// port gets in a mode, whether it fell back (and why), and whether the
+// endpoints' weights count.
+func TestNewBalance(t *testing.T) {
+	random := ModeSchedulers{Default: "random", Supported: func(n string) bool { return n == "random" || n == "wrr" }}
+	all := ModeSchedulers{Default: "wlc", Supported: lb.Known}
+	for _, c := range []struct {
+		ann      string
+		mode     ModeSchedulers
+		sched    string
+		fallback string
+		weighted bool
+	}{
+		{"", random, "random", "", false},
+		{"wrr", random, "wrr", "", true},
+		{" WRR ", random, "wrr", "", true},
+		{"lc", random, "random", ReasonUnsupportedScheduler, false},
+		{"sh", random, "random", ReasonUnsupportedScheduler, false},
+		{"heavy", random, "random", ReasonUnknownScheduler, false},
+		{"", all, "wlc", "", true},
+		{"rr", all, "rr", "", false},
+		{"maglev", all, "mh", "", true},
+		{"bogus", all, "wlc", ReasonUnknownScheduler, true},
+		{"", ModeSchedulers{Default: "bogus", Supported: lb.Known}, "rr", "", false},
+		{"wrr", ModeSchedulers{}, "rr", ReasonUnsupportedScheduler, false},
+	} {
+		b := NewBalance(&ServicePort{Scheduler: c.ann}, c.mode)
+		if b.Scheduler != c.sched || b.Fallback != c.fallback || b.Weighted != c.weighted || b.Requested != c.ann {
+			t.Errorf("NewBalance(%q, default %q) = %+v; want scheduler %q, fallback %q, weighted %v", c.ann, c.mode.Default, b, c.sched, c.fallback, c.weighted)
+		}
+		heavy := &Endpoint{Weight: 7}
+		if want := map[bool]int{true: 7, false: 1}[c.weighted]; b.Weight(heavy) != want {
+			t.Errorf("%q: Weight(7) = %d, want %d", c.ann, b.Weight(heavy), want)
+		}
 	}
 }

@@ -366,3 +366,12 @@ func trimSpace(s string) string {
 func FormatProbability(n int) string {
 	return fmt.Sprintf("%0.10f", 1.0/float64(n))
 }
+
+// FormatWeightedProbability formats w/rest the same way: the chance a
+// statistic rule takes an endpoint of weight w when the endpoints from it
+// to the end of the chain weigh rest in total. With equal weights it is
+// FormatProbability(n-i) byte for byte: w/(k*w) and 1/k are the same
+// correctly rounded float64.
+func FormatWeightedProbability(w, rest int) string {
+	return fmt.Sprintf("%0.10f", float64(w)/float64(rest))
+}

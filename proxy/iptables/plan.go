@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/svcnet/svcnet/proxy"
+	"github.com/svcnet/svcnet/proxy/lb"
 )
 
 // largeClusterEndpointsThreshold is kube-proxy's size above which endpoint
@@ -446,6 +447,7 @@ func BuildPlan(in PlanInput) *Plan {
 		clusterIP := svc.ClusterIP()
 
 		pol := e.pol
+		bal := proxy.NewBalance(svc, Schedulers)
 		clusterEPs, localEPs, reachable, hasEndpoints := pol.Cluster, pol.Local, pol.Reachable, pol.HasEndpoints
 		epChains := make(map[*proxy.Endpoint]string, len(reachable))
 		for _, ep := range reachable {
@@ -664,12 +666,12 @@ func BuildPlan(in PlanInput) *Plan {
 		if usesClusterChain {
 			nc.chain(clusterChain)
 			activate(clusterChain)
-			writeServiceToEndpointRules(nr, svc, clusterChain, clusterEPs, epChains, plan.LargeClusterMode)
+			writeServiceToEndpointRules(nr, svc, bal, clusterChain, clusterEPs, epChains, plan.LargeClusterMode)
 		}
 		if usesLocalChain {
 			nc.chain(localChain)
 			activate(localChain)
-			writeServiceToEndpointRules(nr, svc, localChain, localEPs, epChains, plan.LargeClusterMode)
+			writeServiceToEndpointRules(nr, svc, bal, localChain, localEPs, epChains, plan.LargeClusterMode)
 		}
 		for _, ep := range reachable {
 			epChain := epChains[ep]
@@ -854,10 +856,21 @@ func comparePorts(a, b proxy.ServicePortName) int {
 	return strings.Compare(string(a.Protocol), string(b.Protocol))
 }
 
+// Schedulers are what iptables mode can balance with: kube-proxy's uniform
+// random choice (the default) and wrr, the same choice weighted by the
+// endpoints' weights (as nftables mode's wrr). Other algorithms fall back
+// to random and are reported (see proxy.NewBalance).
+var Schedulers = proxy.ModeSchedulers{Default: lb.Random, Supported: func(name string) bool {
+	return name == lb.Random || name == lb.WeightedRoundRobin
+}}
+
 // writeServiceToEndpointRules fills a KUBE-SVC-/KUBE-SVL- chain: affinity
-// checks first (recent --rcheck), then one statistic rule per endpoint with
-// probability 1/(n-i), the last unconditional.
-func writeServiceToEndpointRules(nr *lineBuffer, svc *proxy.ServicePort, chain string, eps []*proxy.Endpoint, epChains map[*proxy.Endpoint]string, large bool) {
+// checks first (recent --rcheck), then one statistic rule per endpoint, the
+// last unconditional. Endpoint i of n is taken with probability
+// w_i / (w_i + ... + w_n-1), its share of the weight not yet passed, so
+// that it gets w_i / W of all connections; with equal weights (every
+// unweighted scheduler) that is kube-proxy's 1/(n-i), written the same.
+func writeServiceToEndpointRules(nr *lineBuffer, svc *proxy.ServicePort, bal proxy.Balance, chain string, eps []*proxy.Endpoint, epChains map[*proxy.Endpoint]string, large bool) {
 	name := svc.Name.String()
 	if svc.SessionAffinity == v1.ServiceAffinityClientIP {
 		for _, ep := range eps {
@@ -871,13 +884,25 @@ func writeServiceToEndpointRules(nr *lineBuffer, svc *proxy.ServicePort, chain s
 		}
 	}
 	n := len(eps)
+	rest := 0
+	if bal.Weighted {
+		for _, ep := range eps {
+			rest += bal.Weight(ep)
+		}
+	}
 	for i, ep := range eps {
 		args := []string{"-A", chain}
 		if !large {
 			args = append(args, "-m", "comment", "--comment", fmt.Sprintf(`"%s -> %s"`, name, ep.String()))
 		}
 		if i < n-1 {
-			args = append(args, "-m", "statistic", "--mode", "random", "--probability", proxy.FormatProbability(n-i))
+			p := proxy.FormatProbability(n - i)
+			if bal.Weighted {
+				w := bal.Weight(ep)
+				p = proxy.FormatWeightedProbability(w, rest)
+				rest -= w
+			}
+			args = append(args, "-m", "statistic", "--mode", "random", "--probability", p)
 		}
 		nr.write(append(args, "-j", epChains[ep])...)
 	}

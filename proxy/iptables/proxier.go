@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/proxy"
-	"github.com/svcnet/svcnet/proxy/lb"
 )
 
 func init() {
@@ -113,16 +112,13 @@ func New(cfg proxy.ModeConfig, ipt Interface) *Proxier {
 		Dispatch: dispatch}
 }
 
-// reportSchedulers tells users (as Warning Events) that iptables mode
-// balances every Service with random probabilities, whatever its
-// service.kubernetes.io/ipvs-scheduler annotation asks for.
+// reportSchedulers tells users (as Warning Events) about Services whose
+// service.kubernetes.io/ipvs-scheduler annotation iptables mode cannot
+// honour (anything but random and wrr, see Schedulers): they get
+// kube-proxy's uniform random choice.
 func (p *Proxier) reportSchedulers(req *proxy.SyncRequest) {
 	for name, sp := range req.Services {
-		if sp.Scheduler == "" {
-			p.events.Forget(name.NamespacedName)
-			continue
-		}
-		p.events.Report(name.NamespacedName, sp.Scheduler, "random", lb.Known(sp.Scheduler))
+		p.events.Observe(name.NamespacedName, proxy.NewBalance(sp, Schedulers))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/svcnet/svcnet/proxy"
 	"github.com/svcnet/svcnet/proxy/iptables"
+	"github.com/svcnet/svcnet/proxy/lb"
 )
 
 // ModeName is the --proxy-mode value of this mode.
@@ -65,7 +66,7 @@ var (
 func NewMode(cfg proxy.ModeConfig) (proxy.Provider, error) {
 	events := proxy.NewSchedulerReporter(cfg.Events, ModeName)
 	return New(Config{ModeConfig: cfg, Report: func(svc proxy.ServicePortName, requested, used string) {
-		events.Report(svc.NamespacedName, requested, used, false)
+		events.Report(svc.NamespacedName, requested, used, lb.Known(requested))
 	}})
 }
 

@@ -46,7 +46,6 @@ const (
 	chainSourceRangesFW    = "KUBE-SOURCE-RANGES-FIREWALL"
 	chainIPVSFilter        = "KUBE-IPVS-FILTER"
 	chainIPVSOutFilter     = "KUBE-IPVS-OUT-FILTER"
-	defaultScheduler       = "rr"
 	defaultInterface       = "kube-ipvs0"
 	persistenceDefaultSecs = 10800
 )
@@ -96,23 +95,11 @@ func SetName(set string, ipv6 bool) string {
 // ip_vs_* scheduler modules).
 var Schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "fo", "ovf", "mh", "twos"}
 
-// ResolveScheduler returns the scheduler for a Service: its annotation
-// when it names an IPVS scheduler, else def (rr when def is empty or not an
-// IPVS scheduler). fellBack is true when a non-empty annotation was
-// ignored.
-func ResolveScheduler(annotation, def string) (name string, fellBack bool) {
-	def = strings.ToLower(strings.TrimSpace(def))
-	if !slices.Contains(Schedulers, def) {
-		def = defaultScheduler
-	}
-	a := strings.ToLower(strings.TrimSpace(annotation))
-	if a == "" {
-		return def, false
-	}
-	if slices.Contains(Schedulers, a) {
-		return a, false
-	}
-	return def, true
+// ModeSchedulers is what ipvs mode can balance with: every IPVS scheduler,
+// def (--ipvs-scheduler) by default. The choice, and whether the
+// endpoints' weights count, is proxy.NewBalance's.
+func ModeSchedulers(def string) proxy.ModeSchedulers {
+	return proxy.ModeSchedulers{Default: def, Supported: func(name string) bool { return slices.Contains(Schedulers, name) }}
 }
 
 // PlanConfig is what BuildPlan needs besides Services and endpoints. One
@@ -155,6 +142,10 @@ type SchedulerFallback struct {
 	Service   proxy.ServicePortName
 	Requested string
 	Used      string
+	// Reason is proxy.ReasonUnknownScheduler, or
+	// proxy.ReasonUnsupportedScheduler for an algorithm svcnet knows that
+	// IPVS has not (random).
+	Reason string
 }
 
 // Plan is the desired state of one family.
@@ -212,9 +203,10 @@ func BuildPlan(cfg PlanConfig, svcs proxy.ServicePortMap, eps proxy.EndpointsMap
 		}
 		svc := pol.Port
 		proto := svc.Protocol
-		sched, fell := ResolveScheduler(svc.Scheduler, cfg.Scheduler)
-		if fell {
-			p.Fallbacks = append(p.Fallbacks, SchedulerFallback{Service: name, Requested: svc.Scheduler, Used: sched})
+		bal := proxy.NewBalance(svc, ModeSchedulers(cfg.Scheduler))
+		sched := bal.Scheduler
+		if bal.Fallback != "" {
+			p.Fallbacks = append(p.Fallbacks, SchedulerFallback{Service: name, Requested: svc.Scheduler, Used: sched, Reason: bal.Fallback})
 		}
 		endpoints := eps[name]
 		if pol.Internal.Verdict == proxy.VerdictDrop {
@@ -255,7 +247,7 @@ func BuildPlan(cfg PlanConfig, svcs proxy.ServicePortMap, eps proxy.EndpointsMap
 					continue
 				}
 				seen[ep.AddrPort()] = true
-				ps.Dests = append(ps.Dests, RealServer{Addr: ep.Addr, Port: uint16(ep.Port), Weight: proxy.EffectiveWeight(ep)})
+				ps.Dests = append(ps.Dests, RealServer{Addr: ep.Addr, Port: uint16(ep.Port), Weight: bal.Weight(ep)})
 			}
 			sortDests(ps.Dests)
 			p.Services = append(p.Services, ps)

@@ -202,17 +202,17 @@ TCP 10.96.0.43:80 wrr
 	}
 }
 
-func TestResolveScheduler(t *testing.T) {
+func TestModeSchedulers(t *testing.T) {
 	for _, c := range []struct {
-		ann, def, want string
-		fell           bool
+		ann, def, want, fallback string
 	}{
-		{"", "", "rr", false}, {"", "bogus", "rr", false}, {"sed", "rr", "sed", false},
-		{"nq", "lc", "nq", false}, {" Sh ", "rr", "sh", false}, {"maglev", "lc", "lc", true},
+		{"", "", "rr", ""}, {"", "bogus", "rr", ""}, {"sed", "rr", "sed", ""},
+		{"nq", "lc", "nq", ""}, {" Sh ", "rr", "sh", ""}, {"maglev", "lc", "mh", ""}, {"lblcr", "rr", "lblcr", ""},
+		{"random", "lc", "lc", proxy.ReasonUnsupportedScheduler}, {"roundrobin", "wlc", "wlc", proxy.ReasonUnknownScheduler},
 	} {
-		got, fell := ResolveScheduler(c.ann, c.def)
-		if got != c.want || fell != c.fell {
-			t.Errorf("ResolveScheduler(%q, %q) = %q, %v; want %q, %v", c.ann, c.def, got, fell, c.want, c.fell)
+		b := proxy.NewBalance(&proxy.ServicePort{Scheduler: c.ann}, ModeSchedulers(c.def))
+		if b.Scheduler != c.want || b.Fallback != c.fallback {
+			t.Errorf("NewBalance(%q, default %q) = %q, %q; want %q, %q", c.ann, c.def, b.Scheduler, b.Fallback, c.want, c.fallback)
 		}
 	}
 }

@@ -71,6 +71,23 @@ func Known(name string) bool {
 	return false
 }
 
+// Canonical is name as the schedulers spell it: lower case, without
+// surrounding blanks, "maglev" as "mh".
+func Canonical(name string) string { return canonical(name) }
+
+// UsesWeights reports whether the (canonical) scheduler name balances by
+// endpoint weight: wrr, wlc, sed, nq, sh, dh and mh here, and IPVS's own
+// weighted schedulers lblc, lblcr, fo, ovf and twos. The others (rr, lc,
+// random) only skip weight 0.
+func UsesWeights(name string) bool {
+	switch name {
+	case WeightedRoundRobin, WeightedLeastConnection, ShortestExpectedDelay, NeverQueue,
+		SourceHashing, DestinationHashing, Maglev, "lblc", "lblcr", "fo", "ovf", "twos":
+		return true
+	}
+	return false
+}
+
 func canonical(name string) string {
 	name = strings.ToLower(strings.TrimSpace(name))
 	if name == "maglev" {

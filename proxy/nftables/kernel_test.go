@@ -21,7 +21,7 @@ func TestKernelScenarios(t *testing.T) {
 	testbed.RequireCommand(t, "nft")
 	proxytest.RunKernelScenarios(t, func(_ *proxytest.Node, cfg proxy.ModeConfig) (proxy.Provider, error) {
 		return NewModeWithServiceCIDRs(cfg, []netip.Prefix{proxytest.ServiceCIDR}, nil)
-	}, proxytest.Weighted())
+	})
 }
 
 // TestKernelSchedulers checks the per-Service schedulers on real nftables:

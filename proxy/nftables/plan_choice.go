@@ -27,7 +27,8 @@ import (
 // `jhash` of the source / destination address) and mh (a Maglev table of
 // 251 slots indexed by `jhash ip saddr`). Others (lc, wlc, sed, nq, or an
 // unknown name) fall back to random and are reported through
-// Config.UnsupportedScheduler.
+// Config.UnsupportedScheduler. Which scheduler, and whether weights count,
+// is proxy.NewBalance's decision over Schedulers.
 func (pl *planner) endpointChoice(d *desiredPort, sp *proxy.ServicePort, n *portNames, chain string, eps []*proxy.Endpoint) {
 	affinity := sp.SessionAffinity == v1.ServiceAffinityClientIP
 	rule := func(text string) { d.rules = append(d.rules, &knftables.Rule{Chain: chain, Rule: text}) }
@@ -47,36 +48,37 @@ func (pl *planner) endpointChoice(d *desiredPort, sp *proxy.ServicePort, n *port
 			rule(knftables.Concat(gen, "vmap {", strings.Join(parts, " , "), "}"))
 		}
 	}
-	sched := strings.ToLower(strings.TrimSpace(sp.Scheduler))
-	if sched == "maglev" {
-		sched = lb.Maglev
+	bal := proxy.NewBalance(sp, Schedulers)
+	if bal.Fallback != "" && pl.cfg.UnsupportedScheduler != nil {
+		pl.cfg.UnsupportedScheduler(sp.Name, sp.Scheduler)
 	}
 	if !affinity && len(eps) == 1 {
 		// kube-proxy 1.37: one endpoint is a plain DNAT, without a map
-		// (whatever the scheduler: there is nothing to choose, but one
-		// nftables cannot express is still reported).
-		if !expressible(sched) && pl.cfg.UnsupportedScheduler != nil {
-			pl.cfg.UnsupportedScheduler(sp.Name, sp.Scheduler)
-		}
+		// (whatever the scheduler: there is nothing to choose).
 		rule(knftables.Concat("meta l4proto", n.protocol, "dnat to", eps[0].AddrPort().String()))
 		return
 	}
-	gen, parts := pl.schedule(sp, sched, eps, target)
+	gen, parts := pl.schedule(sp, bal, eps, target)
 	emit(gen, parts)
 }
 
-func expressible(sched string) bool {
-	switch sched {
-	case "", lb.Random, lb.RoundRobin, lb.WeightedRoundRobin, lb.SourceHashing, lb.DestinationHashing, lb.Maglev:
+// Schedulers are what nftables mode can express: kube-proxy's random
+// choice (the default), rr, wrr, sh, dh and mh. lc, wlc, sed and nq need
+// connection counts nftables does not keep; they fall back to random and
+// are reported (see proxy.NewBalance).
+var Schedulers = proxy.ModeSchedulers{Default: lb.Random, Supported: func(name string) bool {
+	switch name {
+	case lb.Random, lb.RoundRobin, lb.WeightedRoundRobin, lb.SourceHashing, lb.DestinationHashing, lb.Maglev:
 		return true
 	}
 	return false
-}
+}}
 
 // schedule returns the generator expression and the map entries of a
-// scheduler. Quiesced endpoints (weight 0) never reach here: the core's
-// policy leaves them out.
-func (pl *planner) schedule(sp *proxy.ServicePort, sched string, eps []*proxy.Endpoint, target func(*proxy.Endpoint) string) (string, []string) {
+// scheduler; weighted ones (wrr, sh, dh, mh) give each endpoint an
+// interval as wide as its weight. Quiesced endpoints (weight 0) never
+// reach here: the core's policy leaves them out.
+func (pl *planner) schedule(sp *proxy.ServicePort, bal proxy.Balance, eps []*proxy.Endpoint, target func(*proxy.Endpoint) string) (string, []string) {
 	even := func() []string {
 		parts := make([]string, len(eps))
 		for i, ep := range eps {
@@ -85,20 +87,18 @@ func (pl *planner) schedule(sp *proxy.ServicePort, sched string, eps []*proxy.En
 		return parts
 	}
 	random := func() (string, []string) { return "numgen random mod " + strconv.Itoa(len(eps)), even() }
-	switch sched {
-	case "", lb.Random:
-		return random()
+	switch bal.Scheduler {
 	case lb.RoundRobin:
 		return "numgen inc mod " + strconv.Itoa(len(eps)), even()
 	case lb.WeightedRoundRobin, lb.SourceHashing, lb.DestinationHashing:
 		total := 0
 		var parts []string
 		for _, ep := range eps {
-			w := proxy.EffectiveWeight(ep)
+			w := bal.Weight(ep)
 			parts = append(parts, rangeKey(total, total+w-1)+" : "+target(ep))
 			total += w
 		}
-		switch sched {
+		switch bal.Scheduler {
 		case lb.SourceHashing:
 			return fmt.Sprintf("jhash %s saddr mod %d seed %s", pl.ipX, total, hashSeed), parts
 		case lb.DestinationHashing:
@@ -109,7 +109,7 @@ func (pl *planner) schedule(sp *proxy.ServicePort, sched string, eps []*proxy.En
 		var bs []*lb.Backend
 		byID := map[string]*proxy.Endpoint{}
 		for _, ep := range eps {
-			b := lb.NewBackend(ep.AddrPort(), proxy.EffectiveWeight(ep))
+			b := lb.NewBackend(ep.AddrPort(), bal.Weight(ep))
 			bs = append(bs, b)
 			byID[b.ID] = ep
 		}
@@ -128,12 +128,8 @@ func (pl *planner) schedule(sp *proxy.ServicePort, sched string, eps []*proxy.En
 			i = j + 1
 		}
 		return fmt.Sprintf("jhash %s saddr mod %d seed %s", pl.ipX, len(table), hashSeed), parts
-	default:
-		if pl.cfg.UnsupportedScheduler != nil {
-			pl.cfg.UnsupportedScheduler(sp.Name, sp.Scheduler)
-		}
-		return random()
 	}
+	return random()
 }
 
 func rangeKey(a, b int) string {

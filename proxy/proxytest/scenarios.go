@@ -48,12 +48,19 @@ const dialTimeout = 2 * time.Second
 // KernelOption adapts RunKernelScenarios to what a mode can do.
 type KernelOption func(*kernelOpts)
 
-type kernelOpts struct{ weighted bool }
+type kernelOpts struct{ skip map[string]string }
 
-// Weighted says the mode honours pod weights under the wrr scheduler
-// annotation; then RunKernelScenarios checks that 7:1:1:1 weights give the
-// heavy pod about 70% of the connections.
-func Weighted() KernelOption { return func(o *kernelOpts) { o.weighted = true } }
+// Skip leaves out the scenario called name (a subtest name of
+// RunKernelScenarios) because the mode cannot have that behaviour by
+// design; why is logged where the scenario would run.
+func Skip(name, why string) KernelOption {
+	return func(o *kernelOpts) {
+		if o.skip == nil {
+			o.skip = map[string]string{}
+		}
+		o.skip[name] = why
+	}
+}
 
 // RunKernelScenarios builds a two-node cluster running the mode made by
 // factory on each node and checks, with real packets, the behaviours every
@@ -63,12 +70,20 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 	for _, f := range opts {
 		f(&o)
 	}
+	run := func(name string, f func(t *testing.T)) {
+		t.Run(name, func(t *testing.T) {
+			if why, ok := o.skip[name]; ok {
+				t.Skip(why)
+			}
+			f(t)
+		})
+	}
 	c := NewCluster(t, factory, 2, 3)
 	n1, n2 := c.Nodes[0], c.Nodes[1]
 	client := n1.Pods[2] // a pod on node 1 that is never an endpoint
 	servers := []*Pod{n1.Pods[0], n1.Pods[1], n2.Pods[0], n2.Pods[1]}
 
-	t.Run("ClusterIPSpread", func(t *testing.T) {
+	run("ClusterIPSpread", func(t *testing.T) {
 		svc := Service("spread", "10.96.0.10", 80, v1.ProtocolTCP)
 		c.Apply(svc, Slice(svc, PodTCPPort, servers...))
 		c.Sync(t)
@@ -99,7 +114,7 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 	// from a pod reach every IPv6 endpoint unNATed, the IPv6 NodePort of
 	// every node answers a client outside the cluster, and the IPv4
 	// ClusterIP keeps working.
-	t.Run("DualStackIPv6", func(t *testing.T) {
+	run("DualStackIPv6", func(t *testing.T) {
 		svc := Service("ds", "10.96.0.60", 80, v1.ProtocolTCP)
 		svc.Spec.ClusterIPs = []string{"10.96.0.60", "fd00:10:96::60"}
 		svc.Spec.IPFamilies = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
@@ -134,7 +149,7 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 		}
 	})
 
-	t.Run("NodePortOnEveryNode", func(t *testing.T) {
+	run("NodePortOnEveryNode", func(t *testing.T) {
 		svc := Service("np", "10.96.0.11", 80, v1.ProtocolTCP)
 		svc.Spec.Type = v1.ServiceTypeNodePort
 		svc.Spec.Ports[0].NodePort = 30080
@@ -158,7 +173,7 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 		}
 	})
 
-	t.Run("ExternalIPAndLoadBalancerIP", func(t *testing.T) {
+	run("ExternalIPAndLoadBalancerIP", func(t *testing.T) {
 		svc := Service("ext", "10.96.0.12", 80, v1.ProtocolTCP)
 		svc.Spec.Type = v1.ServiceTypeLoadBalancer
 		svc.Spec.Ports[0].NodePort = 30081
@@ -173,7 +188,7 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 		}
 	})
 
-	t.Run("ExternalTrafficPolicyLocal", func(t *testing.T) {
+	run("ExternalTrafficPolicyLocal", func(t *testing.T) {
 		svc := Service("local", "10.96.0.13", 80, v1.ProtocolTCP)
 		svc.Spec.Type = v1.ServiceTypeLoadBalancer
 		svc.Spec.Ports[0].NodePort = 30082
@@ -204,7 +219,7 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 		checkHealth(t, c.External, n2.IP, 32000, 503, 0)
 	})
 
-	t.Run("LoadBalancerSourceRanges", func(t *testing.T) {
+	run("LoadBalancerSourceRanges", func(t *testing.T) {
 		svc := Service("fw", "10.96.0.20", 80, v1.ProtocolTCP)
 		svc.Spec.Type = v1.ServiceTypeLoadBalancer
 		svc.Spec.Ports[0].NodePort = 30083
@@ -224,7 +239,7 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 		}
 	})
 
-	t.Run("SessionAffinity", func(t *testing.T) {
+	run("SessionAffinity", func(t *testing.T) {
 		svc := Service("sticky", "10.96.0.14", 80, v1.ProtocolTCP)
 		svc.Spec.SessionAffinity = v1.ServiceAffinityClientIP
 		svc.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To(int32(1))}}
@@ -254,7 +269,7 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 		}
 	})
 
-	t.Run("NoEndpointsRejects", func(t *testing.T) {
+	run("NoEndpointsRejects", func(t *testing.T) {
 		svc := Service("empty", "10.96.0.15", 80, v1.ProtocolTCP)
 		c.Apply(svc, nil)
 		c.Sync(t)
@@ -271,7 +286,7 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 		}
 	})
 
-	t.Run("EndpointRemoval", func(t *testing.T) {
+	run("EndpointRemoval", func(t *testing.T) {
 		svc := Service("rm", "10.96.0.16", 80, v1.ProtocolTCP)
 		a, b := n1.Pods[0], n2.Pods[0]
 		c.Apply(svc, Slice(svc, PodTCPPort, a, b))
@@ -301,7 +316,7 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 		}
 	})
 
-	t.Run("UDPFollowsEndpointChange", func(t *testing.T) {
+	run("UDPFollowsEndpointChange", func(t *testing.T) {
 		svc := Service("udp", "10.96.0.17", 53, v1.ProtocolUDP)
 		a, b := n1.Pods[1], n2.Pods[1]
 		c.Apply(svc, Slice(svc, PodUDPPort, a))
@@ -335,7 +350,7 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 		waitFor(t, 3*time.Second, "the one-way UDP sender to reach the new endpoint", func() bool { return b.Hits(client.IP) > before })
 	})
 
-	t.Run("HairpinToSelf", func(t *testing.T) {
+	run("HairpinToSelf", func(t *testing.T) {
 		self := n1.Pods[1]
 		svc := Service("hairpin", "10.96.0.19", 80, v1.ProtocolTCP)
 		c.Apply(svc, Slice(svc, PodTCPPort, self))
@@ -349,7 +364,7 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 		}
 	})
 
-	t.Run("PreferSameNodeKeepsTrafficOnTheNode", func(t *testing.T) {
+	run("PreferSameNodeKeepsTrafficOnTheNode", func(t *testing.T) {
 		svc := Service("samenode", "10.96.0.30", 80, v1.ProtocolTCP)
 		svc.Spec.TrafficDistribution = ptr.To(v1.ServiceTrafficDistributionPreferSameNode)
 		slice := Slice(svc, PodTCPPort, servers...)
@@ -381,7 +396,7 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 		}
 	})
 
-	t.Run("WeightZeroIsQuiesced", func(t *testing.T) {
+	run("WeightZeroIsQuiesced", func(t *testing.T) {
 		svc := Service("quiesced", "10.96.0.31", 80, v1.ProtocolTCP)
 		slice := Slice(svc, PodTCPPort, servers...)
 		slice.Annotations = map[string]string{lb.EndpointWeightsAnnotation: servers[0].IP.String() + "=0"}
@@ -412,33 +427,31 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 		}
 	})
 
-	if o.weighted {
-		t.Run("WeightsUnderWRR", func(t *testing.T) {
-			svc := Service("weighted", "10.96.0.32", 80, v1.ProtocolTCP)
-			svc.Annotations = map[string]string{proxy.AnnotationIPVSScheduler: "wrr"}
-			slice := Slice(svc, PodTCPPort, servers...)
-			slice.Annotations = map[string]string{lb.EndpointWeightsAnnotation: servers[0].IP.String() + "=7"}
-			c.Apply(svc, slice)
-			c.Sync(t)
-			counts := map[string]int{}
-			const n = 400
-			for i := 0; i < n; i++ {
-				pod, _, err := Ask(client.NS, ap("10.96.0.32", 80), dialTimeout)
-				if err != nil {
-					t.Fatalf("connection %d: %v", i, err)
-				}
-				counts[pod]++
+	run("WeightsUnderWRR", func(t *testing.T) {
+		svc := Service("weighted", "10.96.0.32", 80, v1.ProtocolTCP)
+		svc.Annotations = map[string]string{proxy.AnnotationIPVSScheduler: "wrr"}
+		slice := Slice(svc, PodTCPPort, servers...)
+		slice.Annotations = map[string]string{lb.EndpointWeightsAnnotation: servers[0].IP.String() + "=7"}
+		c.Apply(svc, slice)
+		c.Sync(t)
+		counts := map[string]int{}
+		const n = 400
+		for i := 0; i < n; i++ {
+			pod, _, err := Ask(client.NS, ap("10.96.0.32", 80), dialTimeout)
+			if err != nil {
+				t.Fatalf("connection %d: %v", i, err)
 			}
-			share := float64(counts[servers[0].Name]) / n
-			t.Logf("weights 7:1:1:1 under wrr, %d connections: %v (heavy pod %.1f%%)", n, counts, 100*share)
-			// 70% expected; with 400 draws the standard deviation is 2.3%.
-			if share < 0.60 || share > 0.80 || len(counts) != len(servers) {
-				t.Errorf("heavy pod got %.1f%% of %d connections (%v), want about 70%%", 100*share, n, counts)
-			}
-		})
-	}
+			counts[pod]++
+		}
+		share := float64(counts[servers[0].Name]) / n
+		t.Logf("weights 7:1:1:1 under wrr, %d connections: %v (heavy pod %.1f%%)", n, counts, 100*share)
+		// 70% expected; with 400 draws the standard deviation is 2.3%.
+		if share < 0.60 || share > 0.80 || len(counts) != len(servers) {
+			t.Errorf("heavy pod got %.1f%% of %d connections (%v), want about 70%%", 100*share, n, counts)
+		}
+	})
 
-	t.Run("ProxyRestartKeepsConnections", func(t *testing.T) {
+	run("ProxyRestartKeepsConnections", func(t *testing.T) {
 		svc := Service("restart", "10.96.0.18", 80, v1.ProtocolTCP)
 		c.Apply(svc, Slice(svc, PodTCPPort, servers...))
 		c.Sync(t)

@@ -60,12 +60,12 @@ func NewMode(cfg proxy.ModeConfig) (proxy.Provider, error) {
 // table: the listener table diff is cheap, and the rules are one small
 // iptables-restore per family.
 func (m *Mode) Sync(ctx context.Context, req *proxy.SyncRequest) error {
-	desired := Plan(req, m.cfg.Scheduler, func(n proxy.ServicePortName, sched string) {
-		m.events.Report(n.NamespacedName, sched, defaultSched(m.cfg.Scheduler), false)
-		if m.warned[n] != sched {
-			m.warned[n] = sched
+	desired := Plan(req, m.cfg.Scheduler, func(n proxy.ServicePortName, b proxy.Balance) {
+		m.events.Observe(n.NamespacedName, b)
+		if b.Fallback != "" && m.warned[n] != b.Requested {
+			m.warned[n] = b.Requested
 			m.log.Warn("unknown scheduler, using the default", "service", n.String(),
-				"scheduler", sched, "default", defaultSched(m.cfg.Scheduler))
+				"scheduler", b.Requested, "default", b.Scheduler)
 		}
 	})
 	return m.px.Sync(ctx, desired)
@@ -83,9 +83,11 @@ func (m *Mode) Dump(context.Context) (string, error) { return m.px.Dump(), nil }
 // Proxier returns the underlying proxier (for tests and benchmarks).
 func (m *Mode) Proxier() *Proxier { return m.px }
 
-func defaultSched(s string) string {
-	name, _ := lb.Resolve("", s)
-	return name
+// Schedulers are what userspace mode can balance with: every proxy/lb
+// algorithm, def (--ipvs-scheduler) by default. The choice, and whether
+// the endpoints' weights count, is proxy.NewBalance's.
+func Schedulers(def string) proxy.ModeSchedulers {
+	return proxy.ModeSchedulers{Default: def, Supported: lb.Known}
 }
 
 // Plan turns the core's snapshot into the listener table, as a pure
@@ -95,10 +97,10 @@ func defaultSched(s string) string {
 // internalTrafficPolicy: Local, on an externally reachable Service), the
 // port gets two listeners: one for the ClusterIPs and one, named
 // "<port> (external)", for NodePorts, externalIPs and LoadBalancer IPs.
-// unknownScheduler (may be nil) is called for each Service port whose
-// service.kubernetes.io/ipvs-scheduler names no known algorithm; that port
-// uses the cluster default.
-func Plan(req *proxy.SyncRequest, defaultScheduler string, unknownScheduler func(proxy.ServicePortName, string)) []ServiceConfig {
+// observe (may be nil) is told each Service port's proxy.Balance; a port
+// whose service.kubernetes.io/ipvs-scheduler names no known algorithm
+// (Balance.Fallback) uses the cluster default.
+func Plan(req *proxy.SyncRequest, defaultScheduler string, observe func(proxy.ServicePortName, proxy.Balance)) []ServiceConfig {
 	var out []ServiceConfig
 	for _, name := range proxy.SortedServicePorts(req.Services) {
 		sp := req.Services[name]
@@ -106,9 +108,9 @@ func Plan(req *proxy.SyncRequest, defaultScheduler string, unknownScheduler func
 		if proto != "tcp" && proto != "udp" {
 			continue // SCTP is not proxied in user space
 		}
-		sched, fell := lb.Resolve(sp.Scheduler, defaultScheduler)
-		if fell && unknownScheduler != nil {
-			unknownScheduler(name, sp.Scheduler)
+		bal := proxy.NewBalance(sp, Schedulers(defaultScheduler))
+		if observe != nil {
+			observe(name, bal)
 		}
 		var affinity time.Duration
 		if sp.SessionAffinity == v1.ServiceAffinityClientIP {
@@ -124,7 +126,7 @@ func Plan(req *proxy.SyncRequest, defaultScheduler string, unknownScheduler func
 			}
 		}
 		base := ServiceConfig{
-			Name: name.String(), Protocol: proto, Port: sp.Port, Scheduler: sched, AffinityTimeout: affinity,
+			Name: name.String(), Protocol: proto, Port: sp.Port, Scheduler: bal.Scheduler, AffinityTimeout: affinity,
 		}
 		var extAddrs []netip.Addr
 		extAddrs = append(extAddrs, sp.ExternalIPs...)
@@ -132,7 +134,7 @@ func Plan(req *proxy.SyncRequest, defaultScheduler string, unknownScheduler func
 		split := sp.ExternallyAccessible() && sp.InternalPolicyLocal != sp.ExternalPolicyLocal
 		in := base
 		in.Addrs = append([]netip.Addr(nil), sp.ClusterIPs...)
-		in.Endpoints = toEndpoints(internal)
+		in.Endpoints = toEndpoints(bal, internal)
 		if !split {
 			in.Addrs = append(in.Addrs, extAddrs...)
 			in.NodePort = sp.NodePort
@@ -144,16 +146,16 @@ func Plan(req *proxy.SyncRequest, defaultScheduler string, unknownScheduler func
 		ext.Name = name.String() + " (external)"
 		ext.Addrs = extAddrs
 		ext.NodePort = sp.NodePort
-		ext.Endpoints = toEndpoints(external)
+		ext.Endpoints = toEndpoints(bal, external)
 		out = append(out, ext)
 	}
 	return out
 }
 
-func toEndpoints(eps []*proxy.Endpoint) []Endpoint {
+func toEndpoints(bal proxy.Balance, eps []*proxy.Endpoint) []Endpoint {
 	out := make([]Endpoint, 0, len(eps))
 	for _, ep := range eps {
-		out = append(out, Endpoint{Addr: ep.AddrPort(), Weight: proxy.EffectiveWeight(ep)})
+		out = append(out, Endpoint{Addr: ep.AddrPort(), Weight: bal.Weight(ep)})
 	}
 	return out
 }

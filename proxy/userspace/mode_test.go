@@ -33,7 +33,11 @@ func TestPlanSplitsLocalExternalPolicyAndResolvesSchedulers(t *testing.T) {
 		},
 	}
 	var unknown []string
-	got := Plan(req, "lc", func(n proxy.ServicePortName, s string) { unknown = append(unknown, n.String()+"="+s) })
+	got := Plan(req, "lc", func(n proxy.ServicePortName, b proxy.Balance) {
+		if b.Fallback != "" {
+			unknown = append(unknown, n.String()+"="+b.Requested)
+		}
+	})
 	if len(unknown) != 1 || unknown[0] != "default/lb=fancy" {
 		t.Errorf("unknown scheduler reports %v", unknown)
 	}
