@@ -50,7 +50,13 @@ type podWorker struct {
 	startTime    time.Time
 	lastWritten  *v1.PodStatus
 
-	dirty     chan struct{}
+	dirty chan struct{}
+	// dirtyAt is when the oldest change not yet written happened: the
+	// status is computed "as of" that moment, so a condition's transition
+	// time (and the precise Ready time, podstatus.ReadyTransitionAnnotation)
+	// is when the agent saw the change, not when the write got its turn.
+	dirtyMu   sync.Mutex
+	dirtyAt   time.Time
 	term      chan struct{} // closed on deletion request
 	termOnce  sync.Once
 	grace     time.Duration
@@ -104,6 +110,11 @@ func (w *podWorker) forceKill() { w.terminate(0, false) }
 func (w *podWorker) shutdown() { w.terminate(2*time.Second, false) }
 
 func (w *podWorker) markDirty() {
+	w.dirtyMu.Lock()
+	if w.dirtyAt.IsZero() {
+		w.dirtyAt = time.Now()
+	}
+	w.dirtyMu.Unlock()
 	select {
 	case w.dirty <- struct{}{}:
 	default:
@@ -627,9 +638,34 @@ func (w *podWorker) statusLoop(ctx context.Context) {
 	}
 }
 
+// takeDirtyAt returns the time of the oldest unwritten change (now if none
+// was recorded) and starts a new period: changes after this call are
+// written by the next round, changes before it by this one.
+func (w *podWorker) takeDirtyAt() time.Time {
+	w.dirtyMu.Lock()
+	defer w.dirtyMu.Unlock()
+	t := w.dirtyAt
+	w.dirtyAt = time.Time{}
+	if t.IsZero() {
+		t = time.Now()
+	}
+	return t
+}
+
+// restoreDirtyAt puts back a change time whose write failed, so that the
+// next write still dates the change from when it happened.
+func (w *podWorker) restoreDirtyAt(t time.Time) {
+	w.dirtyMu.Lock()
+	if w.dirtyAt.IsZero() || t.Before(w.dirtyAt) {
+		w.dirtyAt = t
+	}
+	w.dirtyMu.Unlock()
+}
+
 func (w *podWorker) writeStatus() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	changedAt := w.takeDirtyAt()
 	pods := w.a.client.CoreV1().Pods(w.namespace)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := pods.Get(ctx, w.name, metav1.GetOptions{})
@@ -641,7 +677,7 @@ func (w *podWorker) writeStatus() {
 		}
 		w.mu.Lock()
 		in := podstatus.Input{Pod: cur, SandboxReady: w.sandboxReady, HostIP: w.a.cfg.NodeIP.String(),
-			StartTime: w.startTime, Now: time.Now(), RuntimeScheme: RuntimeScheme,
+			StartTime: w.startTime, Now: changedAt, RuntimeScheme: RuntimeScheme,
 			FailedReason: w.failReason, FailedMessage: w.failMessage}
 		if !w.a.cfg.NodeIP.IsValid() {
 			in.HostIP = ""
@@ -659,10 +695,19 @@ func (w *podWorker) writeStatus() {
 		}
 		w.mu.Unlock()
 		st := podstatus.Compute(in)
-		if equality.Semantic.DeepEqual(cur.Status, st) {
+		ann, hasAnn := podstatus.ReadyTransition(cur, st, changedAt)
+		if equality.Semantic.DeepEqual(cur.Status, st) && (!hasAnn || cur.Annotations[podstatus.ReadyTransitionAnnotation] == ann) {
 			return nil
 		}
 		cur.Status = st
+		if hasAnn {
+			// A pods/status write may change annotations (in Kubernetes too),
+			// so the precise time travels in the same write as the condition.
+			if cur.Annotations == nil {
+				cur.Annotations = map[string]string{}
+			}
+			cur.Annotations[podstatus.ReadyTransitionAnnotation] = ann
+		}
 		_, err = pods.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		if err == nil {
 			w.mu.Lock()
@@ -672,6 +717,7 @@ func (w *podWorker) writeStatus() {
 		return err
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
+		w.restoreDirtyAt(changedAt)
 		w.a.log.Warn("pod status", "pod", w.key, "err", err)
 	}
 }

@@ -69,6 +69,43 @@ type Input struct {
 	FailedReason, FailedMessage string
 }
 
+// ReadyTransitionAnnotation holds the moment the pod's Ready condition last
+// changed, in RFC 3339 with nanoseconds. The condition's own
+// lastTransitionTime is a metav1.Time, which the API serializes in whole
+// seconds; network-programming latency (the EndpointSlice controller's
+// last-change-trigger-time, the proxies' histogram) is measured from this
+// time, so the truncation would add up to a second to every observation.
+// The node agent writes it with the status that carries the transition;
+// readers use it only while it falls within the condition's second.
+const ReadyTransitionAnnotation = "svcnet.io/ready-transition-time"
+
+// ReadyTransition returns the value of ReadyTransitionAnnotation for the new
+// status st of pod (whose Status is still the stored one), now being the
+// time st describes: now when st changes the Ready condition's status, the
+// stored value while it does not, and false when there is none to write (no
+// Ready condition, or no recorded transition to keep).
+func ReadyTransition(pod *v1.Pod, st v1.PodStatus, now time.Time) (string, bool) {
+	var before, after *v1.PodCondition
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == v1.PodReady {
+			before = &pod.Status.Conditions[i]
+		}
+	}
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == v1.PodReady {
+			after = &st.Conditions[i]
+		}
+	}
+	if after == nil {
+		return "", false
+	}
+	if before == nil || before.Status != after.Status {
+		return now.UTC().Format(time.RFC3339Nano), true
+	}
+	v, ok := pod.Annotations[ReadyTransitionAnnotation]
+	return v, ok
+}
+
 // Compute returns the pod's new status.
 func Compute(in Input) v1.PodStatus {
 	pod := in.Pod

@@ -107,3 +107,49 @@ func TestFailedAdmission(t *testing.T) {
 		t.Errorf("got %s %s", st.Phase, st.Reason)
 	}
 }
+
+// The Ready transition's precise time goes with the status that carries the
+// transition and stays while the condition keeps its status; the condition
+// itself holds the same moment in whole seconds.
+func TestReadyTransition(t *testing.T) {
+	p := pod("", "a")
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 678_900_000, time.UTC)
+	notReady := Compute(Input{Pod: p, Now: t0})
+	v, ok := ReadyTransition(p, notReady, t0)
+	if !ok || v != "2026-01-02T03:04:05.6789Z" {
+		t.Fatalf("first status: %q %v", v, ok)
+	}
+	p.Status, p.Annotations = notReady, map[string]string{ReadyTransitionAnnotation: v}
+
+	// Still not ready a second later: the stored value is kept.
+	t1 := t0.Add(1500 * time.Millisecond)
+	again := Compute(Input{Pod: p, Now: t1})
+	if v2, ok := ReadyTransition(p, again, t1); !ok || v2 != v {
+		t.Fatalf("unchanged Ready: %q %v, want %q", v2, ok, v)
+	}
+
+	// The container becomes ready: the new moment, within the condition's second.
+	t2 := t0.Add(2250 * time.Millisecond)
+	ready := Compute(Input{Pod: p, Now: t2, Containers: []Container{{Name: "a", ID: "x", Running: true, StartedAt: t2, Ready: true, Started: true}}})
+	v3, ok := ReadyTransition(p, ready, t2)
+	if !ok || v3 != "2026-01-02T03:04:07.9289Z" {
+		t.Fatalf("Ready transition: %q %v", v3, ok)
+	}
+	var cond v1.PodCondition
+	for _, c := range ready.Conditions {
+		if c.Type == v1.PodReady {
+			cond = c
+		}
+	}
+	precise, _ := time.Parse(time.RFC3339Nano, v3)
+	if cond.Status != v1.ConditionTrue || !cond.LastTransitionTime.Time.Equal(precise.Truncate(time.Second)) {
+		t.Fatalf("condition %+v does not match %s", cond, v3)
+	}
+
+	// No stored value and no transition: nothing to write.
+	p2 := pod("", "a")
+	p2.Status = notReady
+	if v, ok := ReadyTransition(p2, notReady, t1); ok {
+		t.Fatalf("no transition, no stored value: got %q", v)
+	}
+}

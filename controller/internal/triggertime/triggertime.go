@@ -2,7 +2,10 @@
 // endpoints.kubernetes.io/last-change-trigger-time annotation: the time of
 // the earliest change (a pod becoming ready or not ready, a pod or Service
 // being created) that the current sync of a Service's endpoints is the first
-// to observe. Network-programming latency is measured from it.
+// to observe. Network-programming latency is measured from it. A pod's
+// Ready transition is read to the nanosecond from the node agent's
+// svcnet.io/ready-transition-time annotation when it agrees with the
+// condition's whole-second time.
 //
 // The tracker remembers, per Service, the trigger time it last saw for each
 // pod and for the Service itself. A sync that sees nothing new gets the zero
@@ -16,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet/svcnet/controller/internal/podutil"
+	"github.com/svcnet/svcnet/node/podstatus"
 )
 
 // Tracker is safe for concurrent use by several workers; one Service is never
@@ -74,9 +78,22 @@ func (t *Tracker) Forget(key string) {
 	t.mu.Unlock()
 }
 
+// podTriggerTime is the time of the pod's Ready transition, or its creation
+// time before it has one. The condition's time is whole seconds (metav1.Time);
+// the node agent's podstatus.ReadyTransitionAnnotation gives the same moment
+// to the nanosecond and is preferred while it lies within the condition's
+// second, which shows that it describes this transition (a writer that
+// changed the condition without it leaves a stale value, which is then
+// ignored). Either way the trigger time is never later than the transition.
 func podTriggerTime(p *corev1.Pod) time.Time {
 	if c := podutil.GetPodCondition(&p.Status, corev1.PodReady); c != nil && !c.LastTransitionTime.IsZero() {
-		return c.LastTransitionTime.Time
+		t := c.LastTransitionTime.Time
+		if s, ok := p.Annotations[podstatus.ReadyTransitionAnnotation]; ok {
+			if precise, err := time.Parse(time.RFC3339Nano, s); err == nil && !precise.Before(t) && precise.Before(t.Add(time.Second)) {
+				return precise
+			}
+		}
+		return t
 	}
 	return p.CreationTimestamp.Time
 }
