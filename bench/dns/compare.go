@@ -29,6 +29,11 @@ type question struct {
 	noRD  bool
 	tcp   bool
 	label string // why it is asked (printed with a difference)
+	// mod changes the query before it is sent (class, opcode, EDNS
+	// version and options, header bits); raw replaces it with these bytes
+	// (malformed packets), sent over UDP.
+	mod func(*dns.Msg)
+	raw []byte
 }
 
 // fixedQuestions are asked of both servers about dnstest.Cluster: one per
@@ -110,6 +115,65 @@ var fixedQuestions = []question{
 	{name: "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa.", qtype: dns.TypePTR},
 	{name: "8.b.d.0.1.0.0.2.ip6.arpa.", qtype: dns.TypePTR},
 	{name: "dns-version.cluster.local.", qtype: dns.TypeTXT},
+	{name: "dns-version.in-addr.arpa.", qtype: dns.TypeTXT},
+	{name: "dns-version.ip6.arpa.", qtype: dns.TypeTXT},
+	{name: "dns-version.cluster.local.", qtype: dns.TypeANY},
+	{name: "x.dns-version.cluster.local.", qtype: dns.TypeTXT},
+	{name: "in-addr.arpa.", qtype: dns.TypeNS},
+	{name: "in-addr.arpa.", qtype: dns.TypeA},
+	{name: "ip6.arpa.", qtype: dns.TypeNS},
+	{name: "ip6.arpa.", qtype: dns.TypeTXT},
+	{name: "arpa.", qtype: dns.TypeSOA},
+	{name: "ns.dns.in-addr.arpa.", qtype: dns.TypeA},
+	{name: "svc.in-addr.arpa.", qtype: dns.TypeA},
+	{name: "default.svc.in-addr.arpa.", qtype: dns.TypeA},
+	{name: "myapp.default.svc.in-addr.arpa.", qtype: dns.TypeA},
+	{name: "x.0.3.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa.", qtype: dns.TypePTR},
+	{name: "x.y.z.0.3.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa.", qtype: dns.TypePTR},
+	{name: "w.x.y.z.0.3.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa.", qtype: dns.TypePTR},
+	{name: "3.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa.", qtype: dns.TypePTR},
+	{name: "00.3.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa.", qtype: dns.TypePTR},
+	{name: "0.3.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.D.F.IP6.ARPA.", qtype: dns.TypePTR},
+	{name: "0.3.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa.", qtype: dns.TypeA},
+	{name: "5.1.2.3.0.6.9.0.0.0.0.0.0.0.0.0.0.0.0.0.f.f.f.f.0.0.0.0.0.0.0.0.0.0.0.0.ip6.arpa.", qtype: dns.TypePTR},
+	{name: "x.215.3.96.10.in-addr.arpa.", qtype: dns.TypePTR},
+	{name: "215.3.96.010.in-addr.arpa.", qtype: dns.TypePTR},
+	{name: "kube-dns.kube-system.svc.cluster.local.", qtype: dns.TypeSRV},
+	{name: "_dns._tcp.kube-dns.kube-system.svc.cluster.local.", qtype: dns.TypeSRV},
+	{name: "_._tcp.myapp.default.svc.cluster.local.", qtype: dns.TypeSRV},
+	{name: "_http._.myapp.default.svc.cluster.local.", qtype: dns.TypeSRV},
+	{name: "_._.myapp.default.svc.cluster.local.", qtype: dns.TypeSRV},
+	{name: "_tcp.myapp.default.svc.cluster.local.", qtype: dns.TypeSRV},
+	{name: "_tcp.web.default.svc.cluster.local.", qtype: dns.TypeSRV},
+	{name: "any.default.svc.cluster.local.", qtype: dns.TypeA},
+	{name: "myapp.any.svc.cluster.local.", qtype: dns.TypeA},
+	{name: "myapp.*.svc.cluster.local.", qtype: dns.TypeA},
+	{name: "*.*.svc.cluster.local.", qtype: dns.TypeSRV},
+	{name: "*.web.default.svc.cluster.local.", qtype: dns.TypeA},
+	{name: "_*._*.myapp.default.svc.cluster.local.", qtype: dns.TypeSRV},
+	{name: "myapp.default.pod.cluster.local.", qtype: dns.TypeA},
+	{name: "pod.cluster.local.", qtype: dns.TypeSRV},
+	{name: "x.pod.cluster.local.", qtype: dns.TypeA},
+	{name: "x.svc.cluster.local.", qtype: dns.TypeA},
+	{name: "default.x.cluster.local.", qtype: dns.TypeA},
+	{name: "dns.cluster.local.", qtype: dns.TypeA},
+	{name: "ns.dns.cluster.local.", qtype: dns.TypeCNAME},
+	{name: "NS.DNS.Cluster.Local.", qtype: dns.TypeA},
+	{name: "myapp.default.svc.cluster.local.", qtype: dns.TypeDS},
+	{name: "cluster.local.", qtype: dns.TypeDS},
+	{name: "cluster.local.", qtype: dns.TypeDNSKEY},
+	{name: "cluster.local.", qtype: dns.TypeCNAME},
+	{name: "cluster.local.", qtype: dns.TypeAAAA},
+	{name: "cluster.local.", qtype: dns.TypeSRV},
+	{name: "cluster.local.", qtype: dns.TypeANY},
+	{name: "cluster.local.", qtype: dns.TypeNS, edns: 1232, do: true},
+	{name: "svc.cluster.local.", qtype: dns.TypeSOA},
+	{name: "svc.cluster.local.", qtype: dns.TypeNS},
+	{name: "default.svc.cluster.local.", qtype: dns.TypeSOA},
+	{name: "myapp.default.svc.cluster.local.", qtype: dns.TypeAXFR},
+	{name: "nosuch.default.svc.cluster.local.", qtype: dns.TypeIXFR},
+	{name: "in-addr.arpa.", qtype: dns.TypeAXFR, tcp: true},
+	{name: "www.example.com.", qtype: dns.TypeAXFR, tcp: true},
 	{name: "DNS-Version.Cluster.Local.", qtype: dns.TypeTXT},
 	{name: "dns-version.cluster.local.", qtype: dns.TypeA},
 	{name: "nosuch.cluster.local.", qtype: dns.TypeTXT},
@@ -370,7 +434,151 @@ func genCluster(n int) genState {
 	}
 	g.svcs = append(g.svcs, big)
 	g.slices = append(g.slices, bigSlice)
+	g.special(n)
 	return g
+}
+
+// special adds the Services, slices and pods of the rarer classes, with
+// their questions: ExternalName chains, loops and odd targets, endpoints
+// with several addresses or a shared hostname, terminating endpoints,
+// slices without a Service label or with unset port fields, a port number
+// served over TCP and UDP, SCTP, dual-stack pods.
+func (g *genState) special(n int) {
+	tcp, udp, sctp := corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP
+	ptr := func(b bool) *bool { return &b }
+	str := func(s string) *string { return &s }
+	ns := "gen-0"
+	zone := "." + ns + ".svc.cluster.local."
+	ask := func(name string, qtypes ...uint16) {
+		for _, t := range qtypes {
+			g.qs = append(g.qs, question{name: name, qtype: t})
+		}
+	}
+	every := []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeCNAME, dns.TypeSRV, dns.TypeTXT, dns.TypeANY, dns.TypeMX, dns.TypePTR}
+	ext := func(name, target string) {
+		g.svcs = append(g.svcs, corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: "1"},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: target}})
+		ask(name+zone, every...)
+		ask("_http._tcp."+name+zone, dns.TypeSRV)
+	}
+	ext("ext-loop-a", "ext-loop-b.gen-0.svc.cluster.local")
+	ext("ext-loop-b", "ext-loop-a.gen-0.svc.cluster.local")
+	ext("ext-self", "ext-self.gen-0.svc.cluster.local")
+	ext("ext-below-self", "x.ext-below-self.gen-0.svc.cluster.local")
+	for i := 0; i < 12; i++ {
+		target := fmt.Sprintf("ext-chain-%d.gen-0.svc.cluster.local", i+1)
+		if i == 11 {
+			target = "s0.gen-0.svc.cluster.local"
+		}
+		ext(fmt.Sprintf("ext-chain-%d", i), target)
+	}
+	ext("ext-dot", "s0.gen-0.svc.cluster.local.")
+	ext("ext-ip-dot", "10.1.2.3.")
+	ext("ext-www-dot", "www.example.com.")
+	ext("ext-missing", "www.nowhere.example.")
+	ext("ext-headless", fmt.Sprintf("s3.gen-%d.svc.cluster.local", 3%genNamespaces))
+	ext("ext-dual", fmt.Sprintf("s2.gen-%d.svc.cluster.local", 2%genNamespaces))
+	ext("ext-endpoint", fmt.Sprintf("s3-0.s3.gen-%d.svc.cluster.local", 3%genNamespaces))
+	ext("ext-in-zone-missing", "x.s0.gen-0.svc.cluster.local")
+	ext("ext-pod", "10-200-0-1.gen-0.pod.cluster.local")
+	ext("ext-apex", "cluster.local")
+	ext("ext-ns", "ns.dns.cluster.local")
+	ext("ext-version", "dns-version.cluster.local")
+	ext("ext-ext", "ext-www-dot.gen-0.svc.cluster.local")
+	ext("ext-reverse", "1.0.97.10.in-addr.arpa")
+
+	// A headless Service whose endpoints have two addresses each, a
+	// hostname two endpoints share, terminating endpoints, and a port
+	// number over TCP, UDP and SCTP.
+	port := func(name string, p corev1.Protocol, n int32) discoveryv1.EndpointPort {
+		return discoveryv1.EndpointPort{Name: &name, Protocol: &p, Port: &n}
+	}
+	g.svcs = append(g.svcs, corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "odd", ResourceVersion: "1"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: corev1.ClusterIPNone, ClusterIPs: []string{corev1.ClusterIPNone},
+			Ports: []corev1.ServicePort{{Name: "dns", Protocol: udp, Port: 53}, {Name: "dns-tcp", Protocol: tcp, Port: 53}, {Name: "sig", Protocol: sctp, Port: 3868}}}})
+	g.slices = append(g.slices, discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: "odd-a", ResourceVersion: "1", Labels: map[string]string{discoveryv1.LabelServiceName: "odd"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{port("dns", udp, 53), port("dns-tcp", tcp, 53), port("sig", sctp, 3868)},
+		Endpoints: []discoveryv1.Endpoint{
+			{Addresses: []string{"10.230.0.1", "10.230.0.2"}, Hostname: str("twin"), Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}},
+			{Addresses: []string{"10.230.0.3"}, Hostname: str("twin"), Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}},
+			{Addresses: []string{"10.230.0.4", "10.230.0.5"}},
+			{Addresses: []string{"10.230.0.6"}, Hostname: str("leaving"), Conditions: discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}},
+			{Addresses: []string{"10.230.0.7"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(false), Terminating: ptr(true)}},
+		},
+	})
+	// The same Service's second slice: the same port names with other
+	// numbers, and an address the first slice has too.
+	g.slices = append(g.slices, discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: "odd-b", ResourceVersion: "1", Labels: map[string]string{discoveryv1.LabelServiceName: "odd"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{port("dns", udp, 5353)},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.230.0.3"}, Hostname: str("other")}, {Addresses: []string{"10.230.0.8"}}},
+	})
+	odd := "odd" + zone
+	ask(odd, every...)
+	for _, p := range []string{"_dns._udp.", "_dns-tcp._tcp.", "_dns._tcp.", "_sig._sctp.", "_._tcp.", "_dns._.", "_._.", "dns.udp.", "_DNS._UDP."} {
+		ask(p+odd, dns.TypeSRV, dns.TypeA)
+	}
+	for _, h := range []string{"twin", "other", "leaving", "10-230-0-4", "10-230-0-5", "10-230-0-7", "10-230-0-8", "10-230-0-1"} {
+		ask(h+"."+odd, dns.TypeA, dns.TypeSRV, dns.TypeAAAA)
+		ask("_dns._udp."+h+"."+odd, dns.TypeSRV)
+	}
+	ask("_tcp."+odd, dns.TypeSRV, dns.TypeA)
+	ask("_udp._dns."+odd, dns.TypeSRV)
+	for _, ip := range []string{"1.0.230.10", "2.0.230.10", "3.0.230.10", "6.0.230.10", "7.0.230.10", "8.0.230.10"} {
+		ask(ip+".in-addr.arpa.", dns.TypePTR)
+	}
+
+	// A ClusterIP Service whose slices: one without ports, one with port
+	// fields unset, one with an endpoint hostname; and a slice that names
+	// no Service.
+	g.svcs = append(g.svcs, corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "partial", ResourceVersion: "1"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.99.0.1", ClusterIPs: []string{"10.99.0.1"},
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: tcp, Port: 80}, {Name: "", Protocol: udp, Port: 81}}}})
+	g.slices = append(g.slices,
+		discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: "partial-a", ResourceVersion: "1", Labels: map[string]string{discoveryv1.LabelServiceName: "partial"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.231.0.1"}, Hostname: str("named")}},
+		},
+		discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: "partial-b", ResourceVersion: "1", Labels: map[string]string{discoveryv1.LabelServiceName: "partial"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{}, {Name: str("http")}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.231.0.2"}}},
+		},
+		discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: "orphan", ResourceVersion: "1"},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{port("http", tcp, 80)},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.231.0.9"}}},
+		})
+	partial := "partial" + zone
+	ask(partial, every...)
+	for _, p := range []string{"_http._tcp.", "_._udp.", "_._tcp.", "_http._.", "named.", "10-231-0-2.", "10-231-0-1.", "_http._tcp.named.", "_._.named.", "_._.10-231-0-2."} {
+		ask(p+partial, dns.TypeSRV, dns.TypeA)
+	}
+	ask("1.0.99.10.in-addr.arpa.", dns.TypePTR)
+	ask("1.0.231.10.in-addr.arpa.", dns.TypePTR)
+	ask("2.0.231.10.in-addr.arpa.", dns.TypePTR)
+	// Not asked: PTR of 10.231.0.9, the orphan slice's endpoint. CoreDNS
+	// builds "10-231-0-9..gen-0.svc.cluster.local." (an empty Service
+	// label), fails to pack it and sends nothing; svcnet answers NXDOMAIN.
+	ask("10-231-0-9.orphan"+zone, dns.TypeA)
+
+	// Dual-stack pods: both addresses are pod names (verified too).
+	for i, ips := range [][2]string{{"10.232.0.1", "fd00:232::1"}, {"10.232.0.2", "fd00:232::2:0:0:0"}} {
+		g.pods = append(g.pods, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("dual-%d", i), ResourceVersion: "1"},
+			Status: corev1.PodStatus{PodIP: ips[0], PodIPs: []corev1.PodIP{{IP: ips[0]}, {IP: ips[1]}}}})
+	}
+	for _, l := range []string{"10-232-0-1", "fd00-232--1", "fd00-232-0-0-0-0-0-1", "fd00-0232--1", "FD00-232--1", "fd00-232--2-0-0-0", "fd00-232-0-0-2--",
+		"fd00-232-0-0-2--0", "--ffff-10-232-0-1", "--ffff-a00-1", "10-232-0-2", "0-0-0-0", "--", "--0", "fe80--1", "10-232-0-1-"} {
+		name := l + "." + ns + ".pod.cluster.local."
+		g.podQs = append(g.podQs, question{name: name, qtype: dns.TypeA}, question{name: name, qtype: dns.TypeAAAA}, question{name: name, qtype: dns.TypeSRV})
+	}
+	_ = n
 }
 
 // compare serves dnstest.Cluster plus a generated cluster from the fake API
@@ -416,11 +624,15 @@ func compare(svcnetBin, corednsBin string, services int) (int, error) {
 	up, stopUp := stubUpstream()
 	defer stopUp()
 
+	// DNSCOMPARE_SHOW=text prints both answers to every question whose
+	// name or description contains text, equal or not.
+	show := os.Getenv("DNSCOMPARE_SHOW")
 	total, diffs := 0, 0
 	for _, mode := range []string{"insecure", "verified", "disabled"} {
 		qs := append(append([]question(nil), fixedQuestions...), g.podQs...)
 		if mode == "insecure" {
 			qs = append(qs, g.qs...)
+			qs = append(qs, protocolQuestions()...)
 		}
 		targets, err := startTargets(dir, kc, up, svcnetBin, corednsBin, targetOpts{ttl: "5", pods: mode})
 		if err != nil {
@@ -431,6 +643,10 @@ func compare(svcnetBin, corednsBin string, services int) (int, error) {
 			var got [2]string
 			for i, t := range targets[:2] {
 				got[i] = ask(q, t.dnsPort)
+			}
+			if show != "" && strings.Contains(q.name+q.how(), show) {
+				fmt.Printf("SHOW [pods %s] %s %s%s\n  svcnet:  %s\n  coredns: %s\n", mode, q.name, dns.TypeToString[q.qtype], q.how(),
+					strings.ReplaceAll(got[0], "\n", "\n           "), strings.ReplaceAll(got[1], "\n", "\n           "))
 			}
 			if got[0] != got[1] {
 				d++
@@ -452,6 +668,9 @@ func compare(svcnetBin, corednsBin string, services int) (int, error) {
 
 func (q question) how() string {
 	var s []string
+	if q.label != "" {
+		s = append(s, q.label)
+	}
 	if q.edns != 0 {
 		s = append(s, fmt.Sprintf("edns %d", q.edns))
 	}
@@ -477,6 +696,12 @@ func ask(q question, port int) string {
 	m.RecursionDesired = !q.noRD
 	if q.edns != 0 {
 		m.SetEdns0(q.edns, q.do)
+	}
+	if q.raw != nil {
+		return askRaw(q.raw, port)
+	}
+	if q.mod != nil {
+		q.mod(m)
 	}
 	c := &dns.Client{Timeout: 3 * time.Second, UDPSize: 65535}
 	if q.tcp {
@@ -522,6 +747,6 @@ func canonical(r *dns.Msg) string {
 	if len(r.Question) == 1 {
 		q = strings.ReplaceAll(r.Question[0].String(), "\t", " ")
 	}
-	return fmt.Sprintf("%s aa=%v tc=%v rd=%v ra=%v ad=%v cd=%v opt=%s q=%s\nAN: %s\nNS: %s\nAR: %s", dns.RcodeToString[r.Rcode],
+	return fmt.Sprintf("%s op=%s aa=%v tc=%v rd=%v ra=%v ad=%v cd=%v opt=%s q=%s\nAN: %s\nNS: %s\nAR: %s", dns.RcodeToString[r.Rcode], dns.OpcodeToString[r.Opcode],
 		r.Authoritative, r.Truncated, r.RecursionDesired, r.RecursionAvailable, r.AuthenticatedData, r.CheckingDisabled, opt, q, an, ns, ar)
 }

@@ -1,6 +1,8 @@
 package dnstest
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,5 +98,9 @@ func Cluster() []runtime.Object {
 		// local address, so that NS answers name kube-dns.
 		Slice("kube-system", "kube-dns-1", "kube-dns", v4, []discoveryv1.EndpointPort{SlicePort("dns", udp, 53)}, EP{"10.244.0.53", "", true}),
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "pod-a"}, Status: corev1.PodStatus{PodIP: "10.244.1.5", PodIPs: []corev1.PodIP{{IP: "10.244.1.5"}}}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "pod-dual"},
+			Status: corev1.PodStatus{PodIP: "10.244.9.9", PodIPs: []corev1.PodIP{{IP: "10.244.9.9"}, {IP: "fd00:10:244::9"}}}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "pod-leaving", DeletionTimestamp: &metav1.Time{Time: time.Unix(1700000000, 0)}},
+			Status: corev1.PodStatus{PodIP: "10.244.9.10", PodIPs: []corev1.PodIP{{IP: "10.244.9.10"}}}},
 	}
 }

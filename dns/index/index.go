@@ -71,8 +71,8 @@ type Index struct {
 	slicesBySvc map[string]map[string]*Slice // ns/service → sliceName → slice
 	svcByIP     map[netip.Addr]map[string]*Service
 	sliceByIP   map[netip.Addr]map[string]*Slice // IP → ns/sliceName → slice
-	pods        map[string]netip.Addr            // ns/name → pod IP
-	podsByIP    map[netip.Addr]map[string]int    // IP → namespace → count
+	pods        map[string][]string              // ns/name → pod IPs as the API spells them
+	podsByIP    map[string]map[string]int        // pod IP → namespace → count
 
 	modified atomic.Int64  // unix seconds of the last change: the SOA serial
 	gen      atomic.Uint64 // counts changes: answers cached under an older value are stale
@@ -87,8 +87,8 @@ func New() *Index {
 		slicesBySvc: map[string]map[string]*Slice{},
 		svcByIP:     map[netip.Addr]map[string]*Service{},
 		sliceByIP:   map[netip.Addr]map[string]*Slice{},
-		pods:        map[string]netip.Addr{},
-		podsByIP:    map[netip.Addr]map[string]int{},
+		pods:        map[string][]string{},
+		podsByIP:    map[string]map[string]int{},
 	}
 	x.touch()
 	return x
@@ -404,22 +404,33 @@ func sortSlices(s []*Slice) {
 	}
 }
 
-// SetPod records a pod's IP (only used by --pods=verified). A pod without an
-// IP is forgotten.
-func (x *Index) SetPod(ns, name string, ip netip.Addr) {
+// SetPod records a pod's IPs, as the API spells them (only used by
+// --pods=verified). A pod without IPs is forgotten.
+func (x *Index) SetPod(ns, name string, ips []string) {
 	k := key(ns, name)
 	x.mu.Lock()
 	x.deletePodLocked(k, ns)
-	if ip.IsValid() {
-		x.pods[k] = ip
-		m := x.podsByIP[ip]
-		if m == nil {
-			m = map[string]int{}
-			x.podsByIP[ip] = m
+	if len(ips) > 0 {
+		x.pods[k] = ips
+		for _, ip := range ips {
+			m := x.podsByIP[ip]
+			if m == nil {
+				m = map[string]int{}
+				x.podsByIP[ip] = m
+			}
+			m[ns]++
 		}
-		m[ns]++
 	}
 	x.mu.Unlock()
+	x.touch()
+}
+
+// PodKnown reports whether the pod ns/name is indexed.
+func (x *Index) PodKnown(ns, name string) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	_, ok := x.pods[key(ns, name)]
+	return ok
 }
 
 func (x *Index) deletePodLocked(k, ns string) {
@@ -428,13 +439,15 @@ func (x *Index) deletePodLocked(k, ns string) {
 		return
 	}
 	delete(x.pods, k)
-	if m := x.podsByIP[old]; m != nil {
-		m[ns]--
-		if m[ns] <= 0 {
-			delete(m, ns)
-		}
-		if len(m) == 0 {
-			delete(x.podsByIP, old)
+	for _, ip := range old {
+		if m := x.podsByIP[ip]; m != nil {
+			m[ns]--
+			if m[ns] <= 0 {
+				delete(m, ns)
+			}
+			if len(m) == 0 {
+				delete(x.podsByIP, ip)
+			}
 		}
 	}
 }
@@ -444,10 +457,13 @@ func (x *Index) DeletePod(ns, name string) {
 	x.mu.Lock()
 	x.deletePodLocked(key(ns, name), ns)
 	x.mu.Unlock()
+	x.touch()
 }
 
-// PodExists reports whether a pod in namespace ns has IP ip.
-func (x *Index) PodExists(ns string, ip netip.Addr) bool {
+// PodExists reports whether a pod in namespace ns has the IP ip, compared
+// as text with the API's spelling (as CoreDNS does: in verified mode
+// fd00-0-0-0-0-0-0-5 is not the pod fd00::5).
+func (x *Index) PodExists(ns, ip string) bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.podsByIP[ip][ns] > 0

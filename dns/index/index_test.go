@@ -42,11 +42,18 @@ func TestServiceIPChangeAndPods(t *testing.T) {
 	if len(x.svcByIP) != 0 || x.Service("ns", "a") != nil {
 		t.Errorf("leftovers after delete")
 	}
-	p := netip.MustParseAddr("10.244.0.9")
+	p := []string{"10.244.0.9", "fd00:244::9"}
+	g := x.Generation()
 	x.SetPod("ns", "p1", p)
-	x.SetPod("ns", "p1", p) // update with the same IP must not double count
+	x.SetPod("ns", "p1", p) // update with the same IPs must not double count
+	if !x.PodExists("ns", "fd00:244::9") || x.PodExists("ns", "fd00:244:0:0:0:0:0:9") || x.PodExists("other", "10.244.0.9") {
+		t.Errorf("pod IPs: want both of the pod's IPs as spelled, in its namespace only")
+	}
+	if x.Generation() == g {
+		t.Errorf("generation unchanged by a pod: cached pod answers would go stale")
+	}
 	x.DeletePod("ns", "p1")
-	if x.PodExists("ns", p) || len(x.podsByIP) != 0 {
+	if x.PodExists("ns", p[0]) || len(x.podsByIP) != 0 {
 		t.Errorf("pod still indexed after delete")
 	}
 }

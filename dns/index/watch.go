@@ -3,7 +3,6 @@ package index
 import (
 	"context"
 	"log/slog"
-	"net/netip"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -127,9 +126,21 @@ func NewWatcher(client kubernetes.Interface, idx *Index, watchPods bool, log *sl
 					if !ok {
 						return "", false
 					}
-					ip, _ := netip.ParseAddr(p.Status.PodIP)
-					idx.SetPod(p.Namespace, p.Name, ip.Unmap())
-					return key(p.Namespace, p.Name), true
+					k := key(p.Namespace, p.Name)
+					if p.DeletionTimestamp != nil {
+						// As CoreDNS: a terminating pod is not taken in;
+						// one already known keeps its entry until deleted.
+						return k, idx.PodKnown(p.Namespace, p.Name)
+					}
+					var ips []string
+					for _, ip := range p.Status.PodIPs {
+						ips = append(ips, ip.IP)
+					}
+					if len(ips) == 0 && p.Status.PodIP != "" {
+						ips = []string{p.Status.PodIP}
+					}
+					idx.SetPod(p.Namespace, p.Name, ips)
+					return k, true
 				},
 				del:  idx.DeletePod,
 				keys: idx.podKeys,

@@ -5,8 +5,9 @@
 // Each --listen address gets a UDP and a TCP socket. Requests are handled as
 // follows:
 //   - packets that do not parse are answered FORMERR by the DNS library;
-//     requests with other than one question are FORMERR, opcodes other than
-//     QUERY are NOTIMP, EDNS versions other than 0 are BADVERS, and requests
+//     requests with other than one question are FORMERR (SERVFAIL when the
+//     question count is one but the question is missing), opcodes other
+//     than QUERY and NOTIFY are NOTIMP (NOTIFY is answered like a query), EDNS versions other than 0 are BADVERS, and requests
 //     larger than MaxRequestSize are REFUSED;
 //   - answers larger than the client can take (512 bytes, the EDNS0 buffer
 //     capped at 4096, or 64 KiB over TCP) are truncated with TC set;
@@ -122,8 +123,14 @@ func (h *Handler) respond(r *dns.Msg, tcp bool) (resp *dns.Msg, plugin string) {
 	switch {
 	case r.Response:
 		return errorReply(r, dns.RcodeFormatError), ""
-	case r.Opcode != dns.OpcodeQuery:
+	case r.Opcode != dns.OpcodeQuery && r.Opcode != dns.OpcodeNotify:
+		// NOTIFY passes the DNS library's accept function and CoreDNS's
+		// server, and is answered like a query (with its opcode).
 		return errorReply(r, dns.RcodeNotImplemented), ""
+	case len(r.Question) == 0:
+		// QDCOUNT 1 with the question missing unpacks to none: CoreDNS's
+		// server answers SERVFAIL.
+		return errorReply(r, dns.RcodeServerFailure), ""
 	case len(r.Question) != 1:
 		return errorReply(r, dns.RcodeFormatError), ""
 	case r.Len() > MaxRequestSize:
@@ -157,8 +164,9 @@ func (h *Handler) respond(r *dns.Msg, tcp bool) (resp *dns.Msg, plugin string) {
 				if h.Log != nil {
 					h.Log.Debug("forward failed", "name", r.Question[0].Name, "err", err)
 				}
+				// As CoreDNS's server writes a failed forward: SERVFAIL
+				// without RA.
 				resp = errorReply(r, dns.RcodeServerFailure)
-				resp.RecursionAvailable = true
 			}
 		}
 	}

@@ -102,7 +102,7 @@ func startServer(t testing.TB) *testServer {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go w.Run(ctx)
-	if !w.WaitForSync(ctx, 10*time.Second) {
+	if !w.WaitForSync(ctx, 60*time.Second) {
 		t.Fatal("informers did not sync")
 	}
 	m := NewMetrics(ServerLabel("127.0.0.1:0"))
@@ -423,5 +423,79 @@ func TestWildcardListenRepliesFromAskedAddress(t *testing.T) {
 		if r.Rcode != dns.RcodeSuccess || !r.Authoritative {
 			t.Errorf("%s: %v", addr, r)
 		}
+	}
+}
+
+// TestOpcodesAndMissingQuestion: as CoreDNS's server (behind the DNS
+// library's accept function), NOTIFY is answered like a query and keeps its
+// opcode (RD not echoed), other opcodes are NOTIMP, and a header that
+// counts one question but carries none gets SERVFAIL.
+func TestOpcodesAndMissingQuestion(t *testing.T) {
+	ts := startServer(t)
+	conn, err := net.Dial("udp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	send := func(b []byte) *dns.Msg {
+		t.Helper()
+		if _, err := conn.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 65535)
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		m := new(dns.Msg)
+		if err := m.Unpack(buf[:n]); err != nil {
+			t.Fatalf("unparseable answer: %v", err)
+		}
+		return m
+	}
+	pack := func(opcode int) []byte {
+		m := new(dns.Msg)
+		m.SetQuestion("myapp.default.svc.cluster.local.", dns.TypeA)
+		m.Opcode = opcode
+		b, err := m.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	r := send(pack(dns.OpcodeNotify))
+	c := dnstest.Case{Qname: "myapp.default.svc.cluster.local.", Answer: []dns.RR{dnstest.A("myapp.default.svc.cluster.local. 5 IN A 10.96.3.215")}}
+	if d := c.Check(r); d != "" || r.Opcode != dns.OpcodeNotify || !r.Authoritative || r.RecursionDesired {
+		t.Errorf("NOTIFY: opcode %s aa=%v rd=%v %s", dns.OpcodeToString[r.Opcode], r.Authoritative, r.RecursionDesired, d)
+	}
+	if r := send(pack(dns.OpcodeStatus)); r.Rcode != dns.RcodeNotImplemented || r.Opcode != dns.OpcodeStatus {
+		t.Errorf("STATUS: %s opcode %s, want NOTIMP", dns.RcodeToString[r.Rcode], dns.OpcodeToString[r.Opcode])
+	}
+	hdr := []byte{0x43, 0x21, 0x01, 0x00, 0x00, 0x01, 0, 0, 0, 0, 0, 0}
+	if r := send(hdr); r.Rcode != dns.RcodeServerFailure || r.Id != 0x4321 || len(r.Question) != 0 || !r.RecursionDesired {
+		t.Errorf("QDCOUNT 1 without a question: %v, want SERVFAIL with the ID and RD echoed", r)
+	}
+}
+
+// TestForwardFailureHasNoRA: a forward that fails is SERVFAIL without RA,
+// as CoreDNS's server writes it.
+func TestForwardFailureHasNoRA(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := pc.LocalAddr().String()
+	pc.Close() // nothing answers there
+	fwd, err := forward.New([]string{dead}, 200*time.Millisecond, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{Forward: fwd}
+	m := new(dns.Msg)
+	m.SetQuestion("www.example.com.", dns.TypeA)
+	r, _ := h.Answer(m, false)
+	if r.Rcode != dns.RcodeServerFailure || r.RecursionAvailable || !r.RecursionDesired {
+		t.Errorf("failed forward: %s ra=%v rd=%v, want SERVFAIL, no RA, RD echoed", dns.RcodeToString[r.Rcode], r.RecursionAvailable, r.RecursionDesired)
 	}
 }

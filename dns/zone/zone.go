@@ -204,7 +204,13 @@ func (z *Zone) match(lname string) string {
 // handler does: each type has its own lookup, and types without one ask
 // for A records to tell NODATA from NXDOMAIN.
 func (z *Zone) answer(ctx context.Context, n name, qtype uint16) (answer, extra []dns.RR, err error) {
-	isNS := n.l == "ns.dns."+n.zone
+	// CoreDNS compares the lower-cased question with the zone as the
+	// question spells it: ns.dns.<zone> has its addresses, and the apex
+	// its NS records, only when the question spells the zone in lower
+	// case. Otherwise they are names like any other (ns.dns: NXDOMAIN;
+	// apex NS: NODATA).
+	lowerZone := n.zoneQ == n.zone
+	isNS := lowerZone && n.l == "ns.dns."+n.zone
 	switch qtype {
 	case dns.TypeA, dns.TypeAAAA:
 		if isNS {
@@ -262,7 +268,7 @@ func (z *Zone) answer(ctx context.Context, n name, qtype uint16) (answer, extra 
 		}
 		return answer, nil, nil
 	case dns.TypeNS:
-		if n.l == n.zone {
+		if lowerZone && n.l == n.zone {
 			answer, extra = z.ns(n.zoneQ)
 			return answer, extra, nil
 		}
@@ -530,14 +536,17 @@ func (z *Zone) pod(ns, label, zoneQ string) ([]entry, error) {
 	} else {
 		s = strings.ReplaceAll(label, "-", ":")
 	}
+	// Verified: a pod in the namespace must have the address spelled
+	// exactly so (CoreDNS compares the text: fd00-0-0-0-0-0-0-5 is not
+	// the pod fd00::5).
+	if z.cfg.Pods == PodsVerified && !z.idx.PodExists(ns, s) {
+		return nil, errNX
+	}
 	ip, err := netip.ParseAddr(s)
 	if err != nil || ip.Zone() != "" {
 		return nil, errNX
 	}
 	ip = ip.Unmap()
-	if z.cfg.Pods == PodsVerified && !z.idx.PodExists(ns, ip) {
-		return nil, errNX
-	}
 	// Port 0: an SRV question for a pod name answers port 0, as CoreDNS.
 	return []entry{{addr: ip, port: 0, owner: label + "." + ns + ".pod." + zoneQ}}, nil
 }
@@ -679,9 +688,13 @@ func addrFromReverse(lname string) (netip.Addr, bool) {
 	}
 	if base, ok := strings.CutSuffix(lname, "."+reverseV6); ok {
 		l := strings.Split(base, ".")
-		if len(l) != 32 {
+		// As CoreDNS: the 32 labels next to ip6.arpa. make the address;
+		// up to three labels more on the left are ignored (CoreDNS groups
+		// the labels by four and drops an incomplete group).
+		if len(l) < 32 || len(l) > 35 {
 			return netip.Addr{}, false
 		}
+		l = l[len(l)-32:]
 		var b [16]byte
 		for i, n := range l {
 			if len(n) != 1 {

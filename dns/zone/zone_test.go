@@ -40,7 +40,7 @@ func newZone(t *testing.T, mode zone.PodMode) (*zone.Zone, *fake.Clientset) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go w.Run(ctx)
-	if !w.WaitForSync(ctx, 10*time.Second) {
+	if !w.WaitForSync(ctx, 60*time.Second) {
 		t.Fatal("informers did not sync")
 	}
 	z := zone.New(zone.Config{Zone: "cluster.local.", TTL: 5, Pods: mode, Reverse: true,
@@ -190,8 +190,25 @@ var zoneCases = []dnstest.Case{
 		Extra:  []dns.RR{A("kube-dns.kube-system.svc.cluster.local. 5 IN A 10.96.0.10")}},
 	{Name: "ns.dns A", Qname: "ns.dns.cluster.local.", Qtype: dns.TypeA,
 		Answer: []dns.RR{A("ns.dns.cluster.local. 5 IN A 10.96.0.10")}},
+	// The question spells the zone in upper case: CoreDNS compares the
+	// lower-cased name with the zone as spelled, so ns.dns is a name like
+	// any other (NXDOMAIN) and the apex has no NS records (NODATA).
+	nxIn("Cluster.Local. 5 IN SOA ns.dns.Cluster.Local. hostmaster.Cluster.Local. 0 7200 1800 86400 5",
+		"ns.dns A, zone in upper case", "NS.DNS.Cluster.Local.", dns.TypeA),
+	nodataIn("Cluster.Local. 5 IN SOA ns.dns.Cluster.Local. hostmaster.Cluster.Local. 0 7200 1800 86400 5",
+		"NS at apex, zone in upper case", "Cluster.Local.", dns.TypeNS),
+	{Name: "ns.dns A, only ns.dns in upper case", Qname: "NS.DNS.cluster.local.", Qtype: dns.TypeA,
+		Answer: []dns.RR{A("NS.DNS.cluster.local. 5 IN A 10.96.0.10")}},
 	// Reverse zones: authoritative, as kubeadm's "kubernetes cluster.local
 	// in-addr.arpa ip6.arpa" (without fallthrough).
+	// CoreDNS reads the 32 nibbles next to ip6.arpa. and ignores up to
+	// three labels more on the left.
+	{Name: "PTR IPv6 cluster IP, 33 labels", Qname: "x.0.3.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa.", Qtype: dns.TypePTR,
+		Answer: []dns.RR{PTR("x.0.3.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa. 5 IN PTR dual.default.svc.cluster.local.")}},
+	{Name: "PTR IPv6 cluster IP, 35 labels", Qname: "a.b.c.0.3.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa.", Qtype: dns.TypePTR,
+		Answer: []dns.RR{PTR("a.b.c.0.3.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa. 5 IN PTR dual.default.svc.cluster.local.")}},
+	nxIn(soa6, "PTR IPv6, 36 labels", "a.b.c.d.0.3.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa.", dns.TypePTR),
+	nxIn(soa6, "PTR IPv6, two-digit nibble", "00.3.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa.", dns.TypePTR),
 	nxIn(soa4, "PTR of an address that belongs to nothing", "1.1.1.1.in-addr.arpa.", dns.TypePTR),
 	nxIn(soa6, "PTR of an IPv6 address that belongs to nothing", "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa.", dns.TypePTR),
 	nxIn(soa4, "PTR of a not-ready endpoint", "12.3.244.10.in-addr.arpa.", dns.TypePTR),
@@ -310,7 +327,7 @@ func TestReverseFallthrough(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go w.Run(ctx)
-	if !w.WaitForSync(ctx, 10*time.Second) {
+	if !w.WaitForSync(ctx, 60*time.Second) {
 		t.Fatal("informers did not sync")
 	}
 	z := zone.New(zone.Config{Zone: "cluster.local.", TTL: 5, Reverse: true, ReverseFallthrough: true}, idx, w.HasSynced, nil)
@@ -338,9 +355,20 @@ func TestPodModes(t *testing.T) {
 		if d := ok.Check(z.Serve(context.Background(), ok.Msg())); d != "" {
 			t.Error(d)
 		}
+		dual := "fd00-10-244--9.default.pod.cluster.local."
 		for _, c := range []dnstest.Case{
 			nx("unknown pod", "10-244-7-7.default.pod.cluster.local.", dns.TypeA),
 			nx("pod in other namespace", "10-244-1-5.prod.pod.cluster.local.", dns.TypeA),
+			// Every address of a dual-stack pod is verified.
+			{Name: "dual-stack pod, IPv4", Qname: "10-244-9-9.default.pod.cluster.local.", Qtype: dns.TypeA,
+				Answer: []dns.RR{A("10-244-9-9.default.pod.cluster.local. 5 IN A 10.244.9.9")}},
+			{Name: "dual-stack pod, IPv6", Qname: dual, Qtype: dns.TypeAAAA, Answer: []dns.RR{AAAA(dual + " 5 IN AAAA fd00:10:244::9")}},
+			{Name: "dual-stack pod, upper case", Qname: "FD00-10-244--9.default.pod.cluster.local.", Qtype: dns.TypeAAAA,
+				Answer: []dns.RR{AAAA("FD00-10-244--9.default.pod.cluster.local. 5 IN AAAA fd00:10:244::9")}},
+			// CoreDNS compares the address as text with the pod's.
+			nx("dual-stack pod, IPv6 spelled out", "fd00-10-244-0-0-0-0-0-9.default.pod.cluster.local.", dns.TypeAAAA),
+			// A pod first seen terminating is not taken in (CoreDNS).
+			nx("terminating pod", "10-244-9-10.default.pod.cluster.local.", dns.TypeA),
 		} {
 			if d := c.Check(z.Serve(context.Background(), c.Msg())); d != "" {
 				t.Errorf("%s: %s", c.Name, d)
