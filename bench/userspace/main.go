@@ -42,6 +42,7 @@ import (
 var (
 	cpuProfile string
 	runs       int
+	measure    string
 )
 
 func main() {
@@ -50,6 +51,7 @@ func main() {
 	conns := flag.Int("connections", 32, "concurrent wrk connections")
 	backend := flag.String("http-backend", "", "internal: serve the HTTP backend on this address")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write CPU profiles of the proxy during its first wrk run to this file and during its first iperf3 run to FILE.iperf")
+	flag.StringVar(&measure, "measure", "all", "what to measure: all, throughput (iperf3 only) or conns (wrk only)")
 	flag.Parse()
 	if *backend != "" {
 		serveHTTP(*backend)
@@ -228,8 +230,11 @@ listen http
 				iperfProf = f
 			}
 			c0 := selfCPU()
-			g, err := iperf(r.iperf, d)
-			if r.http == usHTTP {
+			g, err := 0.0, error(nil)
+			if measure != "conns" {
+				g, err = iperf(r.iperf, d)
+			}
+			if r.http == usHTTP && measure != "conns" {
 				iperfCPU = append(iperfCPU, (selfCPU()-c0).Seconds()/d.Seconds())
 			}
 			if iperfProf != nil {
@@ -238,8 +243,11 @@ listen http
 			}
 			if err != nil {
 				r.errs = append(r.errs, err)
-			} else {
+			} else if measure != "conns" {
 				r.gbps = append(r.gbps, g)
+			}
+			if measure == "throughput" {
+				continue
 			}
 			profiling := cpuProfile != "" && r.http == usHTTP && run == 0
 			if profiling {

@@ -262,7 +262,7 @@ func (p *Proxier) open(c ServiceConfig) (*service, error) {
 	host := net.JoinHostPort(p.opt.ListenHost, "0")
 	switch c.Protocol {
 	case "tcp":
-		ln, err := net.Listen("tcp", host)
+		ln, err := (&net.ListenConfig{KeepAliveConfig: keepAlive}).Listen(context.Background(), "tcp", host)
 		if err != nil {
 			return nil, fmt.Errorf("service %s: listen: %w", c.Name, err)
 		}

@@ -230,6 +230,62 @@ func TestSessionAffinityExpires(t *testing.T) {
 	}
 }
 
+// TestTCPBulkAndHalfClose moves more than the copy buffer in both
+// directions (so the copy switches from read/write to splice), then
+// half-closes: every byte must come back in order, and the backend's own
+// close must reach the client as EOF after the last byte.
+func TestTCPBulkAndHalfClose(t *testing.T) {
+	ctx := context.Background()
+	a := startTCPBackend(t, "127.0.0.1", "a")
+	p, _ := newTestProxier(t, Options{})
+	if err := p.Sync(ctx, []ServiceConfig{svc("default/bulk", "tcp", eps(a.addr))}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialTimeout("tcp", proxyAddr(p, "default/bulk", "tcp"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(60 * time.Second))
+	// A small first exchange (read/write path), then bulk.
+	r := bufio.NewReader(c)
+	if line, err := r.ReadString('\n'); err != nil || line != "a\n" {
+		t.Fatalf("greeting: %q %v", line, err)
+	}
+	payload := make([]byte, 4<<20+123)
+	for i := range payload {
+		payload[i] = byte(i*7 + i>>11)
+	}
+	werr := make(chan error, 1)
+	go func() {
+		if _, err := c.Write([]byte("hi\n")); err != nil {
+			werr <- err
+			return
+		}
+		if _, err := c.Write(payload); err != nil {
+			werr <- err
+			return
+		}
+		werr <- c.(*net.TCPConn).CloseWrite()
+	}()
+	got, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("read echo: %v (after %d bytes)", err, len(got))
+	}
+	if err := <-werr; err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte("hi\n"), payload...)
+	if len(got) != len(want) {
+		t.Fatalf("echo: got %d bytes, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("echo differs at byte %d", i)
+		}
+	}
+}
+
 func TestEndpointRemovalLetsEstablishedConnectionsFinish(t *testing.T) {
 	ctx := context.Background()
 	a, b := startTCPBackend(t, "127.0.0.1", "a"), startTCPBackend(t, "127.0.0.1", "b")
