@@ -40,9 +40,10 @@ import (
 )
 
 var (
-	cpuProfile string
-	runs       int
-	measure    string
+	cpuProfile  string
+	runs        int
+	measure     string
+	acceptLoops int
 )
 
 func main() {
@@ -51,6 +52,7 @@ func main() {
 	conns := flag.Int("connections", 32, "concurrent wrk connections")
 	backend := flag.String("http-backend", "", "internal: serve the HTTP backend on this address")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write CPU profiles of the proxy during its first wrk run to this file and during its first iperf3 run to FILE.iperf")
+	flag.IntVar(&acceptLoops, "accept-loops", 0, "listeners per TCP Service port of the userspace proxy (0: its default)")
 	flag.StringVar(&measure, "measure", "all", "what to measure: all, throughput (iperf3 only) or conns (wrk only)")
 	flag.Parse()
 	if *backend != "" {
@@ -143,7 +145,7 @@ func run(d time.Duration, conns int) error {
 
 	// The userspace proxy under test (listeners on 127.0.0.1, no redirect
 	// rules: clients connect to its ports directly).
-	px := userspace.New(userspace.Options{ListenHost: "127.0.0.1", Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	px := userspace.New(userspace.Options{ListenHost: "127.0.0.1", AcceptLoops: acceptLoops, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	defer px.Close()
 	lo := netip.MustParseAddr("127.0.0.1")
 	err = px.Sync(context.Background(), []userspace.ServiceConfig{

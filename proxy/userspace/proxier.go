@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -64,7 +65,11 @@ type Options struct {
 	// ListenHost is the address listeners bind ("" = every address, both
 	// families).
 	ListenHost string
-	Logger     *slog.Logger
+	// AcceptLoops is the number of listeners (and accept loops) of each
+	// TCP Service port, all on one port with SO_REUSEPORT; 0 means one
+	// per CPU of the Go runtime, at most 4.
+	AcceptLoops int
+	Logger      *slog.Logger
 	// Now is the clock of session affinity (time.Now by default).
 	Now func() time.Time
 }
@@ -93,6 +98,9 @@ func New(opt Options) *Proxier {
 	}
 	if opt.Now == nil {
 		opt.Now = time.Now
+	}
+	if opt.AcceptLoops <= 0 {
+		opt.AcceptLoops = min(runtime.GOMAXPROCS(0), 4)
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
@@ -262,14 +270,16 @@ func (p *Proxier) open(c ServiceConfig) (*service, error) {
 	host := net.JoinHostPort(p.opt.ListenHost, "0")
 	switch c.Protocol {
 	case "tcp":
-		ln, err := (&net.ListenConfig{KeepAliveConfig: keepAlive}).Listen(context.Background(), "tcp", host)
+		lns, err := listenTCP(host, p.opt.AcceptLoops)
 		if err != nil {
 			return nil, fmt.Errorf("service %s: listen: %w", c.Name, err)
 		}
-		s.ln = ln.(*net.TCPListener)
-		s.port = s.ln.Addr().(*net.TCPAddr).Port
-		s.wg.Add(1)
-		go s.serveTCP()
+		s.lns = lns
+		s.port = lns[0].Addr().(*net.TCPAddr).Port
+		for _, ln := range lns {
+			s.wg.Add(1)
+			go s.serveTCP(ln)
+		}
 	case "udp":
 		u, err := listenUDP(p.opt.ListenHost)
 		if err != nil {
@@ -299,7 +309,7 @@ type service struct {
 	p     *Proxier
 	proto string
 	port  int
-	ln    *net.TCPListener
+	lns   []*net.TCPListener // one per CPU, same port (SO_REUSEPORT)
 	udp   *udpListener
 
 	conf atomic.Pointer[ServiceConfig]
@@ -420,8 +430,8 @@ func (s *service) pick(client, dst netip.Addr, tried map[*lb.Backend]bool) *lb.B
 
 func (s *service) close() {
 	s.closing.Store(true)
-	if s.ln != nil {
-		s.ln.Close()
+	for _, ln := range s.lns {
+		ln.Close()
 	}
 	if s.udp != nil {
 		s.udp.close()

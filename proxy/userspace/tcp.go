@@ -7,8 +7,10 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,10 +18,45 @@ import (
 	"github.com/svcnet/svcnet/proxy/lb"
 )
 
-func (s *service) serveTCP() {
+// listenTCP opens the n listeners of one TCP Service port, all bound to the
+// same kernel-chosen port with SO_REUSEPORT: the kernel spreads new
+// connections over their accept queues by a hash of the 4-tuple, and each
+// has its own accept loop, so accepting scales with the CPUs instead of
+// queueing behind one goroutine. (The cost is n sockets and goroutines per
+// Service port, hence the cap in Options.AcceptLoops.)
+func listenTCP(host string, n int) ([]*net.TCPListener, error) {
+	lc := net.ListenConfig{KeepAliveConfig: keepAlive, Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	var lns []*net.TCPListener
+	for i := 0; i < n; i++ {
+		ln, err := lc.Listen(context.Background(), "tcp", host)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, err
+		}
+		lns = append(lns, ln.(*net.TCPListener))
+		if i == 0 {
+			// The others take the port the kernel chose for the first.
+			h, _, _ := net.SplitHostPort(host)
+			host = net.JoinHostPort(h, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+		}
+	}
+	return lns, nil
+}
+
+func (s *service) serveTCP(ln *net.TCPListener) {
 	defer s.wg.Done()
 	for {
-		c, err := s.ln.AcceptTCP()
+		c, err := ln.AcceptTCP()
 		if err != nil {
 			if s.closing.Load() || errors.Is(err, net.ErrClosed) {
 				return
@@ -85,10 +122,12 @@ func (s *service) dialTCP(client, dst netip.Addr) (*net.TCPConn, *lb.Backend, er
 }
 
 // keepAlive is the keep-alive set-up of both sockets of a proxied
-// connection: probes after 15 s idle (Go's default), with the kernel's
-// interval and count. Leaving interval and count to the kernel saves two
-// setsockopt calls per socket, four per proxied connection.
-var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: -1, Count: -1}
+// connection: SO_KEEPALIVE with the kernel's timers
+// (net.ipv4.tcp_keepalive_time/intvl/probes: probes after 2 h idle by
+// default), so that a vanished peer does not pin the other side's socket
+// for ever. Go's own default adds three setsockopt calls per socket for
+// 15 s timers; a proxy pays that twice per connection.
+var keepAlive = net.KeepAliveConfig{Enable: true, Idle: -1, Interval: -1, Count: -1}
 
 // dialers holds one net.Dialer per connect timeout, so a new connection
 // costs no dialer.
