@@ -11,7 +11,7 @@ import (
 // 19 (issue 12): the Service policy every mode shares, checked with real
 // packets from pods: spec.trafficDistribution PreferSameNode keeps a pod's
 // requests on its own node, and svcnet.io/weight 7:1:1:1 under wrr gives the
-// heavy pod about 70% of the connections where the mode weights.
+// heavy pod about 70% of the connections in every mode.
 func topologyAndWeights(s *scenario) {
 	s.part("PreferSameNode", preferSameNode)
 	s.part("weights-wrr", weightsWRR)
@@ -197,15 +197,10 @@ spec:
 	if count["FAIL"] > 0 {
 		s.errorf([]string{"curl " + url}, fmt.Sprint(count), "%d of %d requests failed", count["FAIL"], n)
 	}
-	// Expected 0.7 (nftables: random draw, sd 0.032 for n=200; userspace:
-	// interleaved wrr, exactly 0.7); 0.55..0.85 is more than 4 sd.
+	// Expected 0.7 in every mode (iptables and nftables: weighted random
+	// draws, sd 0.032 for n=200; userspace: interleaved wrr, exactly 0.7);
+	// 0.55..0.85 is more than 4 sd.
 	lo, hi := 0.55, 0.85
-	if s.c.mode == "iptables" {
-		// iptables balances uniformly (docs/proxy-modes.md: it cannot
-		// weight; the wrr annotation gets an UnsupportedScheduler Event):
-		// expected 0.25, sd 0.031.
-		lo, hi = 0.10, 0.40
-	}
 	if share < lo || share > hi {
 		s.errorf([]string{"kubectl exec wt-client -- curl " + url + " (200 times)"}, fmt.Sprint(count),
 			"heavy pod share %.3f, want within [%.2f, %.2f] in %s mode", share, lo, hi, s.c.mode)

@@ -258,6 +258,18 @@ func (p *Pod) Hits(src netip.Addr) int {
 	return p.hits[src.String()]
 }
 
+// AllHits returns the number of connections and datagrams p answered,
+// from any source.
+func (p *Pod) AllHits() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, h := range p.hits {
+		n += h
+	}
+	return n
+}
+
 // StartProxy (re)creates the node's proxy: a new mode instance and a new
 // Proxier fed with the cluster's current objects, as after a process
 // restart. It does not sync; call Cluster.Sync.

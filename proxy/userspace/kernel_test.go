@@ -38,12 +38,20 @@ const helperEnv = "SVCNET_USERSPACE_HELPER"
 
 // TestHelperUserspaceProxy is not a test: it is the proxy process of the
 // kernel tests. It reads one JSON []ServiceConfig per stdin line, syncs, and
-// answers "ok" or "error: ..." per line; it exits when stdin closes.
+// answers "ok" or "error: ..." per line; it exits when stdin closes. With
+// SVCNET_USERSPACE_HELPER=dual it programs both families (the node
+// processes of TestKernelScenarios).
 func TestHelperUserspaceProxy(t *testing.T) {
 	if os.Getenv(helperEnv) == "" {
 		t.Skip("helper process for the real-kernel tests")
 	}
-	p := New(Options{IPv4: Iptables{}, UDPIdleTimeout: 2 * time.Second})
+	opt := Options{IPv4: Iptables{}, UDPIdleTimeout: 2 * time.Second}
+	if os.Getenv(helperEnv) == "dual" {
+		// TestKernelScenarios: both families' redirects, the default UDP
+		// timeout, as `svcnet proxy --proxy-mode=userspace` in a node.
+		opt = Options{IPv4: Iptables{}, IPv6: Iptables{IPv6: true}}
+	}
+	p := New(opt)
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
