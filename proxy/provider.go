@@ -26,6 +26,32 @@ type Provider interface {
 	Cleanup(ctx context.Context) error
 }
 
+// DefaultFullSyncPeriod is how often the iptables and nftables modes
+// rewrite everything when nothing forces it (kube-proxy 1.37's
+// FullSyncPeriod). Between full syncs the sync loop still runs at least
+// every --sync-period, as a partial sync: a mode checks its canaries then,
+// and a sync with nothing changed costs next to nothing.
+const DefaultFullSyncPeriod = time.Hour
+
+// FullSyncScheduler is implemented by modes whose periodic full sync
+// differs from DefaultFullSyncPeriod (IPVS rewrites everything every
+// --sync-period, as kube-proxy's IPVS proxier does; iptables skips the
+// periodic full sync in large clusters). Modes without it get a full sync
+// once per DefaultFullSyncPeriod.
+type FullSyncScheduler interface {
+	// FullSyncDue reports whether the next sync must be full, given the
+	// time since the last full sync and the configured --sync-period.
+	FullSyncDue(sinceLastFull, syncPeriod time.Duration) bool
+}
+
+// fullSyncDue applies prov's FullSyncScheduler, or DefaultFullSyncPeriod.
+func fullSyncDue(prov Provider, sinceLastFull, syncPeriod time.Duration) bool {
+	if s, ok := prov.(FullSyncScheduler); ok {
+		return s.FullSyncDue(sinceLastFull, syncPeriod)
+	}
+	return sinceLastFull >= DefaultFullSyncPeriod
+}
+
 // Dumper is implemented by modes that can show their programmed state
 // (`svcnet proxy --dump`), e.g. `ipvsadm -Ln` form.
 type Dumper interface {
@@ -35,7 +61,9 @@ type Dumper interface {
 // SyncRequest is a consistent snapshot handed to Provider.Sync. The maps
 // must not be modified by the mode.
 type SyncRequest struct {
-	// Full is true on the first sync, after a failure, and every SyncPeriod.
+	// Full is true on the first sync, after a failure, when this node's
+	// facts change, and when the mode's periodic full sync is due (see
+	// FullSyncScheduler); otherwise the sync is partial.
 	Full bool
 	// Services and Endpoints are the complete current state.
 	Services  ServicePortMap

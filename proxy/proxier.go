@@ -25,7 +25,10 @@ type Config struct {
 	Provider Provider
 	Node     NodeInfo
 	// MinSyncPeriod and SyncPeriod bound the sync frequency (kube-proxy
-	// defaults 1s and 30s). Every SyncPeriod a full sync runs.
+	// defaults 1s and 30s): the loop runs at least every SyncPeriod. A
+	// periodic sync is full only when the mode's full-sync period has
+	// passed (see FullSyncScheduler; an hour for iptables and nftables, as
+	// in kube-proxy 1.37), else partial.
 	MinSyncPeriod time.Duration
 	SyncPeriod    time.Duration
 	Metrics       *Metrics
@@ -230,7 +233,7 @@ func (p *Proxier) syncOnce() {
 
 func (p *Proxier) sync(ctx context.Context) error {
 	start := time.Now()
-	if time.Since(p.lastFullSync) >= p.cfg.SyncPeriod {
+	if fullSyncDue(p.cfg.Provider, time.Since(p.lastFullSync), p.cfg.SyncPeriod) {
 		p.needFull = true
 	}
 	sr := p.svcTrack.Apply(p.svcMap)

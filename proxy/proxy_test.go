@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -361,5 +362,49 @@ func TestTopologyHints(t *testing.T) {
 	cl, _, _, _ = CategorizeEndpointsForNode([]*Endpoint{a, b}, svc, "n1", map[string]string{v1.LabelTopologyZone: "zone-a"})
 	if len(cl) != 1 || cl[0] != b {
 		t.Errorf("node hints: got %v", cl)
+	}
+}
+
+// everySyncPeriod is a provider whose periodic full sync is due every
+// --sync-period (as IPVS's).
+type everySyncPeriod struct{ recordingProvider }
+
+func (*everySyncPeriod) FullSyncDue(since, period time.Duration) bool { return since >= period }
+
+// TestPeriodicFullSync checks kube-proxy 1.37's schedule: the periodic sync
+// every --sync-period is partial, a full sync comes once per
+// DefaultFullSyncPeriod, and a mode can ask for another schedule.
+func TestPeriodicFullSync(t *testing.T) {
+	ctx := context.Background()
+	fulls := func(prov Provider, sinceLastFull ...time.Duration) []bool {
+		p := NewProxier(Config{Provider: prov, Node: NodeInfo{Name: "n1"}, SyncPeriod: 30 * time.Second})
+		var out []bool
+		if err := p.sync(ctx); err != nil { // the first sync is full
+			t.Fatal(err)
+		}
+		for _, d := range sinceLastFull {
+			p.lastFullSync = time.Now().Add(-d)
+			if err := p.sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var reqs []*SyncRequest
+		switch r := prov.(type) {
+		case *recordingProvider:
+			reqs = r.reqs
+		case *everySyncPeriod:
+			reqs = r.reqs
+		}
+		for _, r := range reqs {
+			out = append(out, r.Full)
+		}
+		return out
+	}
+	since := []time.Duration{time.Second, 31 * time.Second, 59 * time.Minute, 61 * time.Minute}
+	if got, want := fulls(&recordingProvider{}, since...), []bool{true, false, false, false, true}; !slices.Equal(got, want) {
+		t.Errorf("default schedule: full = %v, want %v", got, want)
+	}
+	if got, want := fulls(&everySyncPeriod{}, since...), []bool{true, false, true, true, true}; !slices.Equal(got, want) {
+		t.Errorf("every sync period: full = %v, want %v", got, want)
 	}
 }

@@ -66,7 +66,7 @@ func parseProxyArgs(args []string) (*proxyArgs, error) {
 	fs.IntVar(&a.masqueradeBit, "iptables-masquerade-bit", 14, "fwmark bit marking packets to masquerade (0-31)")
 	fs.StringVar(&a.iptablesDispatch, "iptables-dispatch", "linear", "svcnet extension, iptables mode: layout of nat KUBE-SERVICES, linear (kube-proxy's) or tree (sub-chains by destination prefix: connection set-up cost independent of the number of Services)")
 	fs.DurationVar(&a.minSyncPeriod, "min-sync-period", time.Second, "minimum interval between rule syncs")
-	fs.DurationVar(&a.syncPeriod, "sync-period", 30*time.Second, "maximum interval between full rule syncs")
+	fs.DurationVar(&a.syncPeriod, "sync-period", 30*time.Second, "maximum interval between rule syncs (partial; a full sync comes once an hour in iptables and nftables modes, every period in ipvs)")
 	fs.StringVar(&a.healthzBindAddress, "healthz-bind-address", "0.0.0.0:10256", "address of /healthz and /livez (empty disables)")
 	fs.StringVar(&a.metricsBindAddress, "metrics-bind-address", "127.0.0.1:10249", "address of /metrics (empty disables)")
 	fs.BoolVar(&a.cleanup, "cleanup", false, "remove everything every proxy mode installed, then exit")

@@ -210,6 +210,19 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	return nil
 }
 
+// FullSyncDue implements proxy.FullSyncScheduler as kube-proxy 1.37's
+// iptables proxier: a full sync every proxy.DefaultFullSyncPeriod, never
+// periodically in large clusters (more than 1,000 endpoints, where a full
+// iptables-restore is the expensive thing to avoid).
+func (p *Proxier) FullSyncDue(sinceLastFull, _ time.Duration) bool {
+	for _, v6 := range p.families {
+		if lp := p.LastPlan[v6]; lp != nil && lp.LargeClusterMode {
+			return false
+		}
+	}
+	return sinceLastFull >= proxy.DefaultFullSyncPeriod
+}
+
 func (p *Proxier) syncPeriod() time.Duration {
 	if p.cfg.SyncPeriod > 0 {
 		return p.cfg.SyncPeriod

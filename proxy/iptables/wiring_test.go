@@ -96,3 +96,17 @@ func TestInformersToKernel(t *testing.T) {
 		t.Error("proxy reports unhealthy after successful syncs")
 	}
 }
+
+// TestFullSyncDue: a full sync once per proxy.DefaultFullSyncPeriod, never
+// periodically once the last plan was in large-cluster mode (kube-proxy
+// 1.37's iptables schedule).
+func TestFullSyncDue(t *testing.T) {
+	p := New(proxy.ModeConfig{IPv4: true}, nil)
+	if p.FullSyncDue(59*time.Minute, 30*time.Second) || !p.FullSyncDue(61*time.Minute, 30*time.Second) {
+		t.Error("small cluster: want a full sync after an hour, not before")
+	}
+	p.LastPlan[false] = &Plan{LargeClusterMode: true}
+	if p.FullSyncDue(5*time.Hour, 30*time.Second) {
+		t.Error("large cluster: periodic full sync scheduled")
+	}
+}

@@ -1,6 +1,8 @@
 package ipvs
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
@@ -170,6 +172,14 @@ func (m *Mode) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// FullSyncDue implements proxy.FullSyncScheduler: every sync of this mode
+// rewrites the whole IPVS table, so each periodic sync counts as full, as
+// in kube-proxy's IPVS proxier (its sync loop's longest interval is
+// --sync-period).
+func (m *Mode) FullSyncDue(sinceLastFull, syncPeriod time.Duration) bool {
+	return sinceLastFull >= syncPeriod
 }
 
 func (m *Mode) report(fb []SchedulerFallback) {
