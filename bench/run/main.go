@@ -43,6 +43,10 @@ type config struct {
 	npCycles       int
 	npMode         string
 	npUpArgs       []string
+	apiSizes       []int
+	apiReps        int
+	apiWriters     int
+	apiWatch       int
 	args           []string
 }
 
@@ -63,7 +67,7 @@ func intList(s string) ([]int, error) {
 
 func main() {
 	cfg := &config{args: os.Args[1:]}
-	var sizes, modes, only, dnsSizes, upArgs string
+	var sizes, modes, only, dnsSizes, upArgs, apiSizes string
 	flag.StringVar(&cfg.root, "root", "../..", "svcnet repository root")
 	flag.StringVar(&cfg.out, "out", "", "report file (default ROOT/docs/benchmarks.md; plots beside it in ROOT/docs/benchmarks/)")
 	flag.StringVar(&cfg.bin, "bin", "", "where to build the binaries (default ROOT/bin/bench)")
@@ -75,7 +79,7 @@ func main() {
 	flag.IntVar(&cfg.maxConnSize, "connect-max-services", 30000, "measure connect latency only up to this many Services")
 	flag.IntVar(&cfg.iptablesMax, "iptables-max-services", 0, "run iptables mode only up to this many Services (0: every size); its full syncs take minutes at 10k on a loaded machine")
 	flag.DurationVar(&cfg.syncTimeout, "sync-timeout", 10*time.Minute, "give up on a proxy's first sync after this long")
-	flag.StringVar(&only, "only", "proxy,userspace,dns,netprog", "which benchmarks to run")
+	flag.StringVar(&only, "only", "proxy,userspace,dns,netprog,api", "which benchmarks to run")
 	flag.StringVar(&dnsSizes, "dns-sizes", "1000,10000", "Service counts for the DNS comparison")
 	flag.DurationVar(&cfg.dnsDuration, "dns-duration", 5*time.Second, "dnsperf run length per server and size")
 	flag.DurationVar(&cfg.usDuration, "userspace-duration", 3*time.Second, "length of each userspace measurement")
@@ -83,6 +87,10 @@ func main() {
 	flag.IntVar(&cfg.npCycles, "netprog-cycles", 15, "3→4→3 scaling cycles")
 	flag.StringVar(&cfg.npMode, "netprog-mode", "nftables", "proxy mode of svcnet up in the network programming run")
 	flag.StringVar(&upArgs, "netprog-up-args", "", "extra svcnet up flags (space-separated) for the network programming run")
+	flag.StringVar(&apiSizes, "api-sizes", "10000,50000", "Service counts of the API comparison (svcnet apiserver against kube-apiserver)")
+	flag.IntVar(&cfg.apiReps, "api-reps", 1, "repetitions of the API comparison (each fills a fresh etcd to every size)")
+	flag.IntVar(&cfg.apiWriters, "api-writers", 8, "concurrent writers filling the API")
+	flag.IntVar(&cfg.apiWatch, "api-watch", 200, "sequential creates whose watch events are timed, per size")
 	flag.Parse()
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "bench/run:", err)
@@ -97,6 +105,9 @@ func main() {
 	}
 	if cfg.dnsSizes, err = intList(dnsSizes); err != nil {
 		fail(err)
+	}
+	if cfg.apiSizes, err = intList(apiSizes); err != nil || len(cfg.apiSizes) == 0 {
+		fail(fmt.Errorf("-api-sizes: %v", err))
 	}
 	cfg.modes = strings.Split(modes, ",")
 	cfg.only = map[string]bool{}
@@ -130,7 +141,7 @@ func main() {
 
 	start := time.Now()
 	load0, _ := os.ReadFile("/proc/loadavg")
-	bins, err := buildPeers(cfg.root, cfg.bin, cfg.only["dns"])
+	bins, err := buildPeers(cfg.root, cfg.bin, cfg.only["dns"], cfg.only["api"])
 	if err != nil {
 		fail(err)
 	}
@@ -155,6 +166,7 @@ func main() {
 		{"proxy", func() { _ = benchProxies(res, bins, cfg) }},
 		{"userspace", func() { _ = benchUserspace(res, cfg.root, cfg) }},
 		{"dns", func() { _ = benchDNS(res, cfg.root, bins, cfg) }},
+		{"api", func() { _ = benchAPI(res, bins, cfg) }},
 		{"netprog", func() {
 			if err := benchNetProg(res, bins, cfg); err != nil {
 				logf("%v", err)

@@ -252,6 +252,8 @@ func benchNetProg(res *results, bins *peers, cfg *config) error {
 			res.text["netprog-p50"] = quantileBucket(diff, count, 0.5)
 			res.text["netprog-p90"] = quantileBucket(diff, count, 0.9)
 			res.text["netprog-p99"] = quantileBucket(diff, count, 0.99)
+			res.add(interpolatedQuantile(diff, count, 0.5), "netprog", "p50-interp")
+			res.add(interpolatedQuantile(diff, count, 0.99), "netprog", "p99-interp")
 			var sb strings.Builder
 			prev := 0.0
 			for _, b := range diff {
@@ -266,6 +268,28 @@ func benchNetProg(res *results, bins *peers, cfg *config) error {
 			res.text["netprog-p50"], res.text["netprog-p99"], res.text["netprog-buckets"])
 		return nil
 	})
+}
+
+// interpolatedQuantile estimates quantile q as Prometheus'
+// histogram_quantile does: linearly within the bucket that holds it (the
+// first bucket from 0). An estimate, not a measurement: the report shows it
+// beside the bucket interval.
+func interpolatedQuantile(bs []bucket, total, q float64) float64 {
+	rank := q * total
+	lo, below := 0.0, 0.0
+	for _, b := range bs {
+		if b.count >= rank {
+			if math.IsInf(b.le, 1) {
+				return lo
+			}
+			if b.count == below {
+				return b.le
+			}
+			return lo + (b.le-lo)*(rank-below)/(b.count-below)
+		}
+		lo, below = b.le, b.count
+	}
+	return math.NaN()
 }
 
 func leString(le float64) string {

@@ -20,8 +20,10 @@ const (
 type peers struct {
 	svcnet    string
 	kubeProxy string
-	coredns   string
-	haproxy   string // on PATH (Debian package)
+	// kubeAPIServer is built only for the API comparison (-only api).
+	kubeAPIServer string
+	coredns       string
+	haproxy       string // on PATH (Debian package)
 
 	versions map[string]string
 }
@@ -33,9 +35,9 @@ func goBin() string { return filepath.Join(runtime.GOROOT(), "bin", "go") }
 // (`go install github.com/coredns/coredns@v1.15.0`, as bench/dns documents)
 // into dir, unless a binary already there was built from the same inputs
 // in this run (the Go build cache makes a rebuild cheap anyway).
-func buildPeers(root, dir string, needDNS bool) (*peers, error) {
+func buildPeers(root, dir string, needDNS, needAPI bool) (*peers, error) {
 	p := &peers{svcnet: filepath.Join(dir, "svcnet"), kubeProxy: filepath.Join(dir, "kube-proxy"),
-		coredns: filepath.Join(dir, "coredns"), versions: map[string]string{}}
+		coredns: filepath.Join(dir, "coredns"), kubeAPIServer: filepath.Join(dir, "kube-apiserver"), versions: map[string]string{}}
 	type build struct {
 		name string
 		dir  string
@@ -46,6 +48,10 @@ func buildPeers(root, dir string, needDNS bool) (*peers, error) {
 		{"svcnet", root, nil, []string{"build", "-o", p.svcnet, "./cmd/svcnet"}},
 		{"kube-proxy", filepath.Join(root, "bench", "run"), nil, []string{"build", "-o", p.kubeProxy,
 			"-ldflags", "-X k8s.io/component-base/version.gitVersion=" + kubeProxyVersion, "k8s.io/kubernetes/cmd/kube-proxy"}},
+	}
+	if needAPI {
+		builds = append(builds, build{"kube-apiserver", filepath.Join(root, "bench", "run"), nil, []string{"build", "-o", p.kubeAPIServer,
+			"-ldflags", "-X k8s.io/component-base/version.gitVersion=" + kubeProxyVersion, "k8s.io/kubernetes/cmd/kube-apiserver"}})
 	}
 	if needDNS {
 		builds = append(builds, build{"coredns", dir, []string{"GOBIN=" + dir},
@@ -63,6 +69,9 @@ func buildPeers(root, dir string, needDNS bool) (*peers, error) {
 	}
 	p.versions["svcnet"] = firstLine(output(p.svcnet, "version"))
 	p.versions["kube-proxy"] = firstLine(output(p.kubeProxy, "--version"))
+	if needAPI {
+		p.versions["kube-apiserver"] = firstLine(output(p.kubeAPIServer, "--version"))
+	}
 	if needDNS {
 		p.versions["coredns"] = firstLine(output(p.coredns, "-version"))
 	}

@@ -5,5 +5,6 @@
 package main
 
 import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	_ "k8s.io/kubernetes/cmd/kube-proxy/app"
 )
