@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,11 +21,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/apiserver"
 
@@ -587,11 +588,15 @@ func TestClientKubeconfig(t *testing.T) {
 	}
 }
 
-func TestCascadingDeletion(t *testing.T) {
+// The API server never deletes dependents itself (the garbage collector in
+// controller/gc does, see controller's TestCascadingDeletionByGarbageCollector):
+// Background removes only the owner; Orphan and Foreground mark it with
+// their finalizer for the collector, as kube-apiserver does.
+func TestDeletePropagation(t *testing.T) {
 	srv := apiservertest.Start(t)
 	ctx := ctxT(t)
 	c := kubernetes.NewForConfigOrDie(srv.Config)
-	mk := func(name string) (*appsv1.Deployment, *appsv1.ReplicaSet) {
+	mk := func(name string) {
 		t.Helper()
 		sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}
 		tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}}, Spec: testPod("x").Spec}
@@ -601,36 +606,67 @@ func TestCascadingDeletion(t *testing.T) {
 			t.Fatal(err)
 		}
 		yes := true
-		rs, err := c.AppsV1().ReplicaSets("default").Create(ctx, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: name + "-rs",
+		if _, err := c.AppsV1().ReplicaSets("default").Create(ctx, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: name + "-rs",
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: d.UID, Controller: &yes}}},
-			Spec: appsv1.ReplicaSetSpec{Selector: sel, Template: tmpl}}, metav1.CreateOptions{})
-		if err != nil {
+			Spec: appsv1.ReplicaSetSpec{Selector: sel, Template: tmpl}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		return d, rs
 	}
-	mk("cascade")
-	if err := c.AppsV1().Deployments("default").Delete(ctx, "cascade", metav1.DeleteOptions{}); err != nil {
+	deps := c.AppsV1().Deployments("default")
+	mk("background")
+	if err := deps.Delete(ctx, "background", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := c.AppsV1().ReplicaSets("default").Get(ctx, "cascade-rs", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-	if err != nil {
-		t.Errorf("owned replicaset not deleted with its deployment")
+	if _, err := deps.Get(ctx, "background", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("background delete: the owner is still there (%v)", err)
 	}
-	mk("orphan")
-	orphan := metav1.DeletePropagationOrphan
-	if err := c.AppsV1().Deployments("default").Delete(ctx, "orphan", metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil {
+	if rs, err := c.AppsV1().ReplicaSets("default").Get(ctx, "background-rs", metav1.GetOptions{}); err != nil || len(rs.OwnerReferences) != 1 {
+		t.Errorf("background delete: the dependent is the collector's to delete, want it untouched: %v %+v", err, rs)
+	}
+
+	for _, tc := range []struct {
+		policy    metav1.DeletionPropagation
+		finalizer string
+	}{{metav1.DeletePropagationOrphan, metav1.FinalizerOrphanDependents}, {metav1.DeletePropagationForeground, metav1.FinalizerDeleteDependents}} {
+		name := strings.ToLower(string(tc.policy))
+		mk(name)
+		if err := deps.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &tc.policy}); err != nil {
+			t.Fatal(err)
+		}
+		d, err := deps.Get(ctx, name, metav1.GetOptions{})
+		if err != nil || d.DeletionTimestamp == nil || !slices.Equal(d.Finalizers, []string{tc.finalizer}) {
+			t.Errorf("%s delete: want the owner marked with the %q finalizer, got %v %+v", tc.policy, tc.finalizer, err, d)
+		}
+		if rs, err := c.AppsV1().ReplicaSets("default").Get(ctx, name+"-rs", metav1.GetOptions{}); err != nil || len(rs.OwnerReferences) != 1 {
+			t.Errorf("%s delete: dependent changed by the API server: %v %+v", tc.policy, err, rs)
+		}
+	}
+	// A second delete with another policy swaps the finalizer; an explicit
+	// Background drops it, and with no finalizer left the object goes.
+	if err := deps.Delete(ctx, "orphan", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
-		rs, err := c.AppsV1().ReplicaSets("default").Get(ctx, "orphan-rs", metav1.GetOptions{})
-		return err == nil && len(rs.OwnerReferences) == 0, nil
-	})
-	if err != nil {
-		t.Errorf("orphaned replicaset: want kept without ownerReferences")
+	if d, err := deps.Get(ctx, "orphan", metav1.GetOptions{}); err != nil || !slices.Equal(d.Finalizers, []string{metav1.FinalizerDeleteDependents}) {
+		t.Errorf("orphan then foreground: %v %+v, want only the foregroundDeletion finalizer", err, d)
+	}
+	if err := deps.Delete(ctx, "orphan", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deps.Get(ctx, "orphan", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("explicit background on a marked owner: want it deleted, got %v", err)
+	}
+	// The deprecated orphanDependents is the Orphan policy, and may not be
+	// combined with a policy.
+	mk("legacy")
+	if err := deps.Delete(ctx, "legacy", metav1.DeleteOptions{OrphanDependents: ptr.To(true), PropagationPolicy: ptr.To(metav1.DeletePropagationOrphan)}); !apierrors.IsInvalid(err) ||
+		!strings.Contains(err.Error(), "orphanDependents and deletionPropagation cannot be both set") {
+		t.Errorf("orphanDependents with a policy: %v, want kube-apiserver's Invalid error", err)
+	}
+	if err := deps.Delete(ctx, "legacy", metav1.DeleteOptions{OrphanDependents: ptr.To(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := deps.Get(ctx, "legacy", metav1.GetOptions{}); err != nil || !slices.Equal(d.Finalizers, []string{metav1.FinalizerOrphanDependents}) {
+		t.Errorf("orphanDependents=true: %v %+v, want the orphan finalizer", err, d)
 	}
 }
 

@@ -103,7 +103,6 @@ type Server struct {
 	url      string
 	etcd     *clientv3.Client
 	embedded *storage.Embedded
-	runCtx   context.Context
 
 	policy     *policyCache
 	rbac       *authz.RBAC
@@ -263,7 +262,6 @@ func (s *Server) buildStores() error {
 		if info.Namespaced {
 			st.NamespaceExists = s.namespaceActive
 		}
-		st.OnDeleted = s.onDeleted
 		s.stores[info.GVR] = st
 		s.byGR[info.GroupResource()] = st
 		s.order = append(s.order, st)
@@ -305,7 +303,6 @@ func (s *Server) serviceCIDRs() string {
 // default namespaces and the kubernetes Service, and serves HTTPS until ctx
 // ends.
 func (s *Server) Run(ctx context.Context) error {
-	s.runCtx = ctx
 	if err := os.MkdirAll(s.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}

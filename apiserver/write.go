@@ -410,8 +410,27 @@ func parseDeleteOptions(r *http.Request) (registry.DeleteOptions, error) {
 		pp := metav1.DeletionPropagation(v)
 		opts.PropagationPolicy = &pp
 	}
+	if v := q.Get("orphanDependents"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return registry.DeleteOptions{}, apierrors.NewBadRequest(fmt.Sprintf("invalid orphanDependents %q", v))
+		}
+		opts.OrphanDependents = &b
+	}
 	if q.Get("dryRun") == "All" {
 		opts.DryRun = []string{"All"}
+	}
+	// The deprecated orphanDependents says the same as a policy, and may
+	// not be combined with one (kube-apiserver's ValidateDeleteOptions).
+	if opts.OrphanDependents != nil {
+		if opts.PropagationPolicy != nil {
+			return registry.DeleteOptions{}, apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "DeleteOptions"}, "", field.ErrorList{field.Invalid(field.NewPath("propagationPolicy"), *opts.PropagationPolicy, "orphanDependents and deletionPropagation cannot be both set")})
+		}
+		pp := metav1.DeletePropagationBackground
+		if *opts.OrphanDependents {
+			pp = metav1.DeletePropagationOrphan
+		}
+		opts.PropagationPolicy = &pp
 	}
 	if opts.PropagationPolicy != nil {
 		switch *opts.PropagationPolicy {

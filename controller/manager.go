@@ -143,7 +143,11 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 		runs = append(runs, s.Run)
 	}
 	if on(GC) {
-		g := gc.New(dyn, dynFactory, gc.DefaultResources, log)
+		res, err := gc.Discover(client.Discovery())
+		if err != nil {
+			log.Warn("garbage collector: discovery incomplete, collecting the resources found", "resources", len(res), "err", err)
+		}
+		g := gc.New(dyn, dynFactory, res, log)
 		runs = append(runs, func(ctx context.Context) error { return g.Run(ctx, workers) })
 	}
 	if on(Namespace) {

@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -119,9 +118,6 @@ type Store struct {
 	// returns a NotFound error for a missing namespace and Forbidden for one
 	// being terminated.
 	NamespaceExists func(ctx context.Context, ns string, gr schema.GroupResource, name string) error
-	// OnDeleted, when set, runs after an object is removed from storage
-	// (namespace contents, cascading deletion of dependents).
-	OnDeleted func(ctx context.Context, obj runtime.Object, orphan bool)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// KeyResource, when set, is the resource whose etcd keys hold the
@@ -511,7 +507,7 @@ func (s *Store) Update(ctx context.Context, ns, name string, compute UpdateFunc,
 	if acc, aerr := meta.Accessor(out); aerr == nil && acc.GetDeletionTimestamp() != nil && len(acc.GetFinalizers()) == 0 && !s.graceful(out) && s.finalized(out) {
 		uid := acc.GetUID()
 		if _, derr := s.Storage.Delete(ctx, key, &storage.Preconditions{UID: &uid}, nil); derr == nil {
-			s.afterDelete(ctx, out, false)
+			s.afterDelete(ctx, out)
 		}
 	}
 	return out, created, nil
@@ -580,22 +576,24 @@ func (s *Store) Delete(ctx context.Context, ns, name string, opts DeleteOptions)
 	if gd, ok := s.Strategy.(GracefulDeleter); ok {
 		grace, graceful = gd.GracePeriod(cur, opts.GracePeriodSeconds)
 	}
-	orphan := opts.PropagationPolicy != nil && *opts.PropagationPolicy == metav1.DeletePropagationOrphan
-	foregroundFinalizer := opts.PropagationPolicy != nil && *opts.PropagationPolicy == metav1.DeletePropagationForeground
-	// Foreground deletion, as in Kubernetes: the object is only marked
-	// (deletionTimestamp plus the foregroundDeletion finalizer) and stays
-	// visible until the garbage collector (svcnet controllers) has deleted
-	// its dependents and removed the finalizer. Without a garbage collector
-	// it stays, as it would on a cluster without kube-controller-manager.
-	if len(acc.GetFinalizers()) > 0 || graceful || foregroundFinalizer || !s.finalized(cur) {
+	// Propagation, as in Kubernetes: Orphan and Foreground are finalizers
+	// on the deleted object ("orphan", "foregroundDeletion") that the
+	// garbage collector (controller/gc) carries out and removes; until then
+	// the object stays, marked with a deletionTimestamp (without a garbage
+	// collector it stays, as on a cluster without kube-controller-manager).
+	// Background, the default, removes the object at once; the collector
+	// then deletes the dependents left with a dangling owner reference.
+	finalizers := func(f []string) []string { return gcFinalizers(f, opts.PropagationPolicy) }
+	if len(finalizers(acc.GetFinalizers())) > 0 || graceful || !s.finalized(cur) {
 		now := s.now()
 		out, err := s.Storage.GuaranteedUpdate(ctx, key, false, pre, func(c runtime.Object) (runtime.Object, error) {
 			ca, _ := meta.Accessor(c)
-			if len(ca.GetFinalizers()) == 0 && !graceful && !foregroundFinalizer && s.finalized(c) {
+			f := finalizers(ca.GetFinalizers())
+			if len(f) == 0 && !graceful && s.finalized(c) {
 				return nil, errRetryDelete
 			}
-			if foregroundFinalizer && !slices.Contains(ca.GetFinalizers(), metav1.FinalizerDeleteDependents) {
-				ca.SetFinalizers(append(ca.GetFinalizers(), metav1.FinalizerDeleteDependents))
+			if !slices.Equal(f, ca.GetFinalizers()) {
+				ca.SetFinalizers(f)
 			}
 			if graceful {
 				ts := metav1.NewTime(now.Add(time.Duration(grace) * time.Second))
@@ -632,7 +630,7 @@ func (s *Store) Delete(ctx context.Context, ns, name string, opts DeleteOptions)
 		return cur, true, nil
 	}
 	out, err := s.Storage.Delete(ctx, key, pre, func(c runtime.Object) error {
-		if ca, _ := meta.Accessor(c); len(ca.GetFinalizers()) > 0 || !s.finalized(c) {
+		if ca, _ := meta.Accessor(c); len(finalizers(ca.GetFinalizers())) > 0 || !s.finalized(c) {
 			return s.conflictErr(name)
 		}
 		return nil
@@ -640,25 +638,42 @@ func (s *Store) Delete(ctx context.Context, ns, name string, opts DeleteOptions)
 	if err != nil {
 		return nil, false, err
 	}
-	s.afterDelete(ctx, out, orphan)
+	s.afterDelete(ctx, out)
 	return out, true, nil
 }
 
 var errRetryDelete = errors.New("object has no finalizers any more")
 
-// Dependents, when set, deletes the objects owned by a deleted object
-// (background cascading deletion); orphan says to leave them.
-type DependentsFunc func(ctx context.Context, owner runtime.Object, orphan bool)
+// gcFinalizers returns the finalizers an object has after a delete with
+// propagation policy pp, as kube-apiserver sets them: Orphan and Foreground
+// add their finalizer and drop the other one; an explicit Background drops
+// both; no policy keeps what an earlier delete asked for.
+func gcFinalizers(f []string, pp *metav1.DeletionPropagation) []string {
+	if pp == nil {
+		return f
+	}
+	want := ""
+	switch *pp {
+	case metav1.DeletePropagationOrphan:
+		want = metav1.FinalizerOrphanDependents
+	case metav1.DeletePropagationForeground:
+		want = metav1.FinalizerDeleteDependents
+	}
+	out := slices.DeleteFunc(slices.Clone(f), func(x string) bool {
+		return x != want && (x == metav1.FinalizerOrphanDependents || x == metav1.FinalizerDeleteDependents)
+	})
+	if want != "" && !slices.Contains(out, want) {
+		out = append(out, want)
+	}
+	return out
+}
 
-// OnDelete, when set, runs after every object of this store is deleted.
-var _ = types.UID("")
-
-func (s *Store) afterDelete(ctx context.Context, obj runtime.Object, orphan bool) {
+// afterDelete releases what the strategy allocated for obj (ClusterIPs,
+// node ports). Dependents are the garbage collector's business
+// (controller/gc), as in Kubernetes: the API server never cascades.
+func (s *Store) afterDelete(ctx context.Context, obj runtime.Object) {
 	if r, ok := s.Strategy.(DeleteReleaser); ok {
 		r.AfterDelete(ctx, obj, false)
-	}
-	if s.OnDeleted != nil {
-		s.OnDeleted(ctx, obj, orphan)
 	}
 }
 

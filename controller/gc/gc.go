@@ -15,7 +15,11 @@
 // name and UID exists (verified with a live read before anything is
 // deleted); owners of kinds the collector does not watch are assumed to
 // exist, so it never deletes what it cannot check. It works through the
-// dynamic client so any API server serving plain JSON will do.
+// dynamic client so any API server serving plain JSON will do; Discover
+// finds the kinds to watch as kube-controller-manager does (every resource
+// that can be listed, watched and deleted, Events excepted). It is the
+// only cascade: svcnet's API server, like kube-apiserver, never deletes
+// dependents itself.
 package gc
 
 import (
@@ -32,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
@@ -55,7 +60,8 @@ type Resource struct {
 
 func (r Resource) apiVersion() string { return r.GVR.GroupVersion().String() }
 
-// DefaultResources are the owners and dependents svcnet creates.
+// DefaultResources are the owners and dependents svcnet creates (the Node
+// owns its Lease); Discover adds every other kind the server serves.
 var DefaultResources = []Resource{
 	{schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "Pod", true},
 	{schema.GroupVersionResource{Version: "v1", Resource: "services"}, "Service", true},
@@ -63,6 +69,40 @@ var DefaultResources = []Resource{
 	{schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}, "EndpointSlice", true},
 	{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}, "ReplicaSet", true},
 	{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, "Deployment", true},
+	{schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "Node", false},
+	{schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}, "Lease", true},
+	{schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, "ConfigMap", true},
+}
+
+// ignored are the resources kube-controller-manager's garbage collector
+// leaves alone by default (--gc-ignored-resources): Events are many, short
+// lived and never owners.
+var ignored = []schema.GroupResource{{Resource: "events"}, {Group: "events.k8s.io", Resource: "events"}}
+
+// Discover returns the resources to watch, found as kube-controller-manager
+// finds them: the preferred version of every resource the server can list,
+// watch and delete, but the ignored ones, joined with DefaultResources. When
+// discovery of some groups fails it returns what it found (at least
+// DefaultResources) with the error.
+func Discover(d discovery.DiscoveryInterface) ([]Resource, error) {
+	lists, err := discovery.ServerPreferredResources(d)
+	lists = discovery.FilteredBy(discovery.SupportsAllVerbs{Verbs: []string{"delete", "list", "watch"}}, lists)
+	out := slices.Clone(DefaultResources)
+	for _, l := range lists {
+		gv, perr := schema.ParseGroupVersion(l.GroupVersion)
+		if perr != nil {
+			continue
+		}
+		for _, r := range l.APIResources {
+			gvr := gv.WithResource(r.Name)
+			if strings.Contains(r.Name, "/") || slices.Contains(ignored, gvr.GroupResource()) ||
+				slices.ContainsFunc(out, func(o Resource) bool { return o.GVR.GroupResource() == gvr.GroupResource() }) {
+				continue
+			}
+			out = append(out, Resource{GVR: gvr, Kind: r.Kind, Namespaced: r.Namespaced})
+		}
+	}
+	return out, err
 }
 
 const ownerIndex = "ownerUID"
