@@ -11,6 +11,10 @@
 //
 //	go run ./bench/userspace [-duration 5s] [-connections 32] [-runs 3]
 //
+// -measure throughput or -measure conns runs only one half, -cpuprofile F
+// writes CPU profiles of the proxy (it runs in this process), and
+// -accept-loops N sets the proxy's listeners per TCP Service port.
+//
 // It needs iperf3, wrk and haproxy on PATH (Debian packages of the same
 // names) and only uses 127.0.0.1. Every process it starts is stopped before
 // it exits.

@@ -230,6 +230,48 @@ func TestSessionAffinityExpires(t *testing.T) {
 	}
 }
 
+// TestTCPAcceptLoopsShareOnePort: with four accept loops the port has four
+// SO_REUSEPORT listeners; every connection is served and balanced as with
+// one, and removing the Service closes all of them (a listener left open
+// would still take its share of new connections).
+func TestTCPAcceptLoopsShareOnePort(t *testing.T) {
+	ctx := context.Background()
+	a, b := startTCPBackend(t, "127.0.0.1", "a"), startTCPBackend(t, "127.0.0.1", "b")
+	p, _ := newTestProxier(t, Options{AcceptLoops: 4})
+	if err := p.Sync(ctx, []ServiceConfig{svc("default/web", "tcp", eps(a.addr, b.addr))}); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	lns := p.services["default/web/tcp"].lns
+	p.mu.Unlock()
+	if len(lns) != 4 {
+		t.Fatalf("%d listeners, want 4", len(lns))
+	}
+	port := p.ProxyPort("default/web", "tcp")
+	for _, ln := range lns {
+		if got := ln.Addr().(*net.TCPAddr).Port; got != port {
+			t.Fatalf("listener on port %d, want %d", got, port)
+		}
+	}
+	addr := proxyAddr(p, "default/web", "tcp")
+	counts := map[string]int{}
+	for i := 0; i < 40; i++ {
+		counts[ask(t, addr)]++
+	}
+	if counts["a"] != 20 || counts["b"] != 20 {
+		t.Errorf("rr spread over four accept loops %v, want 20 each", counts)
+	}
+	if err := p.Sync(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 40; i++ {
+		if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil {
+			c.Close()
+			t.Fatalf("connection %d to a removed Service's port was accepted", i)
+		}
+	}
+}
+
 // TestTCPBulkAndHalfClose moves more than the copy buffer in both
 // directions (so the copy switches from read/write to splice), then
 // half-closes: every byte must come back in order, and the backend's own
