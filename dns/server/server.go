@@ -7,8 +7,10 @@
 //   - packets that do not parse are answered FORMERR by the DNS library;
 //     requests with other than one question are FORMERR (SERVFAIL when the
 //     question count is one but the question is missing), opcodes other
-//     than QUERY and NOTIFY are NOTIMP (NOTIFY is answered like a query), EDNS versions other than 0 are BADVERS, and requests
-//     larger than MaxRequestSize are REFUSED;
+//     than QUERY and NOTIFY are NOTIMP (NOTIFY is answered like a query),
+//     and EDNS versions other than 0 are BADVERS; UDP requests are read
+//     into 512 bytes, as by the DNS library's server (longer ones are cut
+//     and, when the rest does not unpack, FORMERR);
 //   - answers larger than the client can take (512 bytes, the EDNS0 buffer
 //     capped at 4096, or 64 KiB over TCP) are truncated with TC set;
 //   - a panic while answering becomes SERVFAIL, counted in
@@ -39,7 +41,6 @@ import (
 
 // Limits.
 const (
-	MaxRequestSize  = 4096
 	requestTimeout  = 5 * time.Second
 	ShutdownTimeout = 5 * time.Second
 )
@@ -133,8 +134,6 @@ func (h *Handler) respond(r *dns.Msg, tcp bool) (resp *dns.Msg, plugin string) {
 		return errorReply(r, dns.RcodeServerFailure), ""
 	case len(r.Question) != 1:
 		return errorReply(r, dns.RcodeFormatError), ""
-	case r.Len() > MaxRequestSize:
-		return errorReply(r, dns.RcodeRefused), ""
 	}
 	opt := r.IsEdns0()
 	if opt != nil && opt.Version() != 0 {

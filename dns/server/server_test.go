@@ -251,13 +251,30 @@ func TestProtocolErrors(t *testing.T) {
 	if err := r2.Unpack(b); err != nil || r2.Rcode != dns.RcodeBadVers {
 		t.Errorf("EDNS version 1: rcode %v err %v", r2.Rcode, err)
 	}
-	m = new(dns.Msg)
-	m.SetQuestion("x.", dns.TypeTXT)
-	for i := 0; i < 20; i++ {
-		m.Extra = append(m.Extra, &dns.TXT{Hdr: dns.RR_Header{Name: "x.", Rrtype: dns.TypeTXT, Class: dns.ClassINET}, Txt: []string{strings.Repeat("a", 250)}})
-	}
-	if r, _ := h.Answer(m, true); r.Rcode != dns.RcodeRefused {
-		t.Errorf("oversized request: %s, want REFUSED", dns.RcodeToString[r.Rcode])
+}
+
+// TestLargeRequests: as CoreDNS (the DNS library's 512-byte UDP buffer), a
+// UDP request longer than 512 bytes is cut there (here: inside its OPT
+// record, so FORMERR), while over TCP it is answered.
+func TestLargeRequests(t *testing.T) {
+	ts := startServer(t)
+	m := new(dns.Msg)
+	m.SetQuestion("myapp.default.svc.cluster.local.", dns.TypeA)
+	m.SetEdns0(1232, false)
+	m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_PADDING{Padding: make([]byte, 5000)})
+	for _, netw := range []string{"udp", "tcp"} {
+		c := &dns.Client{Net: netw, Timeout: 5 * time.Second}
+		r, _, err := c.Exchange(m, ts.addr)
+		if err != nil {
+			t.Fatalf("%s: %v", netw, err)
+		}
+		want := dns.RcodeSuccess
+		if netw == "udp" {
+			want = dns.RcodeFormatError
+		}
+		if r.Rcode != want || netw == "tcp" && len(r.Answer) != 1 {
+			t.Errorf("%s: %s with %d answers, want %s", netw, dns.RcodeToString[r.Rcode], len(r.Answer), dns.RcodeToString[want])
+		}
 	}
 }
 

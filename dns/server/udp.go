@@ -26,6 +26,10 @@ import (
 // unchanged. Only zone answers that depend on nothing but the index are
 // kept (not forwarded ones, not ExternalName chases through the upstream).
 
+// maxUDPRequest is how much of a datagram is read: dns.MinMsgSize, the
+// DNS library server's default buffer, which CoreDNS keeps.
+const maxUDPRequest = dns.MinMsgSize
+
 // maxCachedAnswers bounds each reader's answer cache; a random entry makes
 // room for a new one.
 const maxCachedAnswers = 20000
@@ -90,7 +94,7 @@ func listenUDP(addr string, n int) ([]*net.UDPConn, error) {
 }
 
 func newUDPReader(conn *net.UDPConn, h *Handler, label string) *udpReader {
-	u := &udpReader{conn: conn, h: h, label: label, buf: make([]byte, MaxRequestSize+1),
+	u := &udpReader{conn: conn, h: h, label: label, buf: make([]byte, maxUDPRequest+1),
 		out: make([]byte, 0, dns.MaxMsgSize), cache: map[string]cachedAnswer{}, obs: map[obsKey]*observers{}}
 	if conn != nil {
 		if a, ok := conn.LocalAddr().(*net.UDPAddr); ok && a.IP.IsUnspecified() {
@@ -155,8 +159,11 @@ func (u *udpReader) handle(req []byte, from netip.AddrPort) []byte {
 	if len(req) < 12 {
 		return nil // not even a header: dropped, as the DNS library does
 	}
-	if len(req) > MaxRequestSize {
-		req = req[:MaxRequestSize+1]
+	if len(req) > maxUDPRequest {
+		// As the DNS library's server reads datagrams (CoreDNS does not
+		// change its 512-byte buffer): the rest is cut, and what no longer
+		// unpacks is FORMERR.
+		req = req[:maxUDPRequest]
 	}
 	var gen uint64
 	if z := u.h.Zone; z != nil {
