@@ -21,13 +21,22 @@ type stub struct {
 func startStub(t *testing.T, answer func(r *dns.Msg, tcp bool) *dns.Msg) *stub {
 	t.Helper()
 	s := &stub{}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
+	// The kernel's free UDP port may have its TCP twin taken by another
+	// process: try other ports.
+	var pc net.PacketConn
+	var ln net.Listener
+	for attempt := 0; ; attempt++ {
+		var err error
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		if ln, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
+			break
+		}
+		pc.Close()
+		if attempt >= 9 {
+			t.Fatal(err)
+		}
 	}
 	s.addr = pc.LocalAddr().String()
 	h := func(tcp bool) dns.HandlerFunc {
