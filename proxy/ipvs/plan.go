@@ -174,17 +174,8 @@ func ipPortEntry(a netip.Addr, p v1.Protocol, port int) string {
 // BuildPlan computes the desired state. It does no I/O and never fails:
 // ports without a cluster IP of the family are skipped.
 func BuildPlan(cfg PlanConfig, svcs proxy.ServicePortMap, eps proxy.EndpointsMap) *Plan {
-	p := &Plan{IPSets: map[string][]string{}}
-	sets := map[string]map[string]bool{}
-	add := func(set, entry string) {
-		if sets[set] == nil {
-			sets[set] = map[string]bool{}
-		}
-		sets[set][entry] = true
-	}
-	bind := map[netip.Addr]bool{}
-	var lbNoNodeAccess []Key
-	noLocalInt, noLocalExt := map[string]bool{}, map[string]bool{}
+	pl := &planner{cfg: cfg, p: &Plan{IPSets: map[string][]string{}}, sets: map[string]map[string]bool{},
+		bind: map[netip.Addr]bool{}, noLocalInt: map[string]bool{}, noLocalExt: map[string]bool{}}
 	policy := func(name proxy.ServicePortName) *proxy.PortPolicy {
 		if cfg.Policy != nil {
 			return cfg.Policy(name, cfg.IPv6)
@@ -195,151 +186,193 @@ func BuildPlan(cfg PlanConfig, svcs proxy.ServicePortMap, eps proxy.EndpointsMap
 		}
 		return proxy.NewPortPolicy(svcs[name], eps[name], node, cfg.IPv6)
 	}
-
 	for _, name := range proxy.SortedServicePorts(svcs) {
-		pol := policy(name)
-		if pol == nil {
-			continue
-		}
-		svc := pol.Port
-		proto := svc.Protocol
-		bal := proxy.NewBalance(svc, ModeSchedulers(cfg.Scheduler))
-		sched := bal.Scheduler
-		if bal.Fallback != "" {
-			p.Fallbacks = append(p.Fallbacks, SchedulerFallback{Service: name, Requested: svc.Scheduler, Used: sched, Reason: bal.Fallback})
-		}
-		endpoints := eps[name]
-		if pol.Internal.Verdict == proxy.VerdictDrop {
-			noLocalInt[name.NamespacedName.String()] = true
-		}
-		if pol.External.Verdict == proxy.VerdictDrop {
-			noLocalExt[name.NamespacedName.String()] = true
-		}
-		// ClusterIP virtual servers get exactly the policy's internal
-		// endpoints: none when it drops or rejects. External ones serve
-		// external clients and, in the same virtual server, the pods and
-		// the node itself, which the policy short-circuits to the
-		// cluster-wide endpoints; when the policy drops external traffic
-		// (Local, no endpoint here) they keep the cluster endpoints so
-		// that pods still reach the Service (kube-proxy's IPVS mode does
-		// the same; external clients' replies then go astray).
-		intEps := pol.Internal.Endpoints
-		extEps := pol.External.Endpoints
-		if pol.External.Verdict == proxy.VerdictDrop {
-			extEps = pol.Cluster
-		}
-		newVS := func(a netip.Addr, port int) VirtualServer {
-			vs := VirtualServer{Addr: a, Protocol: proto, Port: uint16(port), Scheduler: sched}
-			if svc.SessionAffinity == v1.ServiceAffinityClientIP {
-				vs.Persistent = true
-				vs.Timeout = uint32(svc.StickyMaxAgeSeconds)
-				if vs.Timeout == 0 {
-					vs.Timeout = persistenceDefaultSecs
-				}
-			}
-			return vs
-		}
-		emit := func(vs VirtualServer, chosen []*proxy.Endpoint) {
-			ps := PlannedService{Name: name, VS: vs}
-			seen := map[netip.AddrPort]bool{}
-			for _, ep := range chosen {
-				if ep.Addr.Is6() != cfg.IPv6 || seen[ep.AddrPort()] {
-					continue
-				}
-				seen[ep.AddrPort()] = true
-				ps.Dests = append(ps.Dests, RealServer{Addr: ep.Addr, Port: uint16(ep.Port), Weight: bal.Weight(ep)})
-			}
-			sortDests(ps.Dests)
-			p.Services = append(p.Services, ps)
-		}
-
-		for _, ep := range endpoints {
-			if ep.IsLocal && ep.Addr.Is6() == cfg.IPv6 {
-				add(SetLoopBack, ep.Addr.String()+","+protoLower(proto)+":"+strconv.Itoa(ep.Port)+","+ep.Addr.String())
-			}
-		}
-
-		// ClusterIP.
-		cip := svc.ClusterIP()
-		add(SetClusterIP, ipPortEntry(cip, proto, svc.Port))
-		emit(newVS(cip, svc.Port), intEps)
-		bind[cip] = true
-
-		// externalIPs.
-		for _, ip := range svc.ExternalIPs {
-			if svc.ExternalPolicyLocal {
-				add(SetExternalIPLocal, ipPortEntry(ip, proto, svc.Port))
-			} else {
-				add(SetExternalIP, ipPortEntry(ip, proto, svc.Port))
-			}
-			emit(newVS(ip, svc.Port), extEps)
-			bind[ip] = true
-		}
-		// LoadBalancer ingress IPs.
-		for _, ip := range svc.LoadBalancerVIPs {
-			e := ipPortEntry(ip, proto, svc.Port)
-			add(SetLoadBalancer, e)
-			if svc.ExternalPolicyLocal {
-				add(SetLoadBalancerLocal, e)
-			}
-			if pol.Firewall {
-				add(SetLoadBalancerFW, e)
-				for _, r := range pol.SourceRanges {
-					add(SetLoadBalancerSrcCIDR, e+","+r.String())
-				}
-				// Node-originated traffic to an LB IP bound locally has
-				// the LB IP as source.
-				if pol.FirewallAllowsNode {
-					add(SetLoadBalancerSourceIP, e+","+ip.String())
-				} else {
-					lbNoNodeAccess = append(lbNoNodeAccess, Key{ip, proto, uint16(svc.Port)})
-				}
-			}
-			emit(newVS(ip, svc.Port), extEps)
-			bind[ip] = true
-		}
-		// NodePort.
-		if svc.NodePort != 0 {
-			switch proto {
-			case v1.ProtocolTCP, v1.ProtocolUDP:
-				set, local := SetNodePortTCP, SetNodePortLocalTCP
-				if proto == v1.ProtocolUDP {
-					set, local = SetNodePortUDP, SetNodePortLocalUDP
-				}
-				add(set, strconv.Itoa(svc.NodePort))
-				if svc.ExternalPolicyLocal {
-					add(local, strconv.Itoa(svc.NodePort))
-				}
-			case v1.ProtocolSCTP:
-				for _, a := range cfg.NodePortAddrs {
-					add(SetNodePortSCTP, ipPortEntry(a, proto, svc.NodePort))
-					if svc.ExternalPolicyLocal {
-						add(SetNodePortLocalSCTP, ipPortEntry(a, proto, svc.NodePort))
-					}
-				}
-			}
-			for _, a := range cfg.NodePortAddrs {
-				if a.Is6() == cfg.IPv6 {
-					emit(newVS(a, svc.NodePort), extEps)
-				}
-			}
-		}
-		if svc.HealthCheckNodePort != 0 {
-			add(SetHealthCheckNodePort, strconv.Itoa(svc.HealthCheckNodePort))
+		if pol := policy(name); pol != nil {
+			pl.port(name, pol, eps[name])
 		}
 	}
-	for a := range bind {
+	return pl.finish()
+}
+
+// planner accumulates one family's plan over the Service ports.
+type planner struct {
+	cfg                    PlanConfig
+	p                      *Plan
+	sets                   map[string]map[string]bool
+	bind                   map[netip.Addr]bool
+	lbNoNodeAccess         []Key
+	noLocalInt, noLocalExt map[string]bool
+}
+
+func (pl *planner) add(set, entry string) {
+	if pl.sets[set] == nil {
+		pl.sets[set] = map[string]bool{}
+	}
+	pl.sets[set][entry] = true
+}
+
+// portVS is one Service port's virtual-server maker: the scheduler and
+// persistence every virtual server of the port gets, and the weights of
+// its real servers.
+type portVS struct {
+	pl   *planner
+	name proxy.ServicePortName
+	svc  *proxy.ServicePort
+	bal  proxy.Balance
+}
+
+func (v portVS) emit(a netip.Addr, port int, chosen []*proxy.Endpoint) {
+	vs := VirtualServer{Addr: a, Protocol: v.svc.Protocol, Port: uint16(port), Scheduler: v.bal.Scheduler}
+	if v.svc.SessionAffinity == v1.ServiceAffinityClientIP {
+		vs.Persistent = true
+		vs.Timeout = uint32(v.svc.StickyMaxAgeSeconds)
+		if vs.Timeout == 0 {
+			vs.Timeout = persistenceDefaultSecs
+		}
+	}
+	ps := PlannedService{Name: v.name, VS: vs}
+	seen := map[netip.AddrPort]bool{}
+	for _, ep := range chosen {
+		if ep.Addr.Is6() != v.pl.cfg.IPv6 || seen[ep.AddrPort()] {
+			continue
+		}
+		seen[ep.AddrPort()] = true
+		ps.Dests = append(ps.Dests, RealServer{Addr: ep.Addr, Port: uint16(ep.Port), Weight: v.bal.Weight(ep)})
+	}
+	sortDests(ps.Dests)
+	v.pl.p.Services = append(v.pl.p.Services, ps)
+}
+
+// port plans one Service port: its virtual servers and set entries.
+func (pl *planner) port(name proxy.ServicePortName, pol *proxy.PortPolicy, endpoints []*proxy.Endpoint) {
+	svc := pol.Port
+	proto := svc.Protocol
+	bal := proxy.NewBalance(svc, ModeSchedulers(pl.cfg.Scheduler))
+	if bal.Fallback != "" {
+		pl.p.Fallbacks = append(pl.p.Fallbacks, SchedulerFallback{Service: name, Requested: svc.Scheduler, Used: bal.Scheduler, Reason: bal.Fallback})
+	}
+	if pol.Internal.Verdict == proxy.VerdictDrop {
+		pl.noLocalInt[name.NamespacedName.String()] = true
+	}
+	if pol.External.Verdict == proxy.VerdictDrop {
+		pl.noLocalExt[name.NamespacedName.String()] = true
+	}
+	// ClusterIP virtual servers get exactly the policy's internal
+	// endpoints: none when it drops or rejects. External ones serve
+	// external clients and, in the same virtual server, the pods and the
+	// node itself, which the policy short-circuits to the cluster-wide
+	// endpoints; when the policy drops external traffic (Local, no
+	// endpoint here) they keep the cluster endpoints so that pods still
+	// reach the Service (kube-proxy's IPVS mode does the same; external
+	// clients' replies then go astray).
+	extEps := pol.External.Endpoints
+	if pol.External.Verdict == proxy.VerdictDrop {
+		extEps = pol.Cluster
+	}
+	v := portVS{pl: pl, name: name, svc: svc, bal: bal}
+	for _, ep := range endpoints {
+		if ep.IsLocal && ep.Addr.Is6() == pl.cfg.IPv6 {
+			pl.add(SetLoopBack, ep.Addr.String()+","+protoLower(proto)+":"+strconv.Itoa(ep.Port)+","+ep.Addr.String())
+		}
+	}
+	// ClusterIP.
+	cip := svc.ClusterIP()
+	pl.add(SetClusterIP, ipPortEntry(cip, proto, svc.Port))
+	v.emit(cip, svc.Port, pol.Internal.Endpoints)
+	pl.bind[cip] = true
+	// externalIPs.
+	for _, ip := range svc.ExternalIPs {
+		if svc.ExternalPolicyLocal {
+			pl.add(SetExternalIPLocal, ipPortEntry(ip, proto, svc.Port))
+		} else {
+			pl.add(SetExternalIP, ipPortEntry(ip, proto, svc.Port))
+		}
+		v.emit(ip, svc.Port, extEps)
+		pl.bind[ip] = true
+	}
+	pl.loadBalancer(v, pol, extEps)
+	pl.nodePort(v, extEps)
+	if svc.HealthCheckNodePort != 0 {
+		pl.add(SetHealthCheckNodePort, strconv.Itoa(svc.HealthCheckNodePort))
+	}
+}
+
+// loadBalancer plans the LoadBalancer ingress IPs of a port, with their
+// source-range firewall.
+func (pl *planner) loadBalancer(v portVS, pol *proxy.PortPolicy, extEps []*proxy.Endpoint) {
+	svc, proto := v.svc, v.svc.Protocol
+	for _, ip := range svc.LoadBalancerVIPs {
+		e := ipPortEntry(ip, proto, svc.Port)
+		pl.add(SetLoadBalancer, e)
+		if svc.ExternalPolicyLocal {
+			pl.add(SetLoadBalancerLocal, e)
+		}
+		if pol.Firewall {
+			pl.add(SetLoadBalancerFW, e)
+			for _, r := range pol.SourceRanges {
+				pl.add(SetLoadBalancerSrcCIDR, e+","+r.String())
+			}
+			// Node-originated traffic to an LB IP bound locally has the
+			// LB IP as source.
+			if pol.FirewallAllowsNode {
+				pl.add(SetLoadBalancerSourceIP, e+","+ip.String())
+			} else {
+				pl.lbNoNodeAccess = append(pl.lbNoNodeAccess, Key{ip, proto, uint16(svc.Port)})
+			}
+		}
+		v.emit(ip, svc.Port, extEps)
+		pl.bind[ip] = true
+	}
+}
+
+// nodePort plans the NodePort of a port: set entries and a virtual server
+// per NodePort address.
+func (pl *planner) nodePort(v portVS, extEps []*proxy.Endpoint) {
+	svc, proto := v.svc, v.svc.Protocol
+	if svc.NodePort == 0 {
+		return
+	}
+	switch proto {
+	case v1.ProtocolTCP, v1.ProtocolUDP:
+		set, local := SetNodePortTCP, SetNodePortLocalTCP
+		if proto == v1.ProtocolUDP {
+			set, local = SetNodePortUDP, SetNodePortLocalUDP
+		}
+		pl.add(set, strconv.Itoa(svc.NodePort))
+		if svc.ExternalPolicyLocal {
+			pl.add(local, strconv.Itoa(svc.NodePort))
+		}
+	case v1.ProtocolSCTP:
+		for _, a := range pl.cfg.NodePortAddrs {
+			pl.add(SetNodePortSCTP, ipPortEntry(a, proto, svc.NodePort))
+			if svc.ExternalPolicyLocal {
+				pl.add(SetNodePortLocalSCTP, ipPortEntry(a, proto, svc.NodePort))
+			}
+		}
+	}
+	for _, a := range pl.cfg.NodePortAddrs {
+		if a.Is6() == pl.cfg.IPv6 {
+			v.emit(a, svc.NodePort, extEps)
+		}
+	}
+}
+
+// finish sorts what the ports produced into the Plan and writes its
+// iptables rules.
+func (pl *planner) finish() *Plan {
+	p := pl.p
+	for a := range pl.bind {
 		p.Bind = append(p.Bind, a)
-		add(SetIPVSIPs, a.String())
+		pl.add(SetIPVSIPs, a.String())
 	}
 	slices.SortFunc(p.Bind, func(a, b netip.Addr) int { return a.Compare(b) })
 	for _, s := range Sets {
 		var entries []string
-		for e := range sets[s.Name] {
+		for e := range pl.sets[s.Name] {
 			entries = append(entries, e)
 		}
 		slices.Sort(entries)
-		p.IPSets[SetName(s.Name, cfg.IPv6)] = entries
+		p.IPSets[SetName(s.Name, pl.cfg.IPv6)] = entries
 	}
 	slices.SortStableFunc(p.Services, func(a, b PlannedService) int {
 		if c := strings.Compare(string(a.VS.Protocol), string(b.VS.Protocol)); c != 0 {
@@ -350,8 +383,8 @@ func BuildPlan(cfg PlanConfig, svcs proxy.ServicePortMap, eps proxy.EndpointsMap
 		}
 		return int(a.VS.Port) - int(b.VS.Port)
 	})
-	p.NoLocalEndpointsInternal, p.NoLocalEndpointsExternal = len(noLocalInt), len(noLocalExt)
-	p.IPTables = buildIPTables(cfg, p.IPSets, lbNoNodeAccess)
+	p.NoLocalEndpointsInternal, p.NoLocalEndpointsExternal = len(pl.noLocalInt), len(pl.noLocalExt)
+	p.IPTables = buildIPTables(pl.cfg, p.IPSets, pl.lbNoNodeAccess)
 	return p
 }
 
