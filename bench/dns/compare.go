@@ -565,6 +565,19 @@ func (g *genState) special(n int) {
 		ask(p+partial, dns.TypeSRV, dns.TypeA)
 	}
 	ask("1.0.99.10.in-addr.arpa.", dns.TypePTR)
+	// External and load-balancer IPs have no PTR (CoreDNS indexes cluster
+	// IPs only), nor do pod IPs that are no endpoint.
+	g.svcs = append(g.svcs, corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lb", ResourceVersion: "1"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.99.0.2", ClusterIPs: []string{"10.99.0.2"},
+			ExternalIPs: []string{"192.0.2.7"}, Ports: []corev1.ServicePort{{Name: "http", Protocol: tcp, Port: 80, NodePort: 30080}}},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.8"}, {Hostname: "lb.example.com"}}}}})
+	ask("lb"+zone, every...)
+	ask("_http._tcp.lb"+zone, dns.TypeSRV)
+	ask("2.0.99.10.in-addr.arpa.", dns.TypePTR)
+	ask("7.2.0.192.in-addr.arpa.", dns.TypePTR)
+	ask("8.2.0.192.in-addr.arpa.", dns.TypePTR)
+	ask("1.0.232.10.in-addr.arpa.", dns.TypePTR)
+	ask("9.9.244.10.in-addr.arpa.", dns.TypePTR)
 	ask("1.0.231.10.in-addr.arpa.", dns.TypePTR)
 	ask("2.0.231.10.in-addr.arpa.", dns.TypePTR)
 	// Not asked: PTR of 10.231.0.9, the orphan slice's endpoint. CoreDNS
