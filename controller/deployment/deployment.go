@@ -668,13 +668,19 @@ func CalculateStatus(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, olds []*app
 		all = append(all, newRS)
 		st.UpdatedReplicas = newRS.Status.Replicas
 	}
+	var specified int32
 	for _, rs := range all {
 		st.Replicas += rs.Status.Replicas
 		st.ReadyReplicas += rs.Status.ReadyReplicas
 		st.AvailableReplicas += rs.Status.AvailableReplicas
+		specified += replicas(rs.Spec.Replicas)
 	}
+	st.TerminatingReplicas = terminatingReplicas(all)
 	want := replicas(d.Spec.Replicas)
-	st.UnavailableReplicas = max(0, want-st.AvailableReplicas)
+	// Unavailable counts against what the ReplicaSets are asked to run now,
+	// not the Deployment's target: kube-controller-manager's rule, so that
+	// a scale-up reports no unavailable replicas before it is acted on.
+	st.UnavailableReplicas = max(0, specified-st.AvailableReplicas)
 	_, unavailable := surgeAndUnavailable(d)
 	if st.AvailableReplicas >= want-unavailable {
 		setCondition(&st, appsv1.DeploymentAvailable, corev1.ConditionTrue, "MinimumReplicasAvailable", "Deployment has minimum availability.", now)
@@ -698,6 +704,24 @@ func CalculateStatus(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, olds []*app
 		}
 	}
 	return st
+}
+
+// terminatingReplicas sums the ReplicaSets' status.terminatingReplicas. A
+// ReplicaSet its controller has not synced yet counts for nothing; one that
+// was synced but does not report the field makes the sum unknown (nil), as
+// in kube-controller-manager.
+func terminatingReplicas(all []*appsv1.ReplicaSet) *int32 {
+	var n int32
+	for _, rs := range all {
+		switch {
+		case rs.Status.TerminatingReplicas != nil:
+			n += *rs.Status.TerminatingReplicas
+		case rs.Status.ObservedGeneration == 0:
+		default:
+			return nil
+		}
+	}
+	return &n
 }
 
 // setCondition sets a condition, keeping lastTransitionTime when the status

@@ -220,16 +220,23 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return err
 	}
 	var active []*corev1.Pod
+	var terminating int32
 	for _, p := range owned {
-		if podutil.IsPodActive(p) {
+		switch {
+		case podutil.IsPodActive(p):
 			active = append(active, p)
+		case p.DeletionTimestamp != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed:
+			// Deleted but still running (its grace period): reported as
+			// status.terminatingReplicas, as kube-controller-manager does
+			// since DeploymentReplicaSetTerminatingReplicas went beta (1.35).
+			terminating++
 		}
 	}
 	var manageErr error
 	if c.exp.Satisfied(key) && rs.DeletionTimestamp == nil {
 		manageErr = c.manage(ctx, rs, active, key)
 	}
-	st := CalculateStatus(rs, active, sel, manageErr, c.now())
+	st := CalculateStatus(rs, active, terminating, manageErr, c.now())
 	if err := c.updateStatus(ctx, rs, st); err != nil {
 		return errors.Join(manageErr, err)
 	}
@@ -443,10 +450,12 @@ func IsPodAvailable(p *corev1.Pod, minReadySeconds int32, now time.Time) bool {
 	return !c.LastTransitionTime.IsZero() && c.LastTransitionTime.Add(time.Duration(minReadySeconds)*time.Second).Before(now)
 }
 
-// CalculateStatus computes a ReplicaSet's status from its active pods.
-func CalculateStatus(rs *appsv1.ReplicaSet, active []*corev1.Pod, sel labels.Selector, manageErr error, now time.Time) appsv1.ReplicaSetStatus {
+// CalculateStatus computes a ReplicaSet's status from its active pods and
+// the number of its pods that are terminating.
+func CalculateStatus(rs *appsv1.ReplicaSet, active []*corev1.Pod, terminating int32, manageErr error, now time.Time) appsv1.ReplicaSetStatus {
 	st := *rs.Status.DeepCopy()
 	st.Replicas = int32(len(active))
+	st.TerminatingReplicas = &terminating
 	st.FullyLabeledReplicas, st.ReadyReplicas, st.AvailableReplicas = 0, 0, 0
 	tmpl := labels.Set(rs.Spec.Template.Labels)
 	for _, p := range active {
