@@ -5,5 +5,6 @@
 package interop
 
 import (
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	_ "k8s.io/kubernetes/cmd/kube-proxy/app"
 )
