@@ -73,7 +73,7 @@ func TestRealKubeControllerManager(t *testing.T) {
 		if kcm == "" {
 			kcm = buildKubeControllerManager(t)
 		}
-		real = runControllerScenario(t, svcnet, func(t *testing.T, ns *testbed.NetNS, data, logPath string) {
+		real = runControllerScenario(t, svcnet, "kube-controller-manager", func(t *testing.T, ns *testbed.NetNS, data, logPath string) {
 			args := []string{kcm,
 				"--kubeconfig", componentKubeconfig(t, svcnet, data, "system:kube-controller-manager"),
 				"--controllers", strings.Join(kcmControllers, ","),
@@ -86,7 +86,7 @@ func TestRealKubeControllerManager(t *testing.T) {
 		})
 	})
 	t.Run("svcnet-controllers", func(t *testing.T) {
-		ours = runControllerScenario(t, svcnet, func(t *testing.T, ns *testbed.NetNS, data, logPath string) {
+		ours = runControllerScenario(t, svcnet, "", func(t *testing.T, ns *testbed.NetNS, data, logPath string) {
 			startLogged(t, ns, logPath, svcnet, "controllers",
 				"--kubeconfig", componentKubeconfig(t, svcnet, data, "system:kube-controller-manager"),
 				"--controllers", strings.Join(svcnetControllers, ","))
@@ -162,7 +162,10 @@ func startLogged(t *testing.T, ns *testbed.NetNS, logPath string, args ...string
 // network namespace, lets start run the controllers under test, writes the
 // inputs, plays the kubelet for the Deployment's pods, and returns the
 // normalized objects the controllers wrote once they are stable.
-func runControllerScenario(t *testing.T, svcnet string, start func(t *testing.T, ns *testbed.NetNS, data, logPath string)) map[string]any {
+//
+// A non-empty lease names the kube-system Lease the controllers must hold
+// (leader election).
+func runControllerScenario(t *testing.T, svcnet, lease string, start func(t *testing.T, ns *testbed.NetNS, data, logPath string)) map[string]any {
 	began := time.Now()
 	ns := testbed.NewNetNS(t, "kcm")
 	data := t.TempDir()
@@ -193,6 +196,19 @@ func runControllerScenario(t *testing.T, svcnet string, start func(t *testing.T,
 		}
 	})
 
+	if lease != "" {
+		waitFor(t, 120*time.Second, "leader election Lease kube-system/"+lease, func() error {
+			l, err := cs.CoordinationV1().Leases("kube-system").Get(ctx, lease, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+				return fmt.Errorf("lease %s has no holder", lease)
+			}
+			t.Logf("Lease kube-system/%s held by %s", lease, *l.Spec.HolderIdentity)
+			return nil
+		})
+	}
 	writeInputs(t, ctx, cs)
 	go playKubelet(ctx, cs, "apps")
 	driveDeployment(t, ctx, cs)
