@@ -29,8 +29,9 @@ type EndpointsChangeTracker struct {
 	// applied holds, per Service with pending changes, its endpoints as of
 	// the last Apply.
 	applied map[types.NamespacedName]EndpointsMap
-	// triggers collects last-change-trigger-time annotations per Service.
-	triggers map[types.NamespacedName][]time.Time
+	// triggers collects last-change-trigger-time annotations per Service,
+	// by the IP family of the slice that carried them (FamilyIndex).
+	triggers [2]map[types.NamespacedName][]time.Time
 }
 
 // NewEndpointsChangeTracker returns a tracker that marks endpoints on
@@ -40,7 +41,7 @@ func NewEndpointsChangeTracker(nodeName string) *EndpointsChangeTracker {
 		nodeName: nodeName,
 		slices:   map[types.NamespacedName]map[string]*discovery.EndpointSlice{},
 		applied:  map[types.NamespacedName]EndpointsMap{},
-		triggers: map[types.NamespacedName][]time.Time{},
+		triggers: newTriggers(),
 	}
 }
 
@@ -77,13 +78,15 @@ func (t *EndpointsChangeTracker) EndpointSliceUpdate(slice *discovery.EndpointSl
 		t.slices[name][slice.Name] = slice
 		if s, ok := slice.Annotations[AnnotationLastChangeTriggerTime]; ok {
 			if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
-				t.triggers[name] = append(t.triggers[name], ts)
+				fam := FamilyIndex(slice.AddressType == discovery.AddressTypeIPv6)
+				t.triggers[fam][name] = append(t.triggers[fam][name], ts)
 			}
 		}
 	}
 	if endpointsMapsEqual(t.applied[name], t.endpointsLocked(name)) {
 		delete(t.applied, name)
-		delete(t.triggers, name)
+		delete(t.triggers[0], name)
+		delete(t.triggers[1], name)
 		return false
 	}
 	return true
@@ -113,8 +116,10 @@ type EndpointsUpdateResult struct {
 	// NewlyActiveUDPServices are UDP ports that went from no usable
 	// endpoints to some; entries that cached "unreachable" are stale.
 	NewlyActiveUDPServices []ServicePortName
-	// LastChangeTriggerTimes are the trigger times of the applied changes.
-	LastChangeTriggerTimes map[types.NamespacedName][]time.Time
+	// LastChangeTriggerTimes are the trigger times of the applied changes,
+	// per IP family of the slices that carried them (index FamilyIndex),
+	// as kube-proxy's per-family trackers see them.
+	LastChangeTriggerTimes [2]map[types.NamespacedName][]time.Time
 }
 
 // Apply moves every pending change into m and clears the pending state.
@@ -154,8 +159,12 @@ func (t *EndpointsChangeTracker) Apply(m EndpointsMap) EndpointsUpdateResult {
 		}
 	}
 	t.applied = map[types.NamespacedName]EndpointsMap{}
-	t.triggers = map[types.NamespacedName][]time.Time{}
+	t.triggers = newTriggers()
 	return res
+}
+
+func newTriggers() [2]map[types.NamespacedName][]time.Time {
+	return [2]map[types.NamespacedName][]time.Time{{}, {}}
 }
 
 // usable reports whether an endpoint can receive traffic at all.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unique"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -12,6 +13,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/svcnet/svcnet/proxy/lb"
 )
 
 // StartInformers starts informers for Services and EndpointSlices (without
@@ -26,7 +29,8 @@ func StartInformers(ctx context.Context, client kubernetes.Interface, p *Proxier
 	sel := func(o *metav1.ListOptions) {
 		o.LabelSelector = "!" + LabelServiceProxyName + ",!" + LabelHeadless
 	}
-	f := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTweakListOptions(sel))
+	f := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTweakListOptions(sel),
+		informers.WithTransform(SlimObject))
 	svcInf := f.Core().V1().Services().Informer()
 	epInf := f.Discovery().V1().EndpointSlices().Informer()
 	svcReg, err := svcInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -80,7 +84,7 @@ func StartInformers(ctx context.Context, client kubernetes.Interface, p *Proxier
 	}
 	nf := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", nodeName).String()
-	}))
+	}), informers.WithTransform(SlimObject))
 	nodeInf := nf.Core().V1().Nodes().Informer()
 	nodeReg, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(o any) {
@@ -106,4 +110,103 @@ func StartInformers(ctx context.Context, client kubernetes.Interface, p *Proxier
 	p.OnServiceSynced()
 	p.OnEndpointSlicesSynced()
 	return nil
+}
+
+// SlimObject is the informers' cache.TransformFunc: it strips from
+// Services, EndpointSlices and Nodes what the proxy never reads, before
+// the object is cached and handed to the event handlers, and interns the
+// strings repeated across objects (namespaces, node names, zones, port
+// names). The cache holds every Service and EndpointSlice of the cluster
+// for the proxy's lifetime, and the change tracker keeps pointers to the
+// same slices, so this is most of the proxy's heap: managed fields alone
+// are often larger than the rest of an object. What stays is what
+// NewServicePorts, the EndpointsChangeTracker and OnNode use (see
+// TestSlimObjectKeepsWhatThePolicyReads); objects of other types pass
+// unchanged. It modifies obj in place, which client-go allows (the object
+// was just decoded and nobody else holds it).
+func SlimObject(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *v1.Service:
+		slimMeta(&o.ObjectMeta, AnnotationIPVSScheduler, LabelServiceProxyName)
+		sp := &o.Spec
+		sp.Selector = nil
+		sp.IPFamilies = nil
+		for i := range sp.Ports {
+			sp.Ports[i].Name = intern(sp.Ports[i].Name)
+			sp.Ports[i].AppProtocol = nil
+		}
+		o.Status.Conditions = nil
+		for i := range o.Status.LoadBalancer.Ingress {
+			o.Status.LoadBalancer.Ingress[i].Hostname = ""
+			o.Status.LoadBalancer.Ingress[i].Ports = nil
+		}
+	case *discovery.EndpointSlice:
+		slimMeta(&o.ObjectMeta, AnnotationLastChangeTriggerTime, lb.EndpointWeightsAnnotation, discovery.LabelServiceName)
+		for i := range o.Endpoints {
+			e := &o.Endpoints[i]
+			e.TargetRef = nil
+			e.Hostname = nil
+			e.DeprecatedTopology = nil
+			internIn(e.NodeName)
+			internIn(e.Zone)
+		}
+		for i := range o.Ports {
+			internIn(o.Ports[i].Name)
+			o.Ports[i].AppProtocol = nil
+		}
+	case *v1.Node:
+		// OnNode reads labels, addresses, pod CIDRs and the deletion
+		// timestamp; images and conditions are the bulk of a Node.
+		o.ManagedFields = nil
+		o.Annotations = nil
+		o.Status.Images = nil
+		o.Status.Conditions = nil
+		o.Status.VolumesAttached = nil
+		o.Status.VolumesInUse = nil
+	}
+	return obj, nil
+}
+
+// slimMeta drops managed fields, owner references and finalizers, and
+// every annotation and label whose key is not in keep (a key may name
+// either). Namespace and name are interned.
+func slimMeta(m *metav1.ObjectMeta, keep ...string) {
+	m.ManagedFields = nil
+	m.OwnerReferences = nil
+	m.Finalizers = nil
+	m.GenerateName = ""
+	m.Namespace = intern(m.Namespace)
+	m.Annotations = keepKeys(m.Annotations, keep)
+	m.Labels = keepKeys(m.Labels, keep)
+}
+
+// keepKeys returns the entries of m whose keys are in keep (nil if none).
+func keepKeys(m map[string]string, keep []string) map[string]string {
+	var out map[string]string
+	for _, k := range keep {
+		if v, ok := m[k]; ok {
+			if out == nil {
+				out = make(map[string]string, 1)
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// intern returns the canonical copy of s: the thousands of objects that
+// name the same namespace, node or zone then share one string.
+func intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	return unique.Make(s).Value()
+}
+
+// internIn replaces the string *p with its canonical copy (the pointer
+// stays the object's own).
+func internIn(p *string) {
+	if p != nil {
+		*p = intern(*p)
+	}
 }

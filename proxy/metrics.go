@@ -4,23 +4,31 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
 )
 
-// Metrics are the proxy's Prometheus metrics, under kube-proxy's names
-// (subsystem "kubeproxy") so existing dashboards keep working.
+// Metrics are the proxy's Prometheus metrics, under kube-proxy 1.37's names,
+// labels and buckets (subsystem "kubeproxy"; pkg/proxy/metrics of
+// k8s.io/kubernetes v1.37.2) so existing dashboards and queries keep
+// working. As there, the sync metrics carry an ip_family label ("IPv4",
+// "IPv6"). kube-proxy runs one proxier per family, each with its own sync;
+// svcnet programs every family in one sync, so that sync's duration and
+// timestamps are recorded under each family the proxy programs, and the
+// per-family figures a mode reports (rules, Services without local
+// endpoints) under their own family.
 type Metrics struct {
-	SyncProxyRulesLatency        prometheus.Histogram
-	SyncFullProxyRulesLatency    prometheus.Histogram
-	SyncPartialProxyRulesLatency prometheus.Histogram
-	NetworkProgrammingLatency    prometheus.Histogram
-	SyncProxyRulesLastTimestamp  prometheus.Gauge
-	SyncProxyRulesLastQueued     prometheus.Gauge
+	SyncProxyRulesLatency        *prometheus.HistogramVec
+	SyncFullProxyRulesLatency    *prometheus.HistogramVec
+	SyncPartialProxyRulesLatency *prometheus.HistogramVec
+	NetworkProgrammingLatency    *prometheus.HistogramVec
+	SyncProxyRulesLastTimestamp  *prometheus.GaugeVec
+	SyncProxyRulesLastQueued     *prometheus.GaugeVec
 	EndpointChangesPending       prometheus.Gauge
 	EndpointChangesTotal         prometheus.Counter
 	ServiceChangesPending        prometheus.Gauge
 	ServiceChangesTotal          prometheus.Counter
-	IPTablesRestoreFailuresTotal prometheus.Counter
-	IPTablesPartialRestoreFails  prometheus.Counter
+	IPTablesRestoreFailuresTotal *prometheus.CounterVec
+	IPTablesPartialRestoreFails  *prometheus.CounterVec
 	IPTablesRulesTotal           *prometheus.GaugeVec
 	IPTablesRulesLastSync        *prometheus.GaugeVec
 	NoLocalEndpointsTotal        *prometheus.GaugeVec
@@ -28,6 +36,18 @@ type Metrics struct {
 }
 
 const metricsSubsystem = "kubeproxy"
+
+// LabelIPFamily is kube-proxy's label for the IP family of a sync metric;
+// its values are the v1.IPFamily strings "IPv4" and "IPv6".
+const LabelIPFamily = "ip_family"
+
+// Family returns the ip_family label value of a family (ipv6 true for IPv6).
+func Family(ipv6 bool) string {
+	if ipv6 {
+		return string(v1.IPv6Protocol)
+	}
+	return string(v1.IPv4Protocol)
+}
 
 // NewMetrics creates the metrics and registers them with reg (skipped if
 // reg is nil, which tests use).
@@ -38,19 +58,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	npBuckets = append(npBuckets, prometheus.LinearBuckets(1, 1, 59)...)
 	npBuckets = append(npBuckets, prometheus.LinearBuckets(60, 5, 12)...)
 	npBuckets = append(npBuckets, prometheus.LinearBuckets(120, 30, 7)...)
+	fam := []string{LabelIPFamily}
 	m := &Metrics{
-		SyncProxyRulesLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Subsystem: metricsSubsystem,
-			Name: "sync_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds", Buckets: syncBuckets}),
-		SyncFullProxyRulesLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Subsystem: metricsSubsystem,
-			Name: "sync_full_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds for full resyncs", Buckets: syncBuckets}),
-		SyncPartialProxyRulesLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Subsystem: metricsSubsystem,
-			Name: "sync_partial_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds for partial resyncs", Buckets: syncBuckets}),
-		NetworkProgrammingLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Subsystem: metricsSubsystem,
-			Name: "network_programming_duration_seconds", Help: "In Cluster Network Programming Latency in seconds", Buckets: npBuckets}),
-		SyncProxyRulesLastTimestamp: prometheus.NewGauge(prometheus.GaugeOpts{Subsystem: metricsSubsystem,
-			Name: "sync_proxy_rules_last_timestamp_seconds", Help: "The last time proxy rules were successfully synced"}),
-		SyncProxyRulesLastQueued: prometheus.NewGauge(prometheus.GaugeOpts{Subsystem: metricsSubsystem,
-			Name: "sync_proxy_rules_last_queued_timestamp_seconds", Help: "The last time a sync of proxy rules was queued"}),
+		SyncProxyRulesLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: metricsSubsystem,
+			Name: "sync_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds", Buckets: syncBuckets}, fam),
+		SyncFullProxyRulesLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: metricsSubsystem,
+			Name: "sync_full_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds for full resyncs", Buckets: syncBuckets}, fam),
+		SyncPartialProxyRulesLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: metricsSubsystem,
+			Name: "sync_partial_proxy_rules_duration_seconds", Help: "SyncProxyRules latency in seconds for partial resyncs", Buckets: syncBuckets}, fam),
+		NetworkProgrammingLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: metricsSubsystem,
+			Name: "network_programming_duration_seconds", Help: "In Cluster Network Programming Latency in seconds", Buckets: npBuckets}, fam),
+		SyncProxyRulesLastTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: metricsSubsystem,
+			Name: "sync_proxy_rules_last_timestamp_seconds", Help: "The last time proxy rules were successfully synced"}, fam),
+		SyncProxyRulesLastQueued: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: metricsSubsystem,
+			Name: "sync_proxy_rules_last_queued_timestamp_seconds", Help: "The last time a sync of proxy rules was queued"}, fam),
 		EndpointChangesPending: prometheus.NewGauge(prometheus.GaugeOpts{Subsystem: metricsSubsystem,
 			Name: "sync_proxy_rules_endpoint_changes_pending", Help: "Pending proxy rules Endpoint changes"}),
 		EndpointChangesTotal: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: metricsSubsystem,
@@ -59,16 +80,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sync_proxy_rules_service_changes_pending", Help: "Pending proxy rules Service changes"}),
 		ServiceChangesTotal: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: metricsSubsystem,
 			Name: "sync_proxy_rules_service_changes_total", Help: "Cumulative proxy rules Service changes"}),
-		IPTablesRestoreFailuresTotal: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: metricsSubsystem,
-			Name: "sync_proxy_rules_iptables_restore_failures_total", Help: "Cumulative proxy iptables restore failures"}),
-		IPTablesPartialRestoreFails: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: metricsSubsystem,
-			Name: "sync_proxy_rules_iptables_partial_restore_failures_total", Help: "Cumulative proxy iptables partial restore failures"}),
+		IPTablesRestoreFailuresTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: metricsSubsystem,
+			Name: "sync_proxy_rules_iptables_restore_failures_total", Help: "Cumulative proxy iptables restore failures"}, fam),
+		IPTablesPartialRestoreFails: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: metricsSubsystem,
+			Name: "sync_proxy_rules_iptables_partial_restore_failures_total", Help: "Cumulative proxy iptables partial restore failures"}, fam),
 		IPTablesRulesTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: metricsSubsystem,
-			Name: "sync_proxy_rules_iptables_total", Help: "Total number of iptables rules owned by kube-proxy"}, []string{"table"}),
+			Name: "sync_proxy_rules_iptables_total", Help: "Total number of iptables rules owned by kube-proxy"}, []string{"table", LabelIPFamily}),
 		IPTablesRulesLastSync: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: metricsSubsystem,
-			Name: "sync_proxy_rules_iptables_last", Help: "Number of iptables rules written by kube-proxy in last sync"}, []string{"table"}),
+			Name: "sync_proxy_rules_iptables_last", Help: "Number of iptables rules written by kube-proxy in last sync"}, []string{"table", LabelIPFamily}),
 		NoLocalEndpointsTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: metricsSubsystem,
-			Name: "sync_proxy_rules_no_local_endpoints_total", Help: "Number of services with a Local traffic policy and no endpoints"}, []string{"traffic_policy"}),
+			Name: "sync_proxy_rules_no_local_endpoints_total", Help: "Number of services with a Local traffic policy and no endpoints"}, []string{"traffic_policy", LabelIPFamily}),
 		SyncProxyRulesErrorsTotal: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: metricsSubsystem,
 			Name: "sync_proxy_rules_errors_total", Help: "Cumulative failed sync attempts (svcnet)"}),
 	}

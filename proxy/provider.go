@@ -84,12 +84,34 @@ type SyncRequest struct {
 
 // SyncStats are optional figures a mode reports about one sync.
 type SyncStats struct {
-	// NoLocalEndpointsInternal/External count Services with a Local policy
-	// and no local endpoints.
-	NoLocalEndpointsInternal int
-	NoLocalEndpointsExternal int
+	// NoLocalEndpoints counts, per IP family (index 0 IPv4, 1 IPv6; see
+	// FamilyIndex), the Services with a Local policy and no local
+	// endpoints, as kube-proxy's per-family
+	// sync_proxy_rules_no_local_endpoints_total.
+	NoLocalEndpoints [2]NoLocalCount
 	// Partial is true when the mode actually did a partial sync.
 	Partial bool
+}
+
+// NoLocalCount counts Services with a Local traffic policy and no local
+// endpoint, by the kind of traffic whose policy is Local.
+type NoLocalCount struct {
+	Internal, External int
+}
+
+// AddNoLocal adds one family's counts (ipv6 true for IPv6).
+func (s *SyncStats) AddNoLocal(ipv6 bool, internal, external int) {
+	c := &s.NoLocalEndpoints[FamilyIndex(ipv6)]
+	c.Internal += internal
+	c.External += external
+}
+
+// FamilyIndex is 0 for IPv4 and 1 for IPv6: the index of per-family arrays.
+func FamilyIndex(ipv6 bool) int {
+	if ipv6 {
+		return 1
+	}
+	return 0
 }
 
 // ChangedServices returns the Services whose ports or endpoints changed.

@@ -36,6 +36,14 @@ type Config struct {
 	// ServiceHealth serves healthCheckNodePorts (optional).
 	ServiceHealth *ServiceHealthServer
 	Conntrack     ConntrackCleaner
+	// Families lists the IP families the mode programs (false IPv4, true
+	// IPv6); the sync metrics are recorded under each of them (their
+	// ip_family label). Empty means IPv4 only.
+	Families []bool
+	// AfterFirstSync, if set, runs once, from the sync loop, right after
+	// the first successful sync (svcnet proxy returns the memory the
+	// initial lists and the first full sync used to the kernel then).
+	AfterFirstSync func()
 }
 
 // Proxier is the mode-independent part of the proxy: it receives
@@ -58,6 +66,7 @@ type Proxier struct {
 	epMap        EndpointsMap
 	policies     *PolicyCache
 	needFull     bool
+	synced       bool // a sync succeeded
 	lastFullSync time.Time
 	nodeMu       sync.Mutex
 	node         NodeInfo
@@ -80,6 +89,9 @@ func NewProxier(cfg Config) *Proxier {
 	}
 	if cfg.Health == nil {
 		cfg.Health = NewProxyHealth(2 * cfg.SyncPeriod)
+	}
+	if len(cfg.Families) == 0 {
+		cfg.Families = []bool{false}
 	}
 	p := &Proxier{
 		cfg:      cfg,
@@ -108,7 +120,9 @@ func (p *Proxier) Health() *ProxyHealth { return p.cfg.Health }
 
 func (p *Proxier) requestSync() {
 	p.cfg.Health.QueuedUpdate()
-	p.cfg.Metrics.SyncProxyRulesLastQueued.SetToCurrentTime()
+	for _, v6 := range p.cfg.Families {
+		p.cfg.Metrics.SyncProxyRulesLastQueued.WithLabelValues(Family(v6)).SetToCurrentTime()
+	}
 	if p.isInitialized() {
 		p.runner.Run()
 	}
@@ -260,23 +274,34 @@ func (p *Proxier) sync(ctx context.Context) error {
 		return fmt.Errorf("sync proxy rules: %w", err)
 	}
 	d := time.Since(start).Seconds()
-	p.cfg.Metrics.SyncProxyRulesLatency.Observe(d)
 	if req.Full {
-		p.cfg.Metrics.SyncFullProxyRulesLatency.Observe(d)
 		p.lastFullSync = start
-	} else {
-		p.cfg.Metrics.SyncPartialProxyRulesLatency.Observe(d)
 	}
 	p.needFull = false
-	p.cfg.Metrics.NoLocalEndpointsTotal.WithLabelValues("internal").Set(float64(req.Stats.NoLocalEndpointsInternal))
-	p.cfg.Metrics.NoLocalEndpointsTotal.WithLabelValues("external").Set(float64(req.Stats.NoLocalEndpointsExternal))
-	for _, times := range er.LastChangeTriggerTimes {
-		for _, t := range times {
-			p.cfg.Metrics.NetworkProgrammingLatency.Observe(sinceSeconds(t))
+	// One sync programs every family: its duration is each family's sync
+	// duration (kube-proxy's per-family proxiers each observe their own).
+	m := p.cfg.Metrics
+	for _, v6 := range p.cfg.Families {
+		fam := Family(v6)
+		m.SyncProxyRulesLatency.WithLabelValues(fam).Observe(d)
+		if req.Full {
+			m.SyncFullProxyRulesLatency.WithLabelValues(fam).Observe(d)
+		} else {
+			m.SyncPartialProxyRulesLatency.WithLabelValues(fam).Observe(d)
+		}
+		nl := req.Stats.NoLocalEndpoints[FamilyIndex(v6)]
+		m.NoLocalEndpointsTotal.WithLabelValues("internal", fam).Set(float64(nl.Internal))
+		m.NoLocalEndpointsTotal.WithLabelValues("external", fam).Set(float64(nl.External))
+		for _, times := range er.LastChangeTriggerTimes[FamilyIndex(v6)] {
+			for _, t := range times {
+				m.NetworkProgrammingLatency.WithLabelValues(fam).Observe(sinceSeconds(t))
+			}
 		}
 	}
 	p.cfg.Health.Updated()
-	p.cfg.Metrics.SyncProxyRulesLastTimestamp.SetToCurrentTime()
+	for _, v6 := range p.cfg.Families {
+		m.SyncProxyRulesLastTimestamp.WithLabelValues(Family(v6)).SetToCurrentTime()
+	}
 	if p.cfg.ServiceHealth != nil {
 		if err := p.cfg.ServiceHealth.SyncServices(p.svcMap.HealthCheckNodePorts()); err != nil {
 			p.log.Error("syncing health check services", "err", err)
@@ -289,5 +314,11 @@ func (p *Proxier) sync(ctx context.Context) error {
 		}
 	}
 	p.log.Debug("synced proxy rules", "full", req.Full, "services", len(p.svcMap), "took", time.Since(start))
+	if !p.synced {
+		p.synced = true
+		if p.cfg.AfterFirstSync != nil {
+			p.cfg.AfterFirstSync()
+		}
+	}
 	return nil
 }

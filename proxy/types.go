@@ -76,8 +76,7 @@ type ServicePort struct {
 	// externalTrafficPolicy Local.
 	HealthCheckNodePort int
 	// Scheduler is the value of AnnotationIPVSScheduler ("" if unset).
-	Scheduler   string
-	Annotations map[string]string
+	Scheduler string
 }
 
 // String returns the ServicePortName's string form.
@@ -324,7 +323,6 @@ func NewServicePorts(svc *v1.Service) []*ServicePort {
 			SessionAffinity:          svc.Spec.SessionAffinity,
 			StickyMaxAgeSeconds:      sticky,
 			Scheduler:                svc.Annotations[AnnotationIPVSScheduler],
-			Annotations:              svc.Annotations,
 		}
 		if p.Protocol == "" {
 			p.Protocol = v1.ProtocolTCP

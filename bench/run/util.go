@@ -99,13 +99,15 @@ func scrape(c *http.Client, url string) (metrics, error) {
 	return m, sc.Err()
 }
 
-// v is the value of an unlabelled series, or of its IPv4 series: kube-proxy
-// 1.37 labels its sync metrics with ip_family, svcnet does not.
+// v is the value of a metric's IPv4 series (kube-proxy 1.37 and svcnet
+// both label their sync metrics with ip_family; the Services here are
+// IPv4), or of the unlabelled series of a metric without that label (the
+// pending-change gauges).
 func (m metrics) v(name string) float64 {
-	if x, ok := m[name]; ok {
+	if x, ok := m[name+`{ip_family="IPv4"}`]; ok {
 		return x
 	}
-	return m[name+`{ip_family="IPv4"}`]
+	return m[name]
 }
 
 // bucket is one cumulative histogram bucket.
@@ -114,21 +116,16 @@ type bucket struct {
 	count float64
 }
 
-// histogram returns the cumulative buckets of a histogram metric, sorted.
+// histogram returns the cumulative buckets of a histogram metric's IPv4
+// series, sorted.
 func (m metrics) histogram(name string) []bucket {
 	var bs []bucket
-	prefix := name + `_bucket{le="`
 	prefix4 := name + `_bucket{ip_family="IPv4",le="`
 	for k, v := range m {
-		var s string
-		switch {
-		case strings.HasPrefix(k, prefix):
-			s = strings.TrimSuffix(strings.TrimPrefix(k, prefix), `"}`)
-		case strings.HasPrefix(k, prefix4):
-			s = strings.TrimSuffix(strings.TrimPrefix(k, prefix4), `"}`)
-		default:
+		if !strings.HasPrefix(k, prefix4) {
 			continue
 		}
+		s := strings.TrimSuffix(strings.TrimPrefix(k, prefix4), `"}`)
 		le := math.Inf(1)
 		if s != "+Inf" {
 			var err error

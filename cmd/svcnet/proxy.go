@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"net/netip"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -46,6 +48,7 @@ type proxyArgs struct {
 	metricsBindAddress string
 	cleanup            bool
 	dump               bool
+	profiling          bool
 	ipvsScheduler      string
 	netns              string
 	logLevel           string
@@ -69,6 +72,7 @@ func parseProxyArgs(args []string) (*proxyArgs, error) {
 	fs.DurationVar(&a.syncPeriod, "sync-period", 30*time.Second, "maximum interval between rule syncs (partial; a full sync comes once an hour in iptables and nftables modes, every period in ipvs)")
 	fs.StringVar(&a.healthzBindAddress, "healthz-bind-address", "0.0.0.0:10256", "address of /healthz and /livez (empty disables)")
 	fs.StringVar(&a.metricsBindAddress, "metrics-bind-address", "127.0.0.1:10249", "address of /metrics (empty disables)")
+	fs.BoolVar(&a.profiling, "profiling", false, "serve Go's pprof profiles under /debug/pprof/ on the metrics address (kube-proxy's enableProfiling)")
 	fs.BoolVar(&a.cleanup, "cleanup", false, "remove everything every proxy mode installed, then exit")
 	fs.BoolVar(&a.dump, "dump", false, "print the mode's programmed state (modes that support it) and exit")
 	fs.StringVar(&a.ipvsScheduler, "ipvs-scheduler", "rr", "default load-balancing algorithm (per Service: annotation "+proxy.AnnotationIPVSScheduler+")")
@@ -176,6 +180,11 @@ func proxyKubeClient(kubeconfig string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubernetes client config: %w", err)
 	}
 	cfg.UserAgent = "svcnet-proxy"
+	// Protobuf, as kube-proxy's default client connection: the initial
+	// lists of every Service and EndpointSlice decode with far less garbage
+	// than JSON.
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	cfg.QPS, cfg.Burst = 50, 100
 	return kubernetes.NewForConfig(cfg)
 }
@@ -287,10 +296,27 @@ func runProxy(ctx context.Context, args []string) error {
 
 	a.conntrack.Apply(ctx, exec, log)
 	health := proxy.NewProxyHealth(2 * a.syncPeriod)
+	var families []bool
+	if modeCfg.IPv4 {
+		families = append(families, false)
+	}
+	if modeCfg.IPv6 {
+		families = append(families, true)
+	}
 	p := proxy.NewProxier(proxy.Config{
 		Log: log, Provider: prov, Node: nodeInfo, MinSyncPeriod: a.minSyncPeriod, SyncPeriod: a.syncPeriod,
 		Metrics: metrics, Health: health, ServiceHealth: proxy.NewServiceHealthServer(log, health, nil),
-		Conntrack: &conntrack.Cleaner{NetNS: a.netns},
+		Conntrack: &conntrack.Cleaner{NetNS: a.netns}, Families: families,
+		AfterFirstSync: func() {
+			// The informers' initial lists and the first full sync leave
+			// the heap at its peak, most of it garbage now; Go would return
+			// it to the kernel only slowly. And the svcnet binary carries
+			// every subcommand: starting it faulted in code and data of
+			// all of them, which proxy never touches again (see
+			// pageOutExecutable).
+			debug.FreeOSMemory()
+			log.Info("first sync done; returned free heap and paged out unused parts of the executable", "bytes", pageOutExecutable())
+		},
 	})
 	errc := make(chan error, 2)
 	if a.healthzBindAddress != "" {
@@ -304,6 +330,13 @@ func runProxy(ctx context.Context, args []string) error {
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.Handle("/healthz", health)
 		mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, a.mode) })
+		if a.profiling {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 		go func() { errc <- proxy.ServeHTTPOn(ctx, a.metricsBindAddress, mux) }()
 	}
 	log.Info("starting service proxy", "mode", a.mode, "ipv4", modeCfg.IPv4, "ipv6", modeCfg.IPv6)

@@ -14,11 +14,14 @@ func TestParseProxyArgs(t *testing.T) {
 	}
 	if a.mode != "iptables" || a.minSyncPeriod != time.Second || a.syncPeriod != 30*time.Second ||
 		a.healthzBindAddress != "0.0.0.0:10256" || a.metricsBindAddress != "127.0.0.1:10249" || a.ipvsScheduler != "rr" ||
-		a.iptablesDispatch != "linear" {
+		a.iptablesDispatch != "linear" || a.profiling {
 		t.Errorf("defaults: %+v", a)
 	}
 	if a.hostnameOverride != "node-1" || len(a.clusterCIDRs) != 2 || len(a.nodePortAddresses) != 1 || !a.nodePortPrimary {
 		t.Errorf("parsed: %+v", a)
+	}
+	if a, err := parseProxyArgs([]string{"--profiling"}); err != nil || !a.profiling {
+		t.Errorf("--profiling: %v %+v", err, a)
 	}
 	for _, bad := range [][]string{{"--cluster-cidr", "10.0.0.0/33"}, {"--nodeport-addresses", "nope"}, {"--sync-period", "0s"}, {"extra"}, {"--iptables-dispatch", "bush"}} {
 		if _, err := parseProxyArgs(bad); err == nil {

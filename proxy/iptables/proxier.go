@@ -181,9 +181,9 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 		plan := BuildPlan(in)
 		if err := p.ipt.Restore(ctx, v6, plan.Data); err != nil {
 			if p.cfg.Metrics != nil {
-				p.cfg.Metrics.IPTablesRestoreFailuresTotal.Inc()
+				p.cfg.Metrics.IPTablesRestoreFailuresTotal.WithLabelValues(proxy.Family(v6)).Inc()
 				if !full {
-					p.cfg.Metrics.IPTablesPartialRestoreFails.Inc()
+					p.cfg.Metrics.IPTablesPartialRestoreFails.WithLabelValues(proxy.Family(v6)).Inc()
 				}
 			}
 			errs = append(errs, fmt.Errorf("ipv6=%v: %w", v6, err))
@@ -191,13 +191,13 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 		}
 		p.LastPlan[v6] = plan
 		if p.cfg.Metrics != nil {
-			p.cfg.Metrics.IPTablesRulesTotal.WithLabelValues("filter").Set(float64(plan.FilterRules))
-			p.cfg.Metrics.IPTablesRulesTotal.WithLabelValues("nat").Set(float64(plan.NATRules))
-			p.cfg.Metrics.IPTablesRulesLastSync.WithLabelValues("filter").Set(float64(plan.FilterRules))
-			p.cfg.Metrics.IPTablesRulesLastSync.WithLabelValues("nat").Set(float64(plan.NATRules))
+			fam := proxy.Family(v6)
+			p.cfg.Metrics.IPTablesRulesTotal.WithLabelValues("filter", fam).Set(float64(plan.FilterRules))
+			p.cfg.Metrics.IPTablesRulesTotal.WithLabelValues("nat", fam).Set(float64(plan.NATRules))
+			p.cfg.Metrics.IPTablesRulesLastSync.WithLabelValues("filter", fam).Set(float64(plan.FilterRules))
+			p.cfg.Metrics.IPTablesRulesLastSync.WithLabelValues("nat", fam).Set(float64(plan.NATRules))
 		}
-		req.Stats.NoLocalEndpointsInternal += plan.NoLocalInternal
-		req.Stats.NoLocalEndpointsExternal += plan.NoLocalExternal
+		req.Stats.AddNoLocal(v6, plan.NoLocalInternal, plan.NoLocalExternal)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("iptables sync: %w", err)

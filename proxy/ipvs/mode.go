@@ -165,8 +165,7 @@ func (m *Mode) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	for _, v6 := range m.families {
 		plan := m.PlanFor(req, v6)
 		m.report(plan.Fallbacks)
-		req.Stats.NoLocalEndpointsInternal += plan.NoLocalEndpointsInternal
-		req.Stats.NoLocalEndpointsExternal += plan.NoLocalEndpointsExternal
+		req.Stats.AddNoLocal(v6, plan.NoLocalEndpointsInternal, plan.NoLocalEndpointsExternal)
 		if err := m.applier.Apply(ctx, plan, v6); err != nil {
 			errs = append(errs, fmt.Errorf("sync ipvs (ipv6=%v): %w", v6, err))
 		}

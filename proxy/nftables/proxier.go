@@ -272,8 +272,7 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	}
 	p.known, p.staleChains, p.recreated = k, k.stale, true
 	req.Stats.Partial = req.Stats.Partial || partial
-	req.Stats.NoLocalEndpointsInternal += k.noLocalInternal
-	req.Stats.NoLocalEndpointsExternal += k.noLocalExternal
+	req.Stats.AddNoLocal(p.cfg.IPv6, k.noLocalInternal, k.noLocalExternal)
 	return nil
 }
 
