@@ -385,7 +385,7 @@ func writeAPIReport(w func(string, ...any), res *results, bins *peers, cfg *conf
 	w("- **LIST**: a full LIST of the N Services (resourceVersion unset, as a consistent read), 3 times per repetition, in protobuf and JSON.\n")
 	w("- **watch delivery**: a watch on the Services is open while %d more Services are created one at a time; from the "+
 		"start of each create call to its ADDED event; also the create call's own latency.\n\n", cfg.apiWatch)
-	w("| Services | create rate/s: kube-apiserver / svcnet | ratio | LIST protobuf ms: kube-apiserver / svcnet | ratio | LIST JSON ms: kube-apiserver / svcnet | watch delivery p50 ms | watch delivery p99 ms | one create p50 ms |\n")
+	w("| Services | create rate/s: kube-apiserver / svcnet | ratio | LIST protobuf ms: kube-apiserver / svcnet | ratio | LIST JSON ms: kube-apiserver / svcnet | watch delivery p50 ms: kube-apiserver / svcnet | watch delivery p99 ms: kube-apiserver / svcnet | one create p50 ms: kube-apiserver / svcnet |\n")
 	w("|---|---|---|---|---|---|---|---|---|\n")
 	for _, n := range cfg.apiSizes {
 		g := func(metric, impl string) stat { return stats(res.get("apicmp", n, metric, impl)) }
