@@ -5,6 +5,8 @@
 package interop
 
 import (
+	_ "go.etcd.io/etcd/server/v3/etcdmain"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	_ "k8s.io/kubernetes/cmd/kube-proxy/app"
 )
