@@ -427,6 +427,7 @@ func BuildPlan(in PlanInput) *Plan {
 		rec.chains = append(rec.chains, c)
 	}
 
+	countNC, countNR := lineBuffer{off: true}, lineBuffer{off: true}
 	for _, e := range entries {
 		svc := e.info
 		nn := svc.Name.NamespacedName
@@ -448,15 +449,13 @@ func BuildPlan(in PlanInput) *Plan {
 
 		pol := e.pol
 		bal := proxy.NewBalance(svc, Schedulers)
-		clusterEPs, localEPs, reachable, hasEndpoints := pol.Cluster, pol.Local, pol.Reachable, pol.HasEndpoints
+		reachable, hasEndpoints := pol.Reachable, pol.HasEndpoints
 		epChains := make(map[*proxy.Endpoint]string, len(reachable))
 		for _, ep := range reachable {
 			epChains[ep] = EndpointChain(svc, ep)
 		}
 		clusterChain := ClusterPolicyChain(svc)
-		usesClusterChain := pol.UsesCluster
 		localChain := LocalPolicyChain(svc)
-		usesLocalChain := pol.UsesLocal
 
 		internalChain := clusterChain
 		if pol.Internal.Local {
@@ -469,7 +468,6 @@ func BuildPlan(in PlanInput) *Plan {
 		}
 		hasExternal := pol.External.Verdict == proxy.VerdictAccept
 		extChain := ExternalChain(svc)
-		usesExtChain := pol.Externally
 		lbChain := extChain
 		fwChain := FirewallChain(svc)
 		// Without endpoints the LB IP is rejected in the filter table
@@ -570,123 +568,19 @@ func BuildPlan(in PlanInput) *Plan {
 			}
 		}
 
-		// Per-service chains: skipped in a partial plan for unchanged
-		// services (they are still counted, and still active).
+		// Per-service chains. For an unchanged Service of a partial plan
+		// nothing is written: the same writer runs over buffers that only
+		// count, so the line counts cannot drift from what is written.
 		nc, nr := &natChains, &natRules
 		if !changed {
-			// Nothing is written: record the chains as active and count
-			// the lines the chains hold, without formatting them.
-			lines := 2 * len(reachable)
-			if hasInternal && (in.MasqueradeAll || localCIDR != "") {
-				lines++
-			}
-			if usesExtChain {
-				activate(extChain)
-				if pol.MasqueradeExternal {
-					lines++
-				} else {
-					lines += 2
-					if localCIDR != "" {
-						lines++
-					}
-				}
-				if hasExternal {
-					lines++
-				}
-			}
-			if usesFW {
-				activate(fwChain)
-				lines += len(pol.SourceRanges) + 1
-				if pol.FirewallAllowsNode {
-					lines += len(svc.LoadBalancerVIPs)
-				}
-			}
-			perEP := 1
-			if svc.SessionAffinity == v1.ServiceAffinityClientIP {
-				perEP = 2
-			}
-			if usesClusterChain {
-				activate(clusterChain)
-				lines += perEP * len(clusterEPs)
-			}
-			if usesLocalChain {
-				activate(localChain)
-				lines += perEP * len(localEPs)
-			}
-			for _, ep := range reachable {
-				activate(epChains[ep])
-			}
-			rec.lines += lines
-			plan.svcLines += lines
-			continue
+			nc, nr = &countNC, &countNR
 		}
 		before := nr.lines
-		if hasInternal {
-			args := []string{"-m", "comment", "--comment", fmt.Sprintf(`"%s cluster IP"`, name),
-				"-m", proto, "-p", proto, "-d", clusterIP.String(), "--dport", port}
-			if in.MasqueradeAll {
-				nr.write(append(append([]string{"-A", internalChain}, args...), "-j", ChainMarkMasq)...)
-			} else if localCIDR != "" {
-				nr.write(append(append([]string{"-A", internalChain}, args...), "!", "-s", localCIDR, "-j", ChainMarkMasq)...)
-			}
-		}
-		if usesExtChain {
-			nc.chain(extChain)
-			activate(extChain)
-			if pol.MasqueradeExternal {
-				nr.write("-A", extChain, "-m", "comment", "--comment", fmt.Sprintf(`"masquerade traffic for %s external destinations"`, name), "-j", ChainMarkMasq)
-			} else {
-				if localCIDR != "" {
-					nr.write("-A", extChain, "-m", "comment", "--comment", fmt.Sprintf(`"pod traffic for %s external destinations"`, name),
-						"-s", localCIDR, "-j", clusterChain)
-				}
-				nr.write("-A", extChain, "-m", "comment", "--comment", fmt.Sprintf(`"masquerade LOCAL traffic for %s external destinations"`, name),
-					"-m", "addrtype", "--src-type", "LOCAL", "-j", ChainMarkMasq)
-				nr.write("-A", extChain, "-m", "comment", "--comment", fmt.Sprintf(`"route LOCAL traffic for %s external destinations"`, name),
-					"-m", "addrtype", "--src-type", "LOCAL", "-j", clusterChain)
-			}
-			if hasExternal {
-				nr.write("-A", extChain, "-j", externalPolicyChain)
-			}
-		}
-		if usesFW {
-			nc.chain(fwChain)
-			activate(fwChain)
-			args := []string{"-A", fwChain, "-m", "comment", "--comment", fmt.Sprintf(`"%s loadbalancer IP"`, name)}
-			for _, r := range pol.SourceRanges {
-				nr.write(append(append([]string{}, args...), "-s", r.String(), "-j", extChain)...)
-			}
-			if pol.FirewallAllowsNode {
-				for _, ip := range svc.LoadBalancerVIPs {
-					nr.write(append(append([]string{}, args...), "-s", ip.String(), "-j", extChain)...)
-				}
-			}
-			nr.write("-A", fwChain, "-m", "comment", "--comment", fmt.Sprintf(`"other traffic to %s will be dropped by KUBE-PROXY-FIREWALL"`, name))
-		}
-		if usesClusterChain {
-			nc.chain(clusterChain)
-			activate(clusterChain)
-			writeServiceToEndpointRules(nr, svc, bal, clusterChain, clusterEPs, epChains, plan.LargeClusterMode)
-		}
-		if usesLocalChain {
-			nc.chain(localChain)
-			activate(localChain)
-			writeServiceToEndpointRules(nr, svc, bal, localChain, localEPs, epChains, plan.LargeClusterMode)
-		}
-		for _, ep := range reachable {
-			epChain := epChains[ep]
-			nc.chain(epChain)
-			activate(epChain)
-			args := []string{"-A", epChain}
-			if !plan.LargeClusterMode {
-				args = append(args, "-m", "comment", "--comment", name)
-			}
-			nr.write(append(append([]string{}, args...), "-s", ep.IP(), "-j", ChainMarkMasq)...)
-			if svc.SessionAffinity == v1.ServiceAffinityClientIP {
-				args = append(args, "-m", "recent", "--name", epChain, "--set")
-			}
-			nr.write(append(args, "-m", proto, "-p", proto, "-j", "DNAT", "--to-destination", ep.String())...)
-		}
+		writeServiceChains(nc, nr, &serviceChains{svc: svc, pol: pol, bal: bal, name: name, proto: proto, port: port,
+			clusterIP: clusterIP, epChains: epChains, clusterChain: clusterChain, localChain: localChain,
+			internalChain: internalChain, externalPolicyChain: externalPolicyChain, extChain: extChain, fwChain: fwChain,
+			usesFW: usesFW, hasInternal: hasInternal, hasExternal: hasExternal, masqueradeAll: in.MasqueradeAll,
+			localCIDR: localCIDR, large: plan.LargeClusterMode}, activate)
 		rec.lines += nr.lines - before
 		plan.svcLines += nr.lines - before
 	}
@@ -836,6 +730,93 @@ func BuildPlan(in PlanInput) *Plan {
 		plan.NATRules += plan.tree.jumps()
 	}
 	return plan
+}
+
+// serviceChains is what writeServiceChains needs of one Service port.
+type serviceChains struct {
+	svc                                     *proxy.ServicePort
+	pol                                     *proxy.PortPolicy
+	bal                                     proxy.Balance
+	name, proto, port                       string
+	clusterIP                               netip.Addr
+	epChains                                map[*proxy.Endpoint]string
+	clusterChain, localChain, internalChain string
+	externalPolicyChain, extChain, fwChain  string
+	usesFW, hasInternal, hasExternal        bool
+	masqueradeAll, large                    bool
+	localCIDR                               string
+}
+
+// writeServiceChains writes a Service port's own nat chains (external,
+// firewall, cluster and local policy, endpoints) to nc (declarations) and
+// nr (rules), and activates each chain.
+func writeServiceChains(nc, nr *lineBuffer, c *serviceChains, activate func(string)) {
+	if c.hasInternal {
+		args := []string{"-m", "comment", "--comment", fmt.Sprintf(`"%s cluster IP"`, c.name),
+			"-m", c.proto, "-p", c.proto, "-d", c.clusterIP.String(), "--dport", c.port}
+		if c.masqueradeAll {
+			nr.write(append(append([]string{"-A", c.internalChain}, args...), "-j", ChainMarkMasq)...)
+		} else if c.localCIDR != "" {
+			nr.write(append(append([]string{"-A", c.internalChain}, args...), "!", "-s", c.localCIDR, "-j", ChainMarkMasq)...)
+		}
+	}
+	if c.pol.Externally {
+		nc.chain(c.extChain)
+		activate(c.extChain)
+		if c.pol.MasqueradeExternal {
+			nr.write("-A", c.extChain, "-m", "comment", "--comment", fmt.Sprintf(`"masquerade traffic for %s external destinations"`, c.name), "-j", ChainMarkMasq)
+		} else {
+			if c.localCIDR != "" {
+				nr.write("-A", c.extChain, "-m", "comment", "--comment", fmt.Sprintf(`"pod traffic for %s external destinations"`, c.name),
+					"-s", c.localCIDR, "-j", c.clusterChain)
+			}
+			nr.write("-A", c.extChain, "-m", "comment", "--comment", fmt.Sprintf(`"masquerade LOCAL traffic for %s external destinations"`, c.name),
+				"-m", "addrtype", "--src-type", "LOCAL", "-j", ChainMarkMasq)
+			nr.write("-A", c.extChain, "-m", "comment", "--comment", fmt.Sprintf(`"route LOCAL traffic for %s external destinations"`, c.name),
+				"-m", "addrtype", "--src-type", "LOCAL", "-j", c.clusterChain)
+		}
+		if c.hasExternal {
+			nr.write("-A", c.extChain, "-j", c.externalPolicyChain)
+		}
+	}
+	if c.usesFW {
+		nc.chain(c.fwChain)
+		activate(c.fwChain)
+		args := []string{"-A", c.fwChain, "-m", "comment", "--comment", fmt.Sprintf(`"%s loadbalancer IP"`, c.name)}
+		for _, r := range c.pol.SourceRanges {
+			nr.write(append(append([]string{}, args...), "-s", r.String(), "-j", c.extChain)...)
+		}
+		if c.pol.FirewallAllowsNode {
+			for _, ip := range c.svc.LoadBalancerVIPs {
+				nr.write(append(append([]string{}, args...), "-s", ip.String(), "-j", c.extChain)...)
+			}
+		}
+		nr.write("-A", c.fwChain, "-m", "comment", "--comment", fmt.Sprintf(`"other traffic to %s will be dropped by KUBE-PROXY-FIREWALL"`, c.name))
+	}
+	if c.pol.UsesCluster {
+		nc.chain(c.clusterChain)
+		activate(c.clusterChain)
+		writeServiceToEndpointRules(nr, c.svc, c.bal, c.clusterChain, c.pol.Cluster, c.epChains, c.large)
+	}
+	if c.pol.UsesLocal {
+		nc.chain(c.localChain)
+		activate(c.localChain)
+		writeServiceToEndpointRules(nr, c.svc, c.bal, c.localChain, c.pol.Local, c.epChains, c.large)
+	}
+	for _, ep := range c.pol.Reachable {
+		epChain := c.epChains[ep]
+		nc.chain(epChain)
+		activate(epChain)
+		args := []string{"-A", epChain}
+		if !c.large {
+			args = append(args, "-m", "comment", "--comment", c.name)
+		}
+		nr.write(append(append([]string{}, args...), "-s", ep.IP(), "-j", ChainMarkMasq)...)
+		if c.svc.SessionAffinity == v1.ServiceAffinityClientIP {
+			args = append(args, "-m", "recent", "--name", epChain, "--set")
+		}
+		nr.write(append(args, "-m", c.proto, "-p", c.proto, "-j", "DNAT", "--to-destination", ep.String())...)
+	}
 }
 
 // sortPorts sorts Service ports as proxy.SortedServicePorts does.
