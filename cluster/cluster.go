@@ -23,7 +23,9 @@
 // Everything Up creates is recorded in <data-dir>/cluster.json, so Down can
 // remove what a crashed run left behind: processes, namespaces (nodes' and
 // pods'), the bridge and its routes. Stored objects (etcd under the data dir)
-// are kept, so a second Up continues with them.
+// are kept, so a second Up continues with them. An up that dies without
+// tearing down (SIGKILL) takes its components with it (parent-death
+// signal), and its guard process runs Down for it (guard.go).
 package cluster
 
 import (
@@ -103,6 +105,9 @@ type Cluster struct {
 	fams  []familyNet
 	state State
 	procs []*exec.Cmd
+	// lock is the data dir lock (up.lock), shared with guard.
+	lock  *os.File
+	guard *guard
 	// Kubeconfig is the admin kubeconfig reaching the apiserver on the bridge.
 	Kubeconfig string
 }
@@ -145,7 +150,7 @@ func (c *Cluster) start(name string, args ...string) error {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	if err := startLocked(cmd); err != nil {
 		f.Close()
 		return fmt.Errorf("start %s: %w", name, err)
 	}
@@ -193,15 +198,23 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
+	lock, err := lockDataDir(cfg.DataDir, 60*time.Second, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
 	if err := Down(ctx, cfg.DataDir); err != nil {
 		cfg.Logger.Warn("cleaning up an earlier run", "err", err)
 	}
-	c := &Cluster{cfg: cfg, fams: fams, state: State{Bridge: cfg.Prefix + "0", NetNSPrefix: cfg.Prefix + "-", Exe: cfg.Exe, Nodes: map[string]string{}}}
+	c := &Cluster{cfg: cfg, fams: fams, lock: lock, state: State{Bridge: cfg.Prefix + "0", NetNSPrefix: cfg.Prefix + "-", Exe: cfg.Exe, Nodes: map[string]string{}}}
 	defer func() {
 		if err != nil {
 			c.Stop()
 		}
 	}()
+	// Started before anything it would have to remove (guard.go).
+	if c.guard, err = startGuard(cfg.Exe, cfg.DataDir, lock); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger
 	t0 := time.Now()
 	// Tools reach the node namespaces from this process's mount namespace
@@ -459,8 +472,14 @@ func ensureDNS(ctx context.Context, client kubernetes.Interface, cfg Config, fam
 			return fmt.Errorf("create kube-system: %w", err)
 		}
 	}
-	if _, err := client.CoreV1().Services("kube-system").Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create kube-dns Service: %w", err)
+	// Look first: a second Up on a data dir keeps the Service, and creating
+	// it again fails on its taken ClusterIP before the name is checked.
+	if _, err := client.CoreV1().Services("kube-system").Get(ctx, svc.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		if _, err := client.CoreV1().Services("kube-system").Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create kube-dns Service: %w", err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("get kube-dns Service: %w", err)
 	}
 	kubeconfig := componentKubeconfig(cfg.DataDir, "dns")
 	replicas := min(2, cfg.Nodes)
@@ -522,8 +541,9 @@ func waitDNS(ctx context.Context, client kubernetes.Interface) error {
 	return errors.New("DNS pods not Ready after 60s")
 }
 
-// Stop stops every component (node agents first, so they stop their pods)
-// and removes the namespaces, the bridge and the routes.
+// Stop stops every component (node agents first, so they stop their pods),
+// removes the namespaces, the bridge and the routes, and then dismisses the
+// guard and releases the data dir.
 func (c *Cluster) Stop() {
 	for _, p := range c.procs {
 		if p.Process != nil {
@@ -538,6 +558,14 @@ func (c *Cluster) Stop() {
 	}
 	if err := Down(context.Background(), c.cfg.DataDir); err != nil {
 		c.cfg.Logger.Warn("teardown", "err", err)
+	}
+	if c.guard != nil {
+		c.guard.release()
+		c.guard = nil
+	}
+	if c.lock != nil {
+		_ = c.lock.Close()
+		c.lock = nil
 	}
 }
 

@@ -17,6 +17,11 @@ func init() {
 		run:   runUp,
 	})
 	register(command{
+		name:  "up-guard",
+		short: "internal: removes the cluster of a `svcnet up` that died (started by up)",
+		run:   runUpGuard,
+	})
+	register(command{
 		name:  "down",
 		short: "remove what a crashed `svcnet up` left (namespaces, bridge, processes); keeps stored objects",
 		run:   runDown,
@@ -75,4 +80,13 @@ func runDown(ctx context.Context, args []string) error {
 		return err
 	}
 	return cluster.Down(ctx, abs)
+}
+
+func runUpGuard(ctx context.Context, args []string) error {
+	fs := newFlagSet("up-guard")
+	dataDir := fs.String("data-dir", "", "data dir of the `svcnet up` to guard (absolute)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return cluster.Guard(ctx, *dataDir, slog.Default())
 }
