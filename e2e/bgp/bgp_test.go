@@ -10,7 +10,6 @@
 package bgp
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -23,11 +22,11 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/svcnet/svcnet/internal/testbed"
+	"github.com/svcnet/svcnet/internal/uptest"
 )
 
 type cluster struct {
@@ -53,33 +52,9 @@ func startCluster(t *testing.T) *cluster {
 	var rb [2]byte
 	_, _ = rand.Read(rb[:])
 	c := &cluster{lab: testbed.NewNetNS(t, "bgp-lab"), dir: dir, prefix: "bgp" + hex.EncodeToString(rb[:]), bin: bin}
-	logf, err := os.Create(filepath.Join(dir, "up.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := exec.Command("ip", "netns", "exec", c.lab.Name, bin, "up", "--nodes", "3", "--data-dir", filepath.Join(dir, "data"), "--prefix", c.prefix)
-	stdout, _ := up.StdoutPipe()
-	up.Stderr = logf
-	up.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = up.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = up.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			t.Errorf("svcnet up did not stop within 30s of SIGTERM; killing it")
-			_ = up.Process.Kill()
-			<-exited
-		}
-		if out, err := exec.Command("ip", "netns", "exec", c.lab.Name, bin, "down", "--data-dir", filepath.Join(dir, "data")).CombinedOutput(); err != nil {
-			t.Errorf("svcnet down: %v\n%s", err, out)
-		}
-		logf.Close()
-		if t.Failed() {
+	up := uptest.Start(t, uptest.Options{Bin: bin, Lab: c.lab, DataDir: filepath.Join(dir, "data"), LogPath: filepath.Join(dir, "up.log"),
+		Args: []string{"--nodes", "3", "--prefix", c.prefix}, Ready: 240 * time.Second,
+		OnFailure: func() {
 			b, _ := os.ReadFile(filepath.Join(dir, "up.log"))
 			t.Logf("up.log:\n%s", b)
 			logs, _ := filepath.Glob(filepath.Join(dir, "data", "logs", "speaker-*.log"))
@@ -87,26 +62,8 @@ func startCluster(t *testing.T) *cluster {
 				b, _ := os.ReadFile(f)
 				t.Logf("%s:\n%s", filepath.Base(f), b)
 			}
-		}
-	})
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if s, ok := strings.CutPrefix(sc.Text(), "export KUBECONFIG="); ok {
-				ready <- s
-			}
-		}
-	}()
-	select {
-	case c.kc = <-ready:
-	case <-exited:
-		b, _ := os.ReadFile(filepath.Join(dir, "up.log"))
-		t.Fatalf("svcnet up exited before the cluster was ready:\n%s", b)
-	case <-time.After(240 * time.Second):
-		b, _ := os.ReadFile(filepath.Join(dir, "up.log"))
-		t.Fatalf("svcnet up printed no KUBECONFIG line within 240s:\n%s", b)
-	}
+		}})
+	c.kc = up.Kubeconfig
 	return c
 }
 

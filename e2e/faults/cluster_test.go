@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,8 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svcnet/svcnet/internal/testbed"
+	"github.com/svcnet/svcnet/internal/uptest"
 )
 
 // upCluster is one `svcnet up --nodes 3` running in its own lab network
@@ -47,54 +45,10 @@ func startUp(t *testing.T, mode string, extra ...string) *upCluster {
 	var rb [2]byte
 	_, _ = rand.Read(rb[:])
 	c := &upCluster{lab: lab, dir: t.TempDir(), prefix: "flt" + hex.EncodeToString(rb[:])}
-	logf, err := os.Create(filepath.Join(c.dir, "up.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := exec.Command("ip", append([]string{"netns", "exec", lab.Name, bin, "up", "--nodes", "3", "--proxy-mode", mode,
-		"--data-dir", c.dir, "--prefix", c.prefix}, extra...)...)
-	stdout, _ := up.StdoutPipe()
-	up.Stderr = logf
-	up.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	t.Cleanup(func() {
-		_ = up.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			t.Errorf("svcnet up did not stop within 30s of SIGTERM; killing it")
-			_ = up.Process.Kill()
-			<-exited
-		}
-		if out, err := exec.Command("ip", "netns", "exec", lab.Name, bin, "down", "--data-dir", c.dir).CombinedOutput(); err != nil {
-			t.Errorf("svcnet down: %v\n%s", err, out)
-		}
-		logf.Close()
-	})
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if s, ok := strings.CutPrefix(sc.Text(), "export KUBECONFIG="); ok {
-				ready <- s
-			}
-		}
-	}()
-	go func() { _ = up.Wait(); close(exited) }()
-	t0 := time.Now()
-	select {
-	case c.kubecfg = <-ready:
-		t.Logf("[%s] cluster ready after %v", mode, time.Since(t0).Round(time.Millisecond))
-	case <-exited:
-		log, _ := os.ReadFile(filepath.Join(c.dir, "up.log"))
-		t.Fatalf("[%s] svcnet up exited before the cluster was ready:\n%s", mode, log)
-	case <-time.After(180 * time.Second):
-		log, _ := os.ReadFile(filepath.Join(c.dir, "up.log"))
-		t.Fatalf("[%s] svcnet up printed no KUBECONFIG line within 180s:\n%s", mode, log)
-	}
+	up := uptest.Start(t, uptest.Options{Bin: bin, Lab: lab, DataDir: c.dir, LogPath: filepath.Join(c.dir, "up.log"),
+		Args:  append([]string{"--nodes", "3", "--proxy-mode", mode, "--prefix", c.prefix}, extra...),
+		Ready: 180 * time.Second, Label: "[" + mode + "]"})
+	c.kubecfg = up.Kubeconfig
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubecfg)
 	if err != nil {
 		t.Fatal(err)

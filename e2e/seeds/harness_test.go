@@ -1,7 +1,6 @@
 package seeds
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,11 +13,11 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/svcnet/svcnet/internal/testbed"
+	"github.com/svcnet/svcnet/internal/uptest"
 )
 
 // bin is the svcnet binary TestMain builds; empty when the suite cannot run.
@@ -138,69 +137,19 @@ func startClusterFamily(t *testing.T, mode, family string, n int, npAddrs string
 		// (svcnet-worker); one mode at a time then.
 		c.prefix = p
 	}
-	logf, err := os.Create(filepath.Join(c.dir, "up.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := exec.Command("ip", "netns", "exec", lab.Name, bin, "up", "--nodes", fmt.Sprint(n), "--proxy-mode", mode,
-		"--ip-family", family, "--data-dir", c.dir, "--prefix", c.prefix, "--nodeport-addresses", npAddrs)
-	stdout, _ := up.StdoutPipe()
-	up.Stderr = logf
-	// If the test binary dies without its cleanups (a -timeout panic, a
-	// signal), the cluster still goes: svcnet up tears down on SIGTERM.
-	up.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	t.Cleanup(func() {
-		_ = up.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			t.Errorf("[%s] svcnet up did not stop within 30s of SIGTERM; killing it", mode)
-			_ = up.Process.Kill()
-			<-exited
-		}
-		// Last resort for whatever a failed teardown left.
-		if out, err := exec.Command("ip", "netns", "exec", lab.Name, bin, "down", "--data-dir", c.dir).CombinedOutput(); err != nil {
-			t.Errorf("[%s] svcnet down: %v\n%s", mode, err, out)
-		}
-		logf.Close()
-	})
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "export KUBECONFIG=") {
-				ready <- strings.TrimPrefix(sc.Text(), "export KUBECONFIG=")
-			}
-		}
-	}()
-	go func() { _ = up.Wait(); close(exited) }()
-	start := time.Now()
-	select {
-	case c.kubecfg = <-ready:
-		t.Logf("[%s] cluster ready after %v", mode, time.Since(start).Round(time.Millisecond))
-	case <-exited:
-		log, _ := os.ReadFile(filepath.Join(c.dir, "up.log"))
-		t.Fatalf("[%s] svcnet up exited before the cluster was ready:\n%s", mode, log)
-	case <-time.After(120 * time.Second):
-		log, _ := os.ReadFile(filepath.Join(c.dir, "up.log"))
-		t.Fatalf("[%s] svcnet up printed no KUBECONFIG line within 120s:\n%s", mode, log)
-	}
-	pid, err := os.ReadFile(filepath.Join(c.dir, "up.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.upPID = strings.TrimSpace(string(pid))
+	up := uptest.Start(t, uptest.Options{Bin: bin, Lab: lab, DataDir: c.dir, LogPath: filepath.Join(c.dir, "up.log"),
+		Args: []string{"--nodes", fmt.Sprint(n), "--proxy-mode", mode, "--ip-family", family, "--prefix", c.prefix,
+			"--nodeport-addresses", npAddrs},
+		Ready: 120 * time.Second, Label: "[" + mode + "]"})
+	c.kubecfg = up.Kubeconfig
+	c.upPID = up.PID(t)
 
 	// A machine outside the cluster network, still inside the sandbox:
 	// 192.0.2.10 serves HTTP on port 80 (the seed's 47.93.22.98).
 	c.host = testbed.NewNetNS(t, "seeds-host")
 	testbed.Link(t, lab, "seedhost", "192.0.2.1/24", c.host, "eth0", "192.0.2.10/24")
 	c.host.MustRun("ip", "route", "add", "default", "via", "192.0.2.1")
-	err = c.host.Do(func() error {
+	err := c.host.Do(func() error {
 		ln, err := net.Listen("tcp", "192.0.2.10:80")
 		if err != nil {
 			return err
