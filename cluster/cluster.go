@@ -53,6 +53,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/svcnet/svcnet/internal/netwire"
 )
 
 // Config describes the cluster.
@@ -320,7 +322,7 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			return nil, err
 		}
 		for _, f := range fams {
-			if err := netlink.RouteReplace(&netlink.Route{Dst: ipNet(f.podCIDR(i)), Gw: f.nodeIP(i).AsSlice()}); err != nil {
+			if err := netlink.RouteReplace(&netlink.Route{Dst: netwire.IPNet(f.podCIDR(i)), Gw: f.nodeIP(i).AsSlice()}); err != nil {
 				return nil, fmt.Errorf("route %s via %s: %w", f.podCIDR(i), f.nodeIP(i), err)
 			}
 		}

@@ -5,15 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/svcnet/svcnet/internal/netwire"
 )
 
 // run runs a program and returns a wrapped error with its output on failure.
@@ -41,7 +41,7 @@ func EnsureBridge(ctx context.Context, br string, gws ...netip.Prefix) error {
 		return fmt.Errorf("bridge %s: %w", br, err)
 	}
 	for _, gw := range gws {
-		if err := netlink.AddrAdd(link, addr(gw)); err != nil && !errors.Is(err, unix.EEXIST) {
+		if err := netlink.AddrAdd(link, netwire.Addr(gw)); err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("address bridge %s: %w", br, err)
 		}
 	}
@@ -60,22 +60,6 @@ func EnsureBridge(ctx context.Context, br string, gws ...netip.Prefix) error {
 	return nil
 }
 
-// addr is p as a netlink address. IPv6 addresses skip duplicate address
-// detection (IFA_F_NODAD): the addresses are assigned by the node's IPAM,
-// and a tentative address would refuse traffic for the first second or so.
-func addr(p netip.Prefix) *netlink.Addr {
-	a := &netlink.Addr{IPNet: ipNet(p)}
-	if p.Addr().Is6() {
-		a.Flags = unix.IFA_F_NODAD
-	}
-	return a
-}
-
-// ipNet is p as the netlink library's address type.
-func ipNet(p netip.Prefix) *net.IPNet {
-	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
-}
-
 // podNet wires a pod's network namespace: veth host end on the bridge (in
 // hairpin mode), eth0 inside with the addresses ips (one per family), lo
 // up, a default route of each family via the gateway gws[i] of ips[i]. The
@@ -86,55 +70,8 @@ func podNet(ctx context.Context, nsName, hostIf, bridge string, ips []netip.Pref
 	if err := run(ctx, "ip", "netns", "add", nsName); err != nil {
 		return err
 	}
-	ns, err := netns.GetFromName(nsName)
-	if err != nil {
-		return fmt.Errorf("open netns %s: %w", nsName, err)
-	}
-	defer ns.Close()
-	br, err := netlink.LinkByName(bridge)
-	if err != nil {
-		return fmt.Errorf("bridge %s: %w", bridge, err)
-	}
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: hostIf, MasterIndex: br.Attrs().Index},
-		PeerName: "eth0", PeerNamespace: netlink.NsFd(int(ns))}
-	if err := netlink.LinkAdd(veth); err != nil {
-		return fmt.Errorf("create veth %s: %w", hostIf, err)
-	}
-	host, err := netlink.LinkByName(hostIf)
-	if err != nil {
-		return fmt.Errorf("veth %s: %w", hostIf, err)
-	}
-	if err := netlink.LinkSetUp(host); err != nil {
-		return fmt.Errorf("bring %s up: %w", hostIf, err)
-	}
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		return fmt.Errorf("netlink in %s: %w", nsName, err)
-	}
-	defer h.Close()
-	lo, err := h.LinkByName("lo")
-	if err != nil {
-		return fmt.Errorf("lo in %s: %w", nsName, err)
-	}
-	eth0, err := h.LinkByName("eth0")
-	if err != nil {
-		return fmt.Errorf("eth0 in %s: %w", nsName, err)
-	}
-	if err := h.LinkSetUp(lo); err != nil {
-		return fmt.Errorf("bring lo up in %s: %w", nsName, err)
-	}
-	for _, ip := range ips {
-		if err := h.AddrAdd(eth0, addr(ip)); err != nil {
-			return fmt.Errorf("address %s on eth0 in %s: %w", ip, nsName, err)
-		}
-	}
-	if err := h.LinkSetUp(eth0); err != nil {
-		return fmt.Errorf("bring eth0 up in %s: %w", nsName, err)
-	}
-	for _, gw := range gws {
-		if err := h.RouteAdd(&netlink.Route{LinkIndex: eth0.Attrs().Index, Gw: gw.AsSlice()}); err != nil {
-			return fmt.Errorf("default route via %s in %s: %w", gw, nsName, err)
-		}
+	if err := netwire.Wire(netwire.Attach{NetNS: nsName, HostIf: hostIf, Bridge: bridge, Addrs: ips, Gateways: gws}); err != nil {
+		return err
 	}
 	return setHairpin(hostIf)
 }
