@@ -33,14 +33,7 @@ func (in *BGPAdvertisement) DeepCopyInto(out *BGPAdvertisement) {
 }
 
 // DeepCopy returns a deep copy (nil for nil).
-func (in *BGPAdvertisement) DeepCopy() *BGPAdvertisement {
-	if in == nil {
-		return nil
-	}
-	out := new(BGPAdvertisement)
-	in.DeepCopyInto(out)
-	return out
-}
+func (in *BGPAdvertisement) DeepCopy() *BGPAdvertisement { return deepCopy(in) }
 
 // DeepCopyObject implements runtime.Object.
 func (in *BGPAdvertisement) DeepCopyObject() runtime.Object { return in.DeepCopy() }
@@ -49,23 +42,11 @@ func (in *BGPAdvertisement) DeepCopyObject() runtime.Object { return in.DeepCopy
 func (in *BGPAdvertisementList) DeepCopyInto(out *BGPAdvertisementList) {
 	*out = *in
 	in.ListMeta.DeepCopyInto(&out.ListMeta)
-	if in.Items != nil {
-		out.Items = make([]BGPAdvertisement, len(in.Items))
-		for i := range in.Items {
-			in.Items[i].DeepCopyInto(&out.Items[i])
-		}
-	}
+	out.Items = copyItems(in.Items)
 }
 
 // DeepCopy returns a deep copy (nil for nil).
-func (in *BGPAdvertisementList) DeepCopy() *BGPAdvertisementList {
-	if in == nil {
-		return nil
-	}
-	out := new(BGPAdvertisementList)
-	in.DeepCopyInto(out)
-	return out
-}
+func (in *BGPAdvertisementList) DeepCopy() *BGPAdvertisementList { return deepCopy(in) }
 
 // DeepCopyObject implements runtime.Object.
 func (in *BGPAdvertisementList) DeepCopyObject() runtime.Object { return in.DeepCopy() }
@@ -80,14 +61,7 @@ func (in *Community) DeepCopyInto(out *Community) {
 }
 
 // DeepCopy returns a deep copy (nil for nil).
-func (in *Community) DeepCopy() *Community {
-	if in == nil {
-		return nil
-	}
-	out := new(Community)
-	in.DeepCopyInto(out)
-	return out
-}
+func (in *Community) DeepCopy() *Community { return deepCopy(in) }
 
 // DeepCopyObject implements runtime.Object.
 func (in *Community) DeepCopyObject() runtime.Object { return in.DeepCopy() }
@@ -96,23 +70,11 @@ func (in *Community) DeepCopyObject() runtime.Object { return in.DeepCopy() }
 func (in *CommunityList) DeepCopyInto(out *CommunityList) {
 	*out = *in
 	in.ListMeta.DeepCopyInto(&out.ListMeta)
-	if in.Items != nil {
-		out.Items = make([]Community, len(in.Items))
-		for i := range in.Items {
-			in.Items[i].DeepCopyInto(&out.Items[i])
-		}
-	}
+	out.Items = copyItems(in.Items)
 }
 
 // DeepCopy returns a deep copy (nil for nil).
-func (in *CommunityList) DeepCopy() *CommunityList {
-	if in == nil {
-		return nil
-	}
-	out := new(CommunityList)
-	in.DeepCopyInto(out)
-	return out
-}
+func (in *CommunityList) DeepCopy() *CommunityList { return deepCopy(in) }
 
 // DeepCopyObject implements runtime.Object.
 func (in *CommunityList) DeepCopyObject() runtime.Object { return in.DeepCopy() }
@@ -127,14 +89,7 @@ func (in *ServiceL2Status) DeepCopyInto(out *ServiceL2Status) {
 }
 
 // DeepCopy returns a deep copy (nil for nil).
-func (in *ServiceL2Status) DeepCopy() *ServiceL2Status {
-	if in == nil {
-		return nil
-	}
-	out := new(ServiceL2Status)
-	in.DeepCopyInto(out)
-	return out
-}
+func (in *ServiceL2Status) DeepCopy() *ServiceL2Status { return deepCopy(in) }
 
 // DeepCopyObject implements runtime.Object.
 func (in *ServiceL2Status) DeepCopyObject() runtime.Object { return in.DeepCopy() }
@@ -143,23 +98,11 @@ func (in *ServiceL2Status) DeepCopyObject() runtime.Object { return in.DeepCopy(
 func (in *ServiceL2StatusList) DeepCopyInto(out *ServiceL2StatusList) {
 	*out = *in
 	in.ListMeta.DeepCopyInto(&out.ListMeta)
-	if in.Items != nil {
-		out.Items = make([]ServiceL2Status, len(in.Items))
-		for i := range in.Items {
-			in.Items[i].DeepCopyInto(&out.Items[i])
-		}
-	}
+	out.Items = copyItems(in.Items)
 }
 
 // DeepCopy returns a deep copy (nil for nil).
-func (in *ServiceL2StatusList) DeepCopy() *ServiceL2StatusList {
-	if in == nil {
-		return nil
-	}
-	out := new(ServiceL2StatusList)
-	in.DeepCopyInto(out)
-	return out
-}
+func (in *ServiceL2StatusList) DeepCopy() *ServiceL2StatusList { return deepCopy(in) }
 
 // DeepCopyObject implements runtime.Object.
 func (in *ServiceL2StatusList) DeepCopyObject() runtime.Object { return in.DeepCopy() }
@@ -172,14 +115,7 @@ func (in *ServiceBGPStatus) DeepCopyInto(out *ServiceBGPStatus) {
 }
 
 // DeepCopy returns a deep copy (nil for nil).
-func (in *ServiceBGPStatus) DeepCopy() *ServiceBGPStatus {
-	if in == nil {
-		return nil
-	}
-	out := new(ServiceBGPStatus)
-	in.DeepCopyInto(out)
-	return out
-}
+func (in *ServiceBGPStatus) DeepCopy() *ServiceBGPStatus { return deepCopy(in) }
 
 // DeepCopyObject implements runtime.Object.
 func (in *ServiceBGPStatus) DeepCopyObject() runtime.Object { return in.DeepCopy() }
@@ -188,23 +124,11 @@ func (in *ServiceBGPStatus) DeepCopyObject() runtime.Object { return in.DeepCopy
 func (in *ServiceBGPStatusList) DeepCopyInto(out *ServiceBGPStatusList) {
 	*out = *in
 	in.ListMeta.DeepCopyInto(&out.ListMeta)
-	if in.Items != nil {
-		out.Items = make([]ServiceBGPStatus, len(in.Items))
-		for i := range in.Items {
-			in.Items[i].DeepCopyInto(&out.Items[i])
-		}
-	}
+	out.Items = copyItems(in.Items)
 }
 
 // DeepCopy returns a deep copy (nil for nil).
-func (in *ServiceBGPStatusList) DeepCopy() *ServiceBGPStatusList {
-	if in == nil {
-		return nil
-	}
-	out := new(ServiceBGPStatusList)
-	in.DeepCopyInto(out)
-	return out
-}
+func (in *ServiceBGPStatusList) DeepCopy() *ServiceBGPStatusList { return deepCopy(in) }
 
 // DeepCopyObject implements runtime.Object.
 func (in *ServiceBGPStatusList) DeepCopyObject() runtime.Object { return in.DeepCopy() }

@@ -5,16 +5,36 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-func copySelectors(in []metav1.LabelSelector) []metav1.LabelSelector {
+// deepCopy is the DeepCopy of every kind here: nil for nil, else a new
+// value filled by the kind's DeepCopyInto.
+func deepCopy[T any, PT interface {
+	*T
+	DeepCopyInto(*T)
+}](in PT) PT {
 	if in == nil {
 		return nil
 	}
-	out := make([]metav1.LabelSelector, len(in))
+	out := PT(new(T))
+	in.DeepCopyInto(out)
+	return out
+}
+
+// copyItems deep-copies a list's items (nil stays nil).
+func copyItems[T any, PT interface {
+	*T
+	DeepCopyInto(*T)
+}](in []T) []T {
+	if in == nil {
+		return nil
+	}
+	out := make([]T, len(in))
 	for i := range in {
-		in[i].DeepCopyInto(&out[i])
+		PT(&in[i]).DeepCopyInto(&out[i])
 	}
 	return out
 }
+
+func copySelectors(in []metav1.LabelSelector) []metav1.LabelSelector { return copyItems(in) }
 
 func copyStrings(in []string) []string {
 	if in == nil {
@@ -55,14 +75,7 @@ func (in *IPAddressPool) DeepCopyInto(out *IPAddressPool) {
 }
 
 // DeepCopy returns a deep copy (nil for nil).
-func (in *IPAddressPool) DeepCopy() *IPAddressPool {
-	if in == nil {
-		return nil
-	}
-	out := new(IPAddressPool)
-	in.DeepCopyInto(out)
-	return out
-}
+func (in *IPAddressPool) DeepCopy() *IPAddressPool { return deepCopy(in) }
 
 // DeepCopyObject implements runtime.Object.
 func (in *IPAddressPool) DeepCopyObject() runtime.Object { return in.DeepCopy() }
@@ -71,23 +84,11 @@ func (in *IPAddressPool) DeepCopyObject() runtime.Object { return in.DeepCopy() 
 func (in *IPAddressPoolList) DeepCopyInto(out *IPAddressPoolList) {
 	*out = *in
 	in.ListMeta.DeepCopyInto(&out.ListMeta)
-	if in.Items != nil {
-		out.Items = make([]IPAddressPool, len(in.Items))
-		for i := range in.Items {
-			in.Items[i].DeepCopyInto(&out.Items[i])
-		}
-	}
+	out.Items = copyItems(in.Items)
 }
 
 // DeepCopy returns a deep copy (nil for nil).
-func (in *IPAddressPoolList) DeepCopy() *IPAddressPoolList {
-	if in == nil {
-		return nil
-	}
-	out := new(IPAddressPoolList)
-	in.DeepCopyInto(out)
-	return out
-}
+func (in *IPAddressPoolList) DeepCopy() *IPAddressPoolList { return deepCopy(in) }
 
 // DeepCopyObject implements runtime.Object.
 func (in *IPAddressPoolList) DeepCopyObject() runtime.Object { return in.DeepCopy() }
@@ -109,14 +110,7 @@ func (in *L2Advertisement) DeepCopyInto(out *L2Advertisement) {
 }
 
 // DeepCopy returns a deep copy (nil for nil).
-func (in *L2Advertisement) DeepCopy() *L2Advertisement {
-	if in == nil {
-		return nil
-	}
-	out := new(L2Advertisement)
-	in.DeepCopyInto(out)
-	return out
-}
+func (in *L2Advertisement) DeepCopy() *L2Advertisement { return deepCopy(in) }
 
 // DeepCopyObject implements runtime.Object.
 func (in *L2Advertisement) DeepCopyObject() runtime.Object { return in.DeepCopy() }
@@ -125,23 +119,11 @@ func (in *L2Advertisement) DeepCopyObject() runtime.Object { return in.DeepCopy(
 func (in *L2AdvertisementList) DeepCopyInto(out *L2AdvertisementList) {
 	*out = *in
 	in.ListMeta.DeepCopyInto(&out.ListMeta)
-	if in.Items != nil {
-		out.Items = make([]L2Advertisement, len(in.Items))
-		for i := range in.Items {
-			in.Items[i].DeepCopyInto(&out.Items[i])
-		}
-	}
+	out.Items = copyItems(in.Items)
 }
 
 // DeepCopy returns a deep copy (nil for nil).
-func (in *L2AdvertisementList) DeepCopy() *L2AdvertisementList {
-	if in == nil {
-		return nil
-	}
-	out := new(L2AdvertisementList)
-	in.DeepCopyInto(out)
-	return out
-}
+func (in *L2AdvertisementList) DeepCopy() *L2AdvertisementList { return deepCopy(in) }
 
 // DeepCopyObject implements runtime.Object.
 func (in *L2AdvertisementList) DeepCopyObject() runtime.Object { return in.DeepCopy() }

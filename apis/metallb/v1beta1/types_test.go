@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
@@ -79,5 +80,29 @@ func TestSchemeAndDeepCopy(t *testing.T) {
 	c.Spec.AllocateTo.Namespaces[0] = "b"
 	if !*p.Spec.AutoAssign || p.Spec.Addresses[0] != "10.0.0.0/24" || p.Spec.AllocateTo.Namespaces[0] != "a" {
 		t.Error("DeepCopy shares memory with the original")
+	}
+}
+
+// Every list kind copies its items deeply (selectors, pointers, slices), and
+// nil copies to nil.
+func TestListDeepCopy(t *testing.T) {
+	seven := int32(7)
+	l := &BGPAdvertisementList{Items: []BGPAdvertisement{{Spec: BGPAdvertisementSpec{AggregationLength: &seven,
+		Peers: []string{"p"}, NodeSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"a": "b"}}}}}}}
+	c := l.DeepCopyObject().(*BGPAdvertisementList)
+	*c.Items[0].Spec.AggregationLength = 1
+	c.Items[0].Spec.Peers[0] = "x"
+	c.Items[0].Spec.NodeSelectors[0].MatchLabels["a"] = "x"
+	if got := l.Items[0].Spec; *got.AggregationLength != 7 || got.Peers[0] != "p" || got.NodeSelectors[0].MatchLabels["a"] != "b" {
+		t.Errorf("DeepCopy shares memory with the original: %+v", got)
+	}
+	if !reflect.DeepEqual(l.DeepCopy().Items, l.Items) {
+		t.Error("a copy differs from the original")
+	}
+	if (*CommunityList)(nil).DeepCopy() != nil || (*ServiceL2Status)(nil).DeepCopy() != nil {
+		t.Error("nil did not copy to nil")
+	}
+	if c := (&ServiceBGPStatusList{}).DeepCopy(); c == nil || c.Items != nil {
+		t.Errorf("an empty list copied to %+v", c)
 	}
 }
