@@ -197,34 +197,113 @@ func (l *lineBuffer) chain(name string) { l.write(":" + name + " - [0:0]") }
 // endpoints keep the order of the EndpointsMap, so the same input always
 // yields the same bytes.
 func BuildPlan(in PlanInput) *Plan {
-	var filterChains, filterRules, natChains, natRules lineBuffer
+	p := newPlanner(in)
+	entries, numEndpoints := p.selectPorts()
+	if p.incremental && p.crossesLargeClusterThreshold(numEndpoints) {
+		// Endpoint chains lose their comments above the large-cluster
+		// threshold: crossing it rewrites everything (a full plan, which
+		// still deletes the changed Services' unused chains).
+		return BuildPlan(PlanInput{IPv6: in.IPv6, Services: in.Services, Endpoints: in.Endpoints, NodeName: in.NodeName,
+			NodeLabels: in.NodeLabels, NodeIP: in.NodeIP, LocalCIDRs: in.LocalCIDRs, MasqueradeAll: in.MasqueradeAll,
+			MasqueradeMark: in.MasqueradeMark, NodePortIPs: in.NodePortIPs, LocalhostNodePorts: in.LocalhostNodePorts,
+			ConntrackTCPLiberal: in.ConntrackTCPLiberal, Changed: in.Changed, Policy: in.Policy,
+			ExistingNATChains: in.ExistingNATChains, Dispatch: in.Dispatch, Prev: in.Prev})
+	}
+	p.recordOld()
+	if p.incremental {
+		p.takeOver(len(entries), numEndpoints)
+	} else {
+		p.startFull(len(entries), numEndpoints)
+	}
+	for _, e := range entries {
+		p.servicePort(e)
+	}
+	if p.incremental {
+		p.editTopLevel()
+	} else {
+		p.closeTopLevel()
+	}
+	p.sweep()
+	return p.finish()
+}
+
+// planner holds one BuildPlan's state: its input, the plan being built,
+// the buffers the restore payload is assembled from, and the record of the
+// Service whose port is being planned.
+type planner struct {
+	in          PlanInput
+	plan        *Plan
+	mark        string
+	tree        bool
+	incremental bool
+
+	// Rules of the top-level chains that belong to no Service.
+	headNAT, headFilter, tailNAT, tailFilter [][]string
+
+	filterChains, filterRules, natChains, natRules lineBuffer
 	// filterDelta and natDelta hold the rule-by-rule edits of the
 	// top-level chains (incremental plans); natTail the tree and the
 	// closing KUBE-SERVICES rules; natSweep the deletions of stale chains.
-	var filterDelta, natDelta, natTail, natSweep lineBuffer
-	mark := in.MasqueradeMark
-	if mark == "" {
-		mark = "0x4000"
+	filterDelta, natDelta, natTail, natSweep lineBuffer
+	// countNC and countNR only count: the per-service chains of an
+	// unchanged Service in a partial plan are written there.
+	countNC, countNR lineBuffer
+
+	localCIDR string
+	// oldRecs are the changed Services' records in the previous plan.
+	oldRecs map[types.NamespacedName]*svcRecord
+	deleted sets.Set[string]
+
+	// The Service whose port is being planned, and the rule sequence.
+	rec     *svcRecord
+	curPort proxy.ServicePortName
+	seq     int
+}
+
+// portEntry is one Service port this plan covers, with its policy.
+type portEntry struct {
+	info *proxy.ServicePort
+	pol  *proxy.PortPolicy
+}
+
+func newPlanner(in PlanInput) *planner {
+	p := &planner{in: in, mark: in.MasqueradeMark, countNC: lineBuffer{off: true}, countNR: lineBuffer{off: true},
+		oldRecs: map[types.NamespacedName]*svcRecord{}, deleted: sets.New[string]()}
+	if p.mark == "" {
+		p.mark = "0x4000"
 	}
 	dispatch := in.Dispatch
 	if dispatch == "" {
 		dispatch = DispatchLinear
 	}
-	tree := dispatch == DispatchTree
-	plan := &Plan{dispatch: dispatch}
+	p.tree = dispatch == DispatchTree
+	p.plan = &Plan{dispatch: dispatch}
+	p.fixedRules()
+	prev := in.Prev
+	p.incremental = in.Partial && prev != nil && prev.svcs != nil && prev.dispatch == dispatch && prev.fixed == p.plan.fixed
+	for _, c := range in.LocalCIDRs {
+		if c.Addr().Is6() == in.IPv6 {
+			p.localCIDR = c.String()
+			break
+		}
+	}
+	return p
+}
 
-	// Rules of the top-level chains that belong to no Service. They only
-	// depend on the configuration and the node's addresses; when they are
-	// unchanged a partial plan leaves those chains alone.
+// fixedRules computes the rules of the top-level chains that belong to no
+// Service. They only depend on the configuration and the node's
+// addresses; when they are unchanged a partial plan leaves those chains
+// alone.
+func (p *planner) fixedRules() {
+	in, mark := p.in, p.mark
 	const npComment = `"kubernetes service nodeports; NOTE: this must be the last rule in this chain"`
-	var headNAT, headFilter, tailNAT, tailFilter [][]string
-	headNAT = append(headNAT,
+	p.headNAT = append(p.headNAT,
 		[]string{"-A", ChainPostrouting, "-m", "mark", "!", "--mark", mark + "/" + mark, "-j", "RETURN"},
 		[]string{"-A", ChainPostrouting, "-j", "MARK", "--xor-mark", mark},
 		[]string{"-A", ChainPostrouting, "-m", "comment", "--comment", `"kubernetes service traffic requiring SNAT"`, "-j", "MASQUERADE", "--random-fully"},
 		[]string{"-A", ChainMarkMasq, "-j", "MARK", "--or-mark", mark})
 	if !in.IPv6 && in.LocalhostNodePorts {
-		headFilter = append(headFilter, []string{"-A", ChainKubeletFirewall, "-m", "comment", "--comment", `"block incoming localnet connections"`,
+		p.headFilter = append(p.headFilter, []string{"-A", ChainKubeletFirewall, "-m", "comment", "--comment", `"block incoming localnet connections"`,
 			"-d", "127.0.0.0/8", "!", "-s", "127.0.0.0/8", "-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED,DNAT", "-j", "DROP"})
 	}
 	// NodePorts: the last rule of KUBE-SERVICES.
@@ -235,7 +314,7 @@ func BuildPlan(in PlanInput) *Plan {
 		} else if !in.LocalhostNodePorts {
 			dst = append(dst, "!", "-d", "127.0.0.0/8")
 		}
-		tailNAT = append(tailNAT, append(append([]string{"-A", ChainServices, "-m", "comment", "--comment", npComment}, dst...), "-j", ChainNodePorts))
+		p.tailNAT = append(p.tailNAT, append(append([]string{"-A", ChainServices, "-m", "comment", "--comment", npComment}, dst...), "-j", ChainNodePorts))
 	} else {
 		for _, ip := range in.NodePortIPs {
 			if ip.Is6() != in.IPv6 {
@@ -244,34 +323,44 @@ func BuildPlan(in PlanInput) *Plan {
 			if ip.IsLoopback() && (in.IPv6 || !in.LocalhostNodePorts) {
 				continue
 			}
-			tailNAT = append(tailNAT, []string{"-A", ChainServices, "-m", "comment", "--comment", npComment, "-d", ip.String(), "-j", ChainNodePorts})
+			p.tailNAT = append(p.tailNAT, []string{"-A", ChainServices, "-m", "comment", "--comment", npComment, "-d", ip.String(), "-j", ChainNodePorts})
 		}
 	}
 	if !in.ConntrackTCPLiberal {
-		tailFilter = append(tailFilter, []string{"-A", ChainForward, "-m", "conntrack", "--ctstate", "INVALID", "-j", "DROP"})
+		p.tailFilter = append(p.tailFilter, []string{"-A", ChainForward, "-m", "conntrack", "--ctstate", "INVALID", "-j", "DROP"})
 	}
-	tailFilter = append(tailFilter,
+	p.tailFilter = append(p.tailFilter,
 		[]string{"-A", ChainForward, "-m", "comment", "--comment", `"kubernetes forwarding rules"`,
 			"-m", "mark", "--mark", mark + "/" + mark, "-j", "ACCEPT"},
 		[]string{"-A", ChainForward, "-m", "comment", "--comment", `"kubernetes forwarding conntrack rule"`,
 			"-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT"})
 	var fixed strings.Builder
-	for _, g := range [][][]string{headNAT, headFilter, tailNAT, tailFilter} {
+	for _, g := range [][][]string{p.headNAT, p.headFilter, p.tailNAT, p.tailFilter} {
 		for _, r := range g {
 			fixed.WriteString(strings.Join(r, " "))
 			fixed.WriteByte('\n')
 		}
 		fixed.WriteByte('\n')
 	}
-	plan.fixed = fixed.String()
+	p.plan.fixed = fixed.String()
+}
 
-	// Select this family's share of the model: the policy of each port
-	// (which endpoints, which verdicts) comes from the proxy core. An
-	// incremental plan only looks at the ports of changed Services.
-	type svcEntry struct {
-		info *proxy.ServicePort
-		pol  *proxy.PortPolicy
+// countEndpoints counts the port's endpoints of this plan's family.
+func (p *planner) countEndpoints(name proxy.ServicePortName) int {
+	n := 0
+	for _, ep := range p.in.Endpoints[name] {
+		if ep.Addr.Is6() == p.in.IPv6 {
+			n++
+		}
 	}
+	return n
+}
+
+// selectPorts selects this family's share of the model: the policy of each
+// port (which endpoints, which verdicts) comes from the proxy core. An
+// incremental plan only looks at the ports of changed Services.
+func (p *planner) selectPorts() ([]portEntry, int) {
+	in := p.in
 	policy := in.Policy
 	if policy == nil {
 		node := proxy.PolicyNode{Name: in.NodeName, Labels: in.NodeLabels, IP: in.NodeIP}
@@ -279,19 +368,8 @@ func BuildPlan(in PlanInput) *Plan {
 			return proxy.NewPortPolicy(in.Services[name], in.Endpoints[name], node, ipv6)
 		}
 	}
-	countEndpoints := func(name proxy.ServicePortName) int {
-		n := 0
-		for _, ep := range in.Endpoints[name] {
-			if ep.Addr.Is6() == in.IPv6 {
-				n++
-			}
-		}
-		return n
-	}
-	prev := in.Prev
-	incremental := in.Partial && prev != nil && prev.svcs != nil && prev.dispatch == dispatch && prev.fixed == plan.fixed
 	var names []proxy.ServicePortName
-	if incremental {
+	if p.incremental {
 		for name := range in.Services {
 			if in.Changed.Has(name.NamespacedName) {
 				names = append(names, name)
@@ -301,428 +379,425 @@ func BuildPlan(in PlanInput) *Plan {
 	} else {
 		names = proxy.SortedServicePorts(in.Services)
 	}
-	var entries []svcEntry
+	var entries []portEntry
 	numEndpoints := 0
 	for _, name := range names {
 		pol := policy(name, in.IPv6)
 		if pol == nil {
 			continue
 		}
-		entries = append(entries, svcEntry{pol.Port, pol})
-		numEndpoints += countEndpoints(name)
+		entries = append(entries, portEntry{pol.Port, pol})
+		numEndpoints += p.countEndpoints(name)
 	}
-	if incremental {
-		// Endpoint chains lose their comments above the large-cluster
-		// threshold: crossing it rewrites everything.
-		n := prev.NumEndpoints + numEndpoints
-		for nn := range in.Changed {
+	return entries, numEndpoints
+}
+
+// crossesLargeClusterThreshold reports whether an incremental plan with
+// numEndpoints for the changed Services would move the cluster across the
+// large-cluster threshold.
+func (p *planner) crossesLargeClusterThreshold(numEndpoints int) bool {
+	prev := p.in.Prev
+	n := prev.NumEndpoints + numEndpoints
+	for nn := range p.in.Changed {
+		if r := prev.svcs[nn]; r != nil {
+			n -= r.endpoints
+		}
+	}
+	return (n > largeClusterEndpointsThreshold) != prev.LargeClusterMode
+}
+
+// recordOld keeps the changed Services' records of the previous plan.
+func (p *planner) recordOld() {
+	if prev := p.in.Prev; prev != nil && prev.svcs != nil {
+		for nn := range p.in.Changed {
 			if r := prev.svcs[nn]; r != nil {
-				n -= r.endpoints
-			}
-		}
-		if (n > largeClusterEndpointsThreshold) != prev.LargeClusterMode {
-			// A full plan (which still deletes the changed Services'
-			// unused chains).
-			return BuildPlan(PlanInput{IPv6: in.IPv6, Services: in.Services, Endpoints: in.Endpoints, NodeName: in.NodeName,
-				NodeLabels: in.NodeLabels, NodeIP: in.NodeIP, LocalCIDRs: in.LocalCIDRs, MasqueradeAll: in.MasqueradeAll,
-				MasqueradeMark: in.MasqueradeMark, NodePortIPs: in.NodePortIPs, LocalhostNodePorts: in.LocalhostNodePorts,
-				ConntrackTCPLiberal: in.ConntrackTCPLiberal, Changed: in.Changed, Policy: in.Policy,
-				ExistingNATChains: in.ExistingNATChains, Dispatch: in.Dispatch, Prev: prev})
-		}
-	}
-
-	// Records of the Services before this plan (for partial plans), and
-	// the starting point of this one.
-	oldRecs := map[types.NamespacedName]*svcRecord{}
-	if prev != nil && prev.svcs != nil {
-		for nn := range in.Changed {
-			if r := prev.svcs[nn]; r != nil {
-				oldRecs[nn] = r
+				p.oldRecs[nn] = r
 			}
 		}
 	}
-	if incremental {
-		plan.Incremental = true
-		// Take over the previous plan's state; remove what the changed
-		// Services held (they are planned again below).
-		plan.svcs, plan.ActiveNATChains, plan.tree = prev.svcs, prev.ActiveNATChains, prev.tree
-		prev.svcs, prev.ActiveNATChains, prev.tree = nil, nil, nil
-		plan.NumServices, plan.NumEndpoints = prev.NumServices, prev.NumEndpoints
-		plan.NoLocalInternal, plan.NoLocalExternal = prev.NoLocalInternal, prev.NoLocalExternal
-		plan.natTop, plan.filterTop, plan.svcLines = prev.natTop, prev.filterTop, prev.svcLines
-		plan.LargeClusterMode = prev.LargeClusterMode
-		for nn, r := range oldRecs {
-			delete(plan.svcs, nn)
-			plan.NumServices -= r.ports
-			plan.NumEndpoints -= r.endpoints
-			plan.NoLocalInternal -= r.noLocalInt
-			plan.NoLocalExternal -= r.noLocalExt
-			plan.svcLines -= r.lines
-			for _, c := range r.chains {
-				plan.ActiveNATChains.Delete(c)
-			}
-			for _, t := range r.top {
-				if t.nat {
-					plan.natTop--
-				} else {
-					plan.filterTop--
-				}
-			}
-		}
-		plan.NumServices += len(entries)
-		plan.NumEndpoints += numEndpoints
-	} else {
-		plan.svcs = map[types.NamespacedName]*svcRecord{}
-		plan.ActiveNATChains = sets.New[string]()
-		plan.NumServices, plan.NumEndpoints = len(entries), numEndpoints
-		plan.LargeClusterMode = plan.NumEndpoints > largeClusterEndpointsThreshold
-		if tree {
-			plan.tree = newDispatchTree(in.IPv6)
-		}
-		for _, c := range []string{ChainServices, ChainExternalServices, ChainForward, ChainNodePorts, ChainProxyFirewall} {
-			filterChains.chain(c)
-		}
-		for _, c := range []string{ChainServices, ChainNodePorts, ChainPostrouting, ChainMarkMasq} {
-			natChains.chain(c)
-		}
-		for _, r := range headNAT {
-			natRules.write(r...)
-		}
-		if len(headFilter) > 0 {
-			filterChains.chain(ChainKubeletFirewall)
-			for _, r := range headFilter {
-				filterRules.write(r...)
-			}
-		}
-		plan.natTop = len(headNAT) + len(tailNAT)
-		plan.filterTop = len(headFilter) + len(tailFilter)
-		// Size the buffers once: roughly 160 bytes per nat line, about 4
-		// lines per endpoint and 3 per service.
-		if !in.Partial {
-			natRules.b.Grow(160 * (4*plan.NumEndpoints + 3*plan.NumServices))
-			natChains.b.Grow(40 * (plan.NumEndpoints + 2*plan.NumServices))
-			filterRules.b.Grow(200 * plan.NumServices / 4)
-		}
-	}
+}
 
-	var localCIDR string
-	for _, c := range in.LocalCIDRs {
-		if c.Addr().Is6() == in.IPv6 {
-			localCIDR = c.String()
-			break
+// takeOver starts an incremental plan from the previous plan's state,
+// minus what the changed Services held (they are planned again).
+func (p *planner) takeOver(numPorts, numEndpoints int) {
+	plan, prev := p.plan, p.in.Prev
+	plan.Incremental = true
+	plan.svcs, plan.ActiveNATChains, plan.tree = prev.svcs, prev.ActiveNATChains, prev.tree
+	prev.svcs, prev.ActiveNATChains, prev.tree = nil, nil, nil
+	plan.NumServices, plan.NumEndpoints = prev.NumServices, prev.NumEndpoints
+	plan.NoLocalInternal, plan.NoLocalExternal = prev.NoLocalInternal, prev.NoLocalExternal
+	plan.natTop, plan.filterTop, plan.svcLines = prev.natTop, prev.filterTop, prev.svcLines
+	plan.LargeClusterMode = prev.LargeClusterMode
+	for nn, r := range p.oldRecs {
+		delete(plan.svcs, nn)
+		plan.NumServices -= r.ports
+		plan.NumEndpoints -= r.endpoints
+		plan.NoLocalInternal -= r.noLocalInt
+		plan.NoLocalExternal -= r.noLocalExt
+		plan.svcLines -= r.lines
+		for _, c := range r.chains {
+			plan.ActiveNATChains.Delete(c)
 		}
-	}
-
-	// The record of the Service whose port is being planned, and the
-	// helpers that fill it.
-	var rec *svcRecord
-	var curPort proxy.ServicePortName
-	seq := 0
-	top := func(nat bool, chain string, dst netip.Addr, words ...string) {
-		rec.top = append(rec.top, topRule{nat: nat, chain: chain, dst: dst, args: strings.Join(words, " "), port: curPort, seq: seq})
-		seq++
-	}
-	activate := func(c string) {
-		plan.ActiveNATChains.Insert(c)
-		rec.chains = append(rec.chains, c)
-	}
-
-	countNC, countNR := lineBuffer{off: true}, lineBuffer{off: true}
-	for _, e := range entries {
-		svc := e.info
-		nn := svc.Name.NamespacedName
-		changed := !in.Partial || in.Changed.Has(nn)
-		rec = plan.svcs[nn]
-		if rec == nil {
-			rec = &svcRecord{}
-			plan.svcs[nn] = rec
-		}
-		rec.ports++
-		rec.endpoints += countEndpoints(svc.Name)
-		curPort, seq = svc.Name, 0
-		firstTop := len(rec.top)
-
-		proto := strings.ToLower(string(svc.Protocol))
-		name := svc.Name.String()
-		port := strconv.Itoa(svc.Port)
-		clusterIP := svc.ClusterIP()
-
-		pol := e.pol
-		bal := proxy.NewBalance(svc, Schedulers)
-		reachable, hasEndpoints := pol.Reachable, pol.HasEndpoints
-		epChains := make(map[*proxy.Endpoint]string, len(reachable))
-		for _, ep := range reachable {
-			epChains[ep] = EndpointChain(svc, ep)
-		}
-		clusterChain := ClusterPolicyChain(svc)
-		localChain := LocalPolicyChain(svc)
-
-		internalChain := clusterChain
-		if pol.Internal.Local {
-			internalChain = localChain
-		}
-		hasInternal := pol.Internal.Verdict == proxy.VerdictAccept
-		externalPolicyChain := clusterChain
-		if pol.External.Local {
-			externalPolicyChain = localChain
-		}
-		hasExternal := pol.External.Verdict == proxy.VerdictAccept
-		extChain := ExternalChain(svc)
-		lbChain := extChain
-		fwChain := FirewallChain(svc)
-		// Without endpoints the LB IP is rejected in the filter table
-		// before any firewall chain would be reached (kube-proxy's
-		// iptables layout writes none).
-		usesFW := pol.Firewall && hasEndpoints
-		if usesFW {
-			lbChain = fwChain
-		}
-
-		var intTarget, intComment, extTarget, extComment string
-		if !hasEndpoints {
-			intTarget, intComment = "REJECT", fmt.Sprintf(`"%s has no endpoints"`, name)
-			extTarget, extComment = intTarget, intComment
-		} else {
-			if !hasInternal {
-				intTarget, intComment = "DROP", fmt.Sprintf(`"%s has no local endpoints"`, name)
-				rec.noLocalInt++
-				plan.NoLocalInternal++
-			}
-			if !hasExternal {
-				extTarget, extComment = "DROP", fmt.Sprintf(`"%s has no local endpoints"`, name)
-				rec.noLocalExt++
-				plan.NoLocalExternal++
-			}
-		}
-
-		// The Service's rules in the top-level chains.
-		// Cluster IP.
-		if hasInternal {
-			top(true, ChainServices, clusterIP, "-m", "comment", "--comment", fmt.Sprintf(`"%s cluster IP"`, name),
-				"-m", proto, "-p", proto, "-d", clusterIP.String(), "--dport", port, "-j", internalChain)
-		} else {
-			top(false, ChainServices, clusterIP, "-m", "comment", "--comment", intComment,
-				"-m", proto, "-p", proto, "-d", clusterIP.String(), "--dport", port, "-j", intTarget)
-		}
-		// External IPs.
-		for _, ip := range svc.ExternalIPs {
-			if hasEndpoints {
-				top(true, ChainServices, ip, "-m", "comment", "--comment", fmt.Sprintf(`"%s external IP"`, name),
-					"-m", proto, "-p", proto, "-d", ip.String(), "--dport", port, "-j", extChain)
-			}
-			if !hasExternal {
-				top(false, ChainExternalServices, ip, "-m", "comment", "--comment", extComment,
-					"-m", proto, "-p", proto, "-d", ip.String(), "--dport", port, "-j", extTarget)
-			}
-		}
-		// Load-balancer ingress IPs.
-		for _, ip := range svc.LoadBalancerVIPs {
-			if hasEndpoints {
-				top(true, ChainServices, ip, "-m", "comment", "--comment", fmt.Sprintf(`"%s loadbalancer IP"`, name),
-					"-m", proto, "-p", proto, "-d", ip.String(), "--dport", port, "-j", lbChain)
-			}
-			if usesFW {
-				top(false, ChainProxyFirewall, ip, "-m", "comment", "--comment", fmt.Sprintf(`"%s traffic not accepted by %s"`, name, fwChain),
-					"-m", proto, "-p", proto, "-d", ip.String(), "--dport", port, "-j", "DROP")
-			}
-		}
-		if !hasExternal {
-			for _, ip := range svc.LoadBalancerVIPs {
-				top(false, ChainExternalServices, ip, "-m", "comment", "--comment", extComment,
-					"-m", proto, "-p", proto, "-d", ip.String(), "--dport", port, "-j", extTarget)
-			}
-		}
-		// NodePort.
-		if svc.NodePort != 0 {
-			np := strconv.Itoa(svc.NodePort)
-			if hasEndpoints {
-				top(true, ChainNodePorts, netip.Addr{}, "-m", "comment", "--comment", name,
-					"-m", proto, "-p", proto, "--dport", np, "-j", extChain)
-			}
-			if !hasExternal {
-				top(false, ChainExternalServices, netip.Addr{}, "-m", "comment", "--comment", extComment,
-					"-m", "addrtype", "--dst-type", "LOCAL", "-m", proto, "-p", proto, "--dport", np, "-j", extTarget)
-			}
-		}
-		// Health check node port.
-		if svc.HealthCheckNodePort != 0 {
-			top(false, ChainNodePorts, netip.Addr{}, "-m", "comment", "--comment", fmt.Sprintf(`"%s health check node port"`, name),
-				"-m", "tcp", "-p", "tcp", "--dport", strconv.Itoa(svc.HealthCheckNodePort), "-j", "ACCEPT")
-		}
-		for _, r := range rec.top[firstTop:] {
-			if r.nat {
-				plan.natTop++
+		for _, t := range r.top {
+			if t.nat {
+				plan.natTop--
 			} else {
-				plan.filterTop++
-			}
-			if incremental {
-				continue // edited after the loop
-			}
-			switch {
-			case r.dispatched(tree):
-				plan.tree.add(r)
-			case r.nat:
-				natRules.write("-A", r.chain, r.args)
-			default:
-				filterRules.write("-A", r.chain, r.args)
+				plan.filterTop--
 			}
 		}
+	}
+	plan.NumServices += numPorts
+	plan.NumEndpoints += numEndpoints
+}
 
-		// Per-service chains. For an unchanged Service of a partial plan
-		// nothing is written: the same writer runs over buffers that only
-		// count, so the line counts cannot drift from what is written.
-		nc, nr := &natChains, &natRules
-		if !changed {
-			nc, nr = &countNC, &countNR
+// startFull starts a full plan: the top-level chains and their fixed head
+// rules.
+func (p *planner) startFull(numPorts, numEndpoints int) {
+	plan := p.plan
+	plan.svcs = map[types.NamespacedName]*svcRecord{}
+	plan.ActiveNATChains = sets.New[string]()
+	plan.NumServices, plan.NumEndpoints = numPorts, numEndpoints
+	plan.LargeClusterMode = plan.NumEndpoints > largeClusterEndpointsThreshold
+	if p.tree {
+		plan.tree = newDispatchTree(p.in.IPv6)
+	}
+	for _, c := range []string{ChainServices, ChainExternalServices, ChainForward, ChainNodePorts, ChainProxyFirewall} {
+		p.filterChains.chain(c)
+	}
+	for _, c := range []string{ChainServices, ChainNodePorts, ChainPostrouting, ChainMarkMasq} {
+		p.natChains.chain(c)
+	}
+	for _, r := range p.headNAT {
+		p.natRules.write(r...)
+	}
+	if len(p.headFilter) > 0 {
+		p.filterChains.chain(ChainKubeletFirewall)
+		for _, r := range p.headFilter {
+			p.filterRules.write(r...)
 		}
-		before := nr.lines
-		writeServiceChains(nc, nr, &serviceChains{svc: svc, pol: pol, bal: bal, name: name, proto: proto, port: port,
-			clusterIP: clusterIP, epChains: epChains, clusterChain: clusterChain, localChain: localChain,
-			internalChain: internalChain, externalPolicyChain: externalPolicyChain, extChain: extChain, fwChain: fwChain,
-			usesFW: usesFW, hasInternal: hasInternal, hasExternal: hasExternal, masqueradeAll: in.MasqueradeAll,
-			localCIDR: localCIDR, large: plan.LargeClusterMode}, activate)
-		rec.lines += nr.lines - before
-		plan.svcLines += nr.lines - before
+	}
+	plan.natTop = len(p.headNAT) + len(p.tailNAT)
+	plan.filterTop = len(p.headFilter) + len(p.tailFilter)
+	// Size the buffers once: roughly 160 bytes per nat line, about 4
+	// lines per endpoint and 3 per service.
+	if !p.in.Partial {
+		p.natRules.b.Grow(160 * (4*plan.NumEndpoints + 3*plan.NumServices))
+		p.natChains.b.Grow(40 * (plan.NumEndpoints + 2*plan.NumServices))
+		p.filterRules.b.Grow(200 * plan.NumServices / 4)
+	}
+}
+
+// top records one of the current port's rules in a top-level chain.
+func (p *planner) top(nat bool, chain string, dst netip.Addr, words ...string) {
+	p.rec.top = append(p.rec.top, topRule{nat: nat, chain: chain, dst: dst, args: strings.Join(words, " "), port: p.curPort, seq: p.seq})
+	p.seq++
+}
+
+// activate records a per-service chain of the current Service.
+func (p *planner) activate(c string) {
+	p.plan.ActiveNATChains.Insert(c)
+	p.rec.chains = append(p.rec.chains, c)
+}
+
+// servicePort plans one Service port: its rules in the top-level chains
+// and its own chains.
+func (p *planner) servicePort(e portEntry) {
+	svc, pol, plan := e.info, e.pol, p.plan
+	nn := svc.Name.NamespacedName
+	changed := !p.in.Partial || p.in.Changed.Has(nn)
+	p.rec = plan.svcs[nn]
+	if p.rec == nil {
+		p.rec = &svcRecord{}
+		plan.svcs[nn] = p.rec
+	}
+	p.rec.ports++
+	p.rec.endpoints += p.countEndpoints(svc.Name)
+	p.curPort, p.seq = svc.Name, 0
+	firstTop := len(p.rec.top)
+
+	sc := &serviceChains{svc: svc, pol: pol, bal: proxy.NewBalance(svc, Schedulers), name: svc.Name.String(),
+		proto: strings.ToLower(string(svc.Protocol)), port: strconv.Itoa(svc.Port), clusterIP: svc.ClusterIP(),
+		epChains: make(map[*proxy.Endpoint]string, len(pol.Reachable)), clusterChain: ClusterPolicyChain(svc),
+		localChain: LocalPolicyChain(svc), extChain: ExternalChain(svc), fwChain: FirewallChain(svc),
+		hasInternal: pol.Internal.Verdict == proxy.VerdictAccept, hasExternal: pol.External.Verdict == proxy.VerdictAccept,
+		masqueradeAll: p.in.MasqueradeAll, localCIDR: p.localCIDR, large: plan.LargeClusterMode}
+	for _, ep := range pol.Reachable {
+		sc.epChains[ep] = EndpointChain(svc, ep)
+	}
+	sc.internalChain, sc.externalPolicyChain = sc.clusterChain, sc.clusterChain
+	if pol.Internal.Local {
+		sc.internalChain = sc.localChain
+	}
+	if pol.External.Local {
+		sc.externalPolicyChain = sc.localChain
+	}
+	// Without endpoints the LB IP is rejected in the filter table before
+	// any firewall chain would be reached (kube-proxy's iptables layout
+	// writes none).
+	sc.usesFW = pol.Firewall && pol.HasEndpoints
+	p.topRules(sc)
+	for _, r := range p.rec.top[firstTop:] {
+		if r.nat {
+			plan.natTop++
+		} else {
+			plan.filterTop++
+		}
+		if p.incremental {
+			continue // edited after all ports are planned
+		}
+		switch {
+		case r.dispatched(p.tree):
+			plan.tree.add(r)
+		case r.nat:
+			p.natRules.write("-A", r.chain, r.args)
+		default:
+			p.filterRules.write("-A", r.chain, r.args)
+		}
 	}
 
-	deleted := sets.New[string]()
-	deleteChain := func(c string) {
-		if deleted.Has(c) {
-			return
-		}
-		deleted.Insert(c)
-		natChains.chain(c)
-		natSweep.write("-X", c)
-		plan.DeletedChains++
+	// Per-service chains. For an unchanged Service of a partial plan
+	// nothing is written: the same writer runs over buffers that only
+	// count, so the line counts cannot drift from what is written.
+	nc, nr := &p.natChains, &p.natRules
+	if !changed {
+		nc, nr = &p.countNC, &p.countNR
 	}
-	if incremental {
-		// Edit the changed Services' rules in place: delete the old ones
-		// by their exact text, add the new ones. In KUBE-SERVICES they go
-		// to the top, ahead of the closing KUBE-NODEPORTS jump.
-		changedNames := in.Changed.UnsortedList()
-		slices.SortFunc(changedNames, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
-		var dirty []netip.Addr // tree leaves to rewrite
-		var regroup []func()   // moves of changed rules in the tree
-		for _, nn := range changedNames {
-			var old, cur []topRule
-			if r := oldRecs[nn]; r != nil {
-				old = r.top
-			}
-			if r := plan.svcs[nn]; r != nil {
-				cur = r.top
-			}
-			if slices.EqualFunc(old, cur, topRule.same) {
-				continue // the kernel (and the tree) already hold them
-			}
-			for _, r := range old {
-				switch {
-				case r.dispatched(tree):
-					dirty = append(dirty, r.dst)
-				case r.nat:
-					natDelta.write("-D", r.chain, r.args)
-				default:
-					filterDelta.write("-D", r.chain, r.args)
-				}
-			}
-			if tree {
-				regroup = append(regroup, func() {
-					plan.tree.remove(nn, old)
-					for _, r := range cur {
-						if r.dispatched(tree) {
-							plan.tree.add(r)
-						}
-					}
-				})
-			}
-			for i := len(cur) - 1; i >= 0; i-- {
-				r := cur[i]
-				switch {
-				case r.dispatched(tree):
-					dirty = append(dirty, r.dst)
-				case r.nat && r.chain == ChainServices:
-					natDelta.write("-I", r.chain, "1", r.args)
-				case r.nat:
-					natDelta.write("-A", r.chain, r.args)
-				default:
-					filterDelta.write("-A", r.chain, r.args)
-				}
-			}
-		}
-		if tree && len(dirty) > 0 {
-			// Rewrite KUBE-SERVICES (one jump per branch) and the
-			// branches and leaves that hold a changed address.
-			natChains.chain(ChainServices)
-			before := plan.tree.chainsOf(dirty)
-			for _, f := range regroup {
-				f()
-			}
-			plan.tree.write(&natChains, &natTail, dirty)
-			for _, r := range tailNAT {
-				natTail.write(r...)
-			}
-			after := plan.tree.chainsOf(dirty)
-			for c := range before {
-				if !after.Has(c) {
-					plan.ActiveNATChains.Delete(c)
-				}
-			}
-			plan.ActiveNATChains = plan.ActiveNATChains.Union(after)
-			for c := range before {
-				if !after.Has(c) && !plan.LargeClusterMode {
-					deleteChain(c)
-				}
-			}
-		}
+	before := nr.lines
+	writeServiceChains(nc, nr, sc, p.activate)
+	p.rec.lines += nr.lines - before
+	plan.svcLines += nr.lines - before
+}
+
+// topRules records the port's rules in the top-level chains: cluster IP,
+// external IPs, load-balancer IPs, NodePort and health check node port,
+// with the REJECT/DROP verdicts when there are no (local) endpoints.
+func (p *planner) topRules(sc *serviceChains) {
+	svc, name, proto, port := sc.svc, sc.name, sc.proto, sc.port
+	hasEndpoints := sc.pol.HasEndpoints
+	lbChain := sc.extChain
+	if sc.usesFW {
+		lbChain = sc.fwChain
+	}
+	var intTarget, intComment, extTarget, extComment string
+	if !hasEndpoints {
+		intTarget, intComment = "REJECT", fmt.Sprintf(`"%s has no endpoints"`, name)
+		extTarget, extComment = intTarget, intComment
 	} else {
-		if tree {
-			plan.tree.write(&natChains, &natTail, nil)
-			for c := range plan.tree.chainsOf(nil) {
-				plan.ActiveNATChains.Insert(c)
-			}
+		if !sc.hasInternal {
+			intTarget, intComment = "DROP", fmt.Sprintf(`"%s has no local endpoints"`, name)
+			p.rec.noLocalInt++
+			p.plan.NoLocalInternal++
 		}
-		for _, r := range tailNAT {
-			natTail.write(r...)
-		}
-		for _, r := range tailFilter {
-			filterRules.write(r...)
+		if !sc.hasExternal {
+			extTarget, extComment = "DROP", fmt.Sprintf(`"%s has no local endpoints"`, name)
+			p.rec.noLocalExt++
+			p.plan.NoLocalExternal++
 		}
 	}
+	match := func(ip netip.Addr) []string {
+		return []string{"-m", proto, "-p", proto, "-d", ip.String(), "--dport", port}
+	}
+	if sc.hasInternal {
+		p.top(true, ChainServices, sc.clusterIP, append(append([]string{"-m", "comment", "--comment", fmt.Sprintf(`"%s cluster IP"`, name)},
+			match(sc.clusterIP)...), "-j", sc.internalChain)...)
+	} else {
+		p.top(false, ChainServices, sc.clusterIP, append(append([]string{"-m", "comment", "--comment", intComment},
+			match(sc.clusterIP)...), "-j", intTarget)...)
+	}
+	for _, ip := range svc.ExternalIPs {
+		if hasEndpoints {
+			p.top(true, ChainServices, ip, append(append([]string{"-m", "comment", "--comment", fmt.Sprintf(`"%s external IP"`, name)},
+				match(ip)...), "-j", sc.extChain)...)
+		}
+		if !sc.hasExternal {
+			p.top(false, ChainExternalServices, ip, append(append([]string{"-m", "comment", "--comment", extComment}, match(ip)...), "-j", extTarget)...)
+		}
+	}
+	for _, ip := range svc.LoadBalancerVIPs {
+		if hasEndpoints {
+			p.top(true, ChainServices, ip, append(append([]string{"-m", "comment", "--comment", fmt.Sprintf(`"%s loadbalancer IP"`, name)},
+				match(ip)...), "-j", lbChain)...)
+		}
+		if sc.usesFW {
+			p.top(false, ChainProxyFirewall, ip, append(append([]string{"-m", "comment", "--comment",
+				fmt.Sprintf(`"%s traffic not accepted by %s"`, name, sc.fwChain)}, match(ip)...), "-j", "DROP")...)
+		}
+	}
+	if !sc.hasExternal {
+		for _, ip := range svc.LoadBalancerVIPs {
+			p.top(false, ChainExternalServices, ip, append(append([]string{"-m", "comment", "--comment", extComment}, match(ip)...), "-j", extTarget)...)
+		}
+	}
+	if svc.NodePort != 0 {
+		np := strconv.Itoa(svc.NodePort)
+		if hasEndpoints {
+			p.top(true, ChainNodePorts, netip.Addr{}, "-m", "comment", "--comment", name,
+				"-m", proto, "-p", proto, "--dport", np, "-j", sc.extChain)
+		}
+		if !sc.hasExternal {
+			p.top(false, ChainExternalServices, netip.Addr{}, "-m", "comment", "--comment", extComment,
+				"-m", "addrtype", "--dst-type", "LOCAL", "-m", proto, "-p", proto, "--dport", np, "-j", extTarget)
+		}
+	}
+	if svc.HealthCheckNodePort != 0 {
+		p.top(false, ChainNodePorts, netip.Addr{}, "-m", "comment", "--comment", fmt.Sprintf(`"%s health check node port"`, name),
+			"-m", "tcp", "-p", "tcp", "--dport", strconv.Itoa(svc.HealthCheckNodePort), "-j", "ACCEPT")
+	}
+}
 
-	// Delete the chains the changed Services no longer use, and (on a
-	// sweep) every chain of ours that nothing uses. In large clusters an
-	// incremental plan leaves them (unreferenced) to the next sweep, as
-	// kube-proxy does.
-	if !(incremental && plan.LargeClusterMode) {
-		for _, r := range oldRecs {
+// deleteChain flushes and deletes a stale per-service chain (once).
+func (p *planner) deleteChain(c string) {
+	if p.deleted.Has(c) {
+		return
+	}
+	p.deleted.Insert(c)
+	p.natChains.chain(c)
+	p.natSweep.write("-X", c)
+	p.plan.DeletedChains++
+}
+
+// editTopLevel edits the changed Services' rules of the top-level chains
+// in place (incremental plans): it deletes the old ones by their exact
+// text and adds the new ones. In KUBE-SERVICES they go to the top, ahead
+// of the closing KUBE-NODEPORTS jump.
+func (p *planner) editTopLevel() {
+	changedNames := p.in.Changed.UnsortedList()
+	slices.SortFunc(changedNames, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	var dirty []netip.Addr // tree leaves to rewrite
+	var regroup []func()   // moves of changed rules in the tree
+	for _, nn := range changedNames {
+		var old, cur []topRule
+		if r := p.oldRecs[nn]; r != nil {
+			old = r.top
+		}
+		if r := p.plan.svcs[nn]; r != nil {
+			cur = r.top
+		}
+		if slices.EqualFunc(old, cur, topRule.same) {
+			continue // the kernel (and the tree) already hold them
+		}
+		for _, r := range old {
+			switch {
+			case r.dispatched(p.tree):
+				dirty = append(dirty, r.dst)
+			case r.nat:
+				p.natDelta.write("-D", r.chain, r.args)
+			default:
+				p.filterDelta.write("-D", r.chain, r.args)
+			}
+		}
+		if p.tree {
+			regroup = append(regroup, func() {
+				p.plan.tree.remove(nn, old)
+				for _, r := range cur {
+					if r.dispatched(p.tree) {
+						p.plan.tree.add(r)
+					}
+				}
+			})
+		}
+		for i := len(cur) - 1; i >= 0; i-- {
+			r := cur[i]
+			switch {
+			case r.dispatched(p.tree):
+				dirty = append(dirty, r.dst)
+			case r.nat && r.chain == ChainServices:
+				p.natDelta.write("-I", r.chain, "1", r.args)
+			case r.nat:
+				p.natDelta.write("-A", r.chain, r.args)
+			default:
+				p.filterDelta.write("-A", r.chain, r.args)
+			}
+		}
+	}
+	if p.tree && len(dirty) > 0 {
+		p.rewriteTree(dirty, regroup)
+	}
+}
+
+// rewriteTree rewrites KUBE-SERVICES (one jump per branch) and the tree's
+// branches and leaves that hold a changed address.
+func (p *planner) rewriteTree(dirty []netip.Addr, regroup []func()) {
+	plan := p.plan
+	p.natChains.chain(ChainServices)
+	before := plan.tree.chainsOf(dirty)
+	for _, f := range regroup {
+		f()
+	}
+	plan.tree.write(&p.natChains, &p.natTail, dirty)
+	for _, r := range p.tailNAT {
+		p.natTail.write(r...)
+	}
+	after := plan.tree.chainsOf(dirty)
+	for c := range before {
+		if !after.Has(c) {
+			plan.ActiveNATChains.Delete(c)
+		}
+	}
+	plan.ActiveNATChains = plan.ActiveNATChains.Union(after)
+	for c := range before {
+		if !after.Has(c) && !plan.LargeClusterMode {
+			p.deleteChain(c)
+		}
+	}
+}
+
+// closeTopLevel writes the end of the top-level chains of a full plan: the
+// tree (tree dispatch) and the fixed tail rules.
+func (p *planner) closeTopLevel() {
+	if p.tree {
+		p.plan.tree.write(&p.natChains, &p.natTail, nil)
+		for c := range p.plan.tree.chainsOf(nil) {
+			p.plan.ActiveNATChains.Insert(c)
+		}
+	}
+	for _, r := range p.tailNAT {
+		p.natTail.write(r...)
+	}
+	for _, r := range p.tailFilter {
+		p.filterRules.write(r...)
+	}
+}
+
+// sweep deletes the chains the changed Services no longer use, and (given
+// the existing chains) every chain of ours that nothing uses. In large
+// clusters an incremental plan leaves them (unreferenced) to the next
+// sweep, as kube-proxy does.
+func (p *planner) sweep() {
+	plan := p.plan
+	if !(p.incremental && plan.LargeClusterMode) {
+		for _, r := range p.oldRecs {
 			for _, c := range r.chains {
 				if !plan.ActiveNATChains.Has(c) {
-					deleteChain(c)
+					p.deleteChain(c)
 				}
 			}
 		}
 	}
-	if in.ExistingNATChains != nil {
-		for _, c := range in.ExistingNATChains {
-			if isServiceChainName(c) && !plan.ActiveNATChains.Has(c) {
-				deleteChain(c)
-			}
+	for _, c := range p.in.ExistingNATChains {
+		if isServiceChainName(c) && !plan.ActiveNATChains.Has(c) {
+			p.deleteChain(c)
 		}
 	}
+}
 
+// finish assembles the iptables-restore payload and the rule counts.
+func (p *planner) finish() *Plan {
 	var out bytes.Buffer
-	out.Grow(filterChains.b.Len() + filterRules.b.Len() + filterDelta.b.Len() + natChains.b.Len() + natRules.b.Len() +
-		natDelta.b.Len() + natTail.b.Len() + natSweep.b.Len() + 64)
+	out.Grow(p.filterChains.b.Len() + p.filterRules.b.Len() + p.filterDelta.b.Len() + p.natChains.b.Len() + p.natRules.b.Len() +
+		p.natDelta.b.Len() + p.natTail.b.Len() + p.natSweep.b.Len() + 64)
 	out.WriteString("*filter\n")
-	out.Write(filterChains.b.Bytes())
-	out.Write(filterDelta.b.Bytes())
-	out.Write(filterRules.b.Bytes())
+	out.Write(p.filterChains.b.Bytes())
+	out.Write(p.filterDelta.b.Bytes())
+	out.Write(p.filterRules.b.Bytes())
 	out.WriteString("COMMIT\n*nat\n")
-	out.Write(natChains.b.Bytes())
-	out.Write(natDelta.b.Bytes())
-	out.Write(natRules.b.Bytes())
-	out.Write(natTail.b.Bytes())
-	out.Write(natSweep.b.Bytes())
+	out.Write(p.natChains.b.Bytes())
+	out.Write(p.natDelta.b.Bytes())
+	out.Write(p.natRules.b.Bytes())
+	out.Write(p.natTail.b.Bytes())
+	out.Write(p.natSweep.b.Bytes())
 	out.WriteString("COMMIT\n")
+	plan := p.plan
 	plan.Data = out.Bytes()
 	plan.FilterRules = plan.filterTop
 	plan.NATRules = plan.natTop + plan.svcLines
