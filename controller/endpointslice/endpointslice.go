@@ -29,9 +29,12 @@ package endpointslice
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -41,6 +44,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	apidump "k8s.io/apimachinery/pkg/util/dump"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -403,9 +407,11 @@ func (e *InvalidWeightError) Error() string {
 // setHints sets topology hints for spec.trafficDistribution:
 // PreferSameZone (and its old name PreferClose) hints the endpoint's own
 // zone; PreferSameNode hints its node and zone. Endpoints without a zone
-// (or node) get no such hint.
+// (or node) get no such hint, and neither do endpoints that are not ready
+// (kube-controller-manager's trafficDistribution heuristic hints ready
+// endpoints only).
 func setHints(ep *discoveryv1.Endpoint, td *string) {
-	if td == nil {
+	if td == nil || ep.Conditions.Ready == nil || !*ep.Conditions.Ready {
 		return
 	}
 	var h discoveryv1.EndpointHints
@@ -438,7 +444,32 @@ func endpointPorts(svc *corev1.Service, pod *corev1.Pod) []discoveryv1.EndpointP
 		name, proto := sp.Name, sp.Protocol
 		ports = append(ports, discoveryv1.EndpointPort{Name: &name, Port: &num, Protocol: &proto, AppProtocol: sp.AppProtocol})
 	}
+	sortPortsAsKCM(ports)
 	return ports
+}
+
+// sortPortsAsKCM puts a slice's ports in kube-controller-manager's order:
+// it sorts them by the hex FNV-128a hash of their apimachinery hash dump
+// (the order its port-group key leaves them in), so the slices it and
+// svcnet write for the same Service list their ports alike.
+func sortPortsAsKCM(ports []discoveryv1.EndpointPort) {
+	if len(ports) < 2 {
+		return
+	}
+	type keyed struct {
+		hash string
+		port discoveryv1.EndpointPort
+	}
+	ks := make([]keyed, len(ports))
+	for i, p := range ports {
+		h := fnv.New128a()
+		fmt.Fprint(h, apidump.ForHash(p))
+		ks[i] = keyed{hex.EncodeToString(h.Sum(nil)), p}
+	}
+	sort.SliceStable(ks, func(a, b int) bool { return ks[a].hash < ks[b].hash })
+	for i := range ks {
+		ports[i] = ks[i].port
+	}
 }
 
 func podToEndpoint(pod *corev1.Pod, node *corev1.Node, svc *corev1.Service, ip string) discoveryv1.Endpoint {

@@ -378,6 +378,44 @@ func TestTrafficDistributionHints(t *testing.T) {
 	}
 }
 
+// TestNoHintsForNotReadyEndpoints: as kube-controller-manager 1.37's
+// trafficDistribution heuristic, only ready endpoints get hints (a
+// terminating or not-ready pod's endpoint gets none).
+func TestNoHintsForNotReadyEndpoints(t *testing.T) {
+	sel := map[string]string{"app": "h"}
+	svc := mksvc("h", sel, corev1.ServicePort{Port: 80, TargetPort: intstr.FromInt32(80), Protocol: corev1.ProtocolTCP})
+	td := corev1.ServiceTrafficDistributionPreferSameNode
+	svc.Spec.TrafficDistribution = &td
+	pods := []*corev1.Pod{mkpod("ready", "10.244.1.2", "node-1", true, sel), mkpod("unready", "10.244.1.3", "node-1", false, sel)}
+	d, _ := DesiredForService(svc, pods, nil)
+	for _, ep := range d[0].Endpoints {
+		ready := *ep.Conditions.Ready
+		if (ep.Hints != nil) != ready {
+			t.Errorf("endpoint %v ready=%v hints=%+v", ep.Addresses, ready, ep.Hints)
+		}
+	}
+}
+
+// TestPortOrderAsKCM: the ports of a slice come in kube-controller-manager's
+// order (by the hash of each port), not the Service's. The expected order is
+// what the real kube-controller-manager v1.37.2 wrote for these ports in
+// e2e/interop's TestRealKubeControllerManager.
+func TestPortOrderAsKCM(t *testing.T) {
+	sel := map[string]string{"app": "w"}
+	svc := mksvc("w", sel,
+		corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP},
+		corev1.ServicePort{Name: "metrics", Port: 9090, TargetPort: intstr.FromInt32(9090), Protocol: corev1.ProtocolTCP},
+		corev1.ServicePort{Name: "dns", Port: 53, TargetPort: intstr.FromInt32(5353), Protocol: corev1.ProtocolUDP})
+	d, _ := DesiredForService(svc, []*corev1.Pod{mkpod("a", "10.244.1.2", "node-1", true, sel)}, nil)
+	var got []string
+	for _, p := range d[0].Ports {
+		got = append(got, *p.Name)
+	}
+	if want := "[http dns metrics]"; fmt.Sprint(got) != want {
+		t.Errorf("ports %v, want %s", got, want)
+	}
+}
+
 // TestPodWeights checks that pod weights (annotation svcnet.io/weight) reach
 // the slices as svcnet.io/endpoint-weights, that a weight change alone
 // rewrites the slice, and that an invalid weight is ignored with a Warning
