@@ -301,9 +301,9 @@ func writeInputs(t *testing.T, ctx context.Context, cs kubernetes.Interface) {
 
 	type podIn struct {
 		name, app, node, v4, v6, hostname, subdomain string
-		phase                                         corev1.PodPhase
-		ready                                         bool
-		httpPort                                      int32
+		phase                                        corev1.PodPhase
+		ready                                        bool
+		httpPort                                     int32
 	}
 	pods := []podIn{
 		{name: "web-a1", app: "web", node: "node-a", v4: "10.244.1.10", v6: "fd00:244:1::10", phase: corev1.PodRunning, ready: true, httpPort: 8080},
