@@ -37,6 +37,7 @@ import (
 
 	"github.com/svcnet/svcnet/dns/forward"
 	"github.com/svcnet/svcnet/dns/zone"
+	"github.com/svcnet/svcnet/internal/reuseport"
 )
 
 // Limits.
@@ -260,7 +261,7 @@ func ServerLabel(listen string) string { return "dns://" + listen }
 func listenUDPAndTCP(addr string, readers int) ([]*net.UDPConn, net.Listener, error) {
 	_, port, _ := net.SplitHostPort(addr)
 	for attempt := 0; ; attempt++ {
-		pcs, err := listenUDP(addr, readers)
+		pcs, err := reuseport.ListenUDP(addr, readers)
 		if err != nil {
 			return nil, nil, fmt.Errorf("listen udp %s: %w", addr, err)
 		}

@@ -1,18 +1,15 @@
 package server
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"net"
 	"net/netip"
-	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
-	"golang.org/x/sys/unix"
 )
 
 // UDP is served by one socket per CPU on the same address (SO_REUSEPORT: the
@@ -64,33 +61,6 @@ type obsKey struct {
 	rcode  int
 	v6     bool
 	plugin string
-}
-
-// listenUDP opens n sockets on addr with SO_REUSEPORT; when addr has port 0
-// the others join the first one's port.
-func listenUDP(addr string, n int) ([]*net.UDPConn, error) {
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		if err := c.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
-		}); err != nil {
-			return err
-		}
-		return serr
-	}}
-	var out []*net.UDPConn
-	for i := 0; i < n; i++ {
-		pc, err := lc.ListenPacket(context.Background(), "udp", addr)
-		if err != nil {
-			for _, c := range out {
-				c.Close()
-			}
-			return nil, err
-		}
-		out = append(out, pc.(*net.UDPConn))
-		addr = pc.LocalAddr().String()
-	}
-	return out, nil
 }
 
 func newUDPReader(conn *net.UDPConn, h *Handler, label string) *udpReader {

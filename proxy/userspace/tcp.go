@@ -10,11 +10,11 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/reuseport"
 	"github.com/svcnet/svcnet/proxy/lb"
 )
 
@@ -25,15 +25,7 @@ import (
 // queueing behind one goroutine. (The cost is n sockets and goroutines per
 // Service port, hence the cap in Options.AcceptLoops.)
 func listenTCP(host string, n int) ([]*net.TCPListener, error) {
-	lc := net.ListenConfig{KeepAliveConfig: keepAlive, Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		if err := c.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
-		}); err != nil {
-			return err
-		}
-		return serr
-	}}
+	lc := net.ListenConfig{KeepAliveConfig: keepAlive, Control: reuseport.Control}
 	var lns []*net.TCPListener
 	for i := 0; i < n; i++ {
 		ln, err := lc.Listen(context.Background(), "tcp", host)
