@@ -12,16 +12,11 @@ import (
 )
 
 // pageOutExecutable tells the kernel that the read-only pages of our own
-// executable mapped so far may go (MADV_PAGEOUT), then unmaps them from
-// this process (MADV_DONTNEED). The svcnet binary carries every subcommand,
-// and starting it touches code and type data of all of them; svcnet dns
-// and svcnet proxy then run a small part. These are clean, never-written
-// file pages, so nothing is lost: what the process uses comes back on its
-// next access (from the page cache), the rest stops counting in the
-// resident set. MADV_PAGEOUT alone skips pages another process maps too,
-// and on a node every svcnet component runs from the same binary (the
-// apiserver, the controllers, DNS, the proxy), so without MADV_DONTNEED
-// nothing would leave the resident set there. It returns the bytes
+// executable mapped so far may go (MADV_PAGEOUT). The svcnet binary carries
+// every subcommand, and starting it touches code and type data of all of
+// them; svcnet dns then runs a small part. These are clean file pages, so
+// nothing is lost: what the DNS path uses comes back on its next access,
+// the rest stops counting in the resident set. It returns the bytes
 // advised; errors (old kernels) are ignored.
 func pageOutExecutable() int64 {
 	exe, err := os.Executable()
@@ -50,9 +45,7 @@ func pageOutExecutable() int64 {
 		if err1 != nil || err2 != nil || end <= start {
 			continue
 		}
-		_, _, errPageOut := unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_PAGEOUT)
-		_, _, errDontNeed := unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_DONTNEED)
-		if errPageOut == 0 || errDontNeed == 0 {
+		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_PAGEOUT); errno == 0 {
 			total += int64(end - start)
 		}
 	}
