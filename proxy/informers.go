@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 	"unique"
 
@@ -181,19 +180,18 @@ func slimMeta(m *metav1.ObjectMeta, keep ...string) {
 	m.Labels = keepKeys(m.Labels, keep)
 }
 
-// keepKeys deletes the entries of m whose keys are not in keep, in place
-// (the decoded map is the object's own; a new one would cost an
-// allocation per object), and returns nil when none is left.
+// keepKeys returns the entries of m whose keys are in keep (nil if none).
 func keepKeys(m map[string]string, keep []string) map[string]string {
-	for k := range m {
-		if !slices.Contains(keep, k) {
-			delete(m, k)
+	var out map[string]string
+	for _, k := range keep {
+		if v, ok := m[k]; ok {
+			if out == nil {
+				out = make(map[string]string, 1)
+			}
+			out[k] = v
 		}
 	}
-	if len(m) == 0 {
-		return nil
-	}
-	return m
+	return out
 }
 
 // intern returns the canonical copy of s: the thousands of objects that

@@ -40,11 +40,10 @@ type Config struct {
 	// IPv6); the sync metrics are recorded under each of them (their
 	// ip_family label). Empty means IPv4 only.
 	Families []bool
-	// AfterFullSync, if set, runs from the sync loop right after each
-	// successful full sync; first is true for the proxy's first sync
-	// (svcnet proxy returns the memory the initial lists and the full
-	// sync used to the kernel then).
-	AfterFullSync func(first bool)
+	// AfterFirstSync, if set, runs once, from the sync loop, right after
+	// the first successful sync (svcnet proxy returns the memory the
+	// initial lists and the first full sync used to the kernel then).
+	AfterFirstSync func()
 }
 
 // Proxier is the mode-independent part of the proxy: it receives
@@ -315,10 +314,11 @@ func (p *Proxier) sync(ctx context.Context) error {
 		}
 	}
 	p.log.Debug("synced proxy rules", "full", req.Full, "services", len(p.svcMap), "took", time.Since(start))
-	first := !p.synced
-	p.synced = true
-	if req.Full && p.cfg.AfterFullSync != nil {
-		p.cfg.AfterFullSync(first)
+	if !p.synced {
+		p.synced = true
+		if p.cfg.AfterFirstSync != nil {
+			p.cfg.AfterFirstSync()
+		}
 	}
 	return nil
 }

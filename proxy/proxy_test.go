@@ -408,31 +408,3 @@ func TestPeriodicFullSync(t *testing.T) {
 		t.Errorf("every sync period: full = %v, want %v", got, want)
 	}
 }
-
-// AfterFullSync runs after each successful full sync, first=true only the
-// first time, and not after partial or failed syncs.
-func TestAfterFullSync(t *testing.T) {
-	var calls []bool
-	prov := &recordingProvider{}
-	p := NewProxier(Config{Provider: prov, Node: NodeInfo{Name: "n1"}, AfterFullSync: func(first bool) { calls = append(calls, first) }})
-	ctx := context.Background()
-	p.OnServiceAdd(testService("default", "web", "10.96.0.20", v1.ServicePort{Port: 80, Protocol: v1.ProtocolTCP}))
-	if err := p.SyncNow(ctx); err != nil {
-		t.Fatal(err)
-	}
-	p.OnServiceAdd(testService("default", "db", "10.96.0.21", v1.ServicePort{Port: 5432, Protocol: v1.ProtocolTCP}))
-	if err := p.SyncNow(ctx); err != nil { // partial
-		t.Fatal(err)
-	}
-	prov.fail = true
-	if err := p.SyncNow(ctx); err == nil {
-		t.Fatal("failing provider: no error")
-	}
-	prov.fail = false
-	if err := p.SyncNow(ctx); err != nil { // full, after the failure
-		t.Fatal(err)
-	}
-	if want := []bool{true, false}; len(calls) != len(want) || calls[0] != want[0] || calls[1] != want[1] {
-		t.Errorf("AfterFullSync calls %v, want %v", calls, want)
-	}
-}

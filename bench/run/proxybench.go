@@ -373,11 +373,6 @@ func (b *proxyBed) runProxy(res *results, bins *peers, impl, mode string, n int,
 		res.add(after.v("kubeproxy_sync_proxy_rules_last_timestamp_seconds")-float64(tc.UnixNano())/1e9, "proxy", mode, n, "create-to-rules", impl)
 		res.add(after.v("kubeproxy_sync_proxy_rules_duration_seconds_sum")-before.v("kubeproxy_sync_proxy_rules_duration_seconds_sum"), "proxy", mode, n, "onechange", impl)
 	}
-	if o.changes > 0 {
-		time.Sleep(time.Second)
-		res.add(rssMB(p.cmd.Process.Pid), "proxy", mode, n, "rss-changes", impl)
-		logf("  %s %s n=%d: RSS %.0f MB after %d changes", impl, mode, n, rssMB(p.cmd.Process.Pid), o.changes)
-	}
 	return nil
 }
 

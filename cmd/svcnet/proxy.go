@@ -307,21 +307,14 @@ func runProxy(ctx context.Context, args []string) error {
 		Log: log, Provider: prov, Node: nodeInfo, MinSyncPeriod: a.minSyncPeriod, SyncPeriod: a.syncPeriod,
 		Metrics: metrics, Health: health, ServiceHealth: proxy.NewServiceHealthServer(log, health, nil),
 		Conntrack: &conntrack.Cleaner{NetNS: a.netns}, Families: families,
-		AfterFullSync: func(first bool) {
-			// A full sync (and before the first, the informers' initial
-			// lists) leaves the heap at its peak, most of it garbage now;
-			// Go would return it to the kernel only slowly, so the
-			// resident set would stay near the peak. One forced
-			// collection per full sync (every --sync-period) is cheap
-			// beside the sync itself; later ones run beside the sync loop.
-			if !first {
-				go debug.FreeOSMemory()
-				return
-			}
+		AfterFirstSync: func() {
+			// The informers' initial lists and the first full sync leave
+			// the heap at its peak, most of it garbage now; Go would return
+			// it to the kernel only slowly. And the svcnet binary carries
+			// every subcommand: starting it faulted in code and data of
+			// all of them, which proxy never touches again (see
+			// pageOutExecutable).
 			debug.FreeOSMemory()
-			// The svcnet binary carries every subcommand: starting it
-			// faulted in code and data of all of them, which proxy never
-			// touches again (see pageOutExecutable).
 			log.Info("first sync done; returned free heap and paged out unused parts of the executable", "bytes", pageOutExecutable())
 		},
 	})
