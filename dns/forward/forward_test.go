@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/svcnet/svcnet/dns/dnstest"
 )
 
 // stub is an upstream resolver on 127.0.0.1 answering from a function; it
@@ -21,23 +23,7 @@ type stub struct {
 func startStub(t *testing.T, answer func(r *dns.Msg, tcp bool) *dns.Msg) *stub {
 	t.Helper()
 	s := &stub{}
-	// The kernel's free UDP port may have its TCP twin taken by another
-	// process: try other ports.
-	var pc net.PacketConn
-	var ln net.Listener
-	for attempt := 0; ; attempt++ {
-		var err error
-		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
-			t.Fatal(err)
-		}
-		if ln, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
-			break
-		}
-		pc.Close()
-		if attempt >= 9 {
-			t.Fatal(err)
-		}
-	}
+	pc, ln := dnstest.ListenUDPAndTCP(t)
 	s.addr = pc.LocalAddr().String()
 	h := func(tcp bool) dns.HandlerFunc {
 		return func(w dns.ResponseWriter, r *dns.Msg) {

@@ -34,23 +34,7 @@ type upstream struct {
 func startUpstream(t testing.TB) *upstream {
 	t.Helper()
 	u := &upstream{}
-	// The kernel's free UDP port may have its TCP twin taken by another
-	// process: try other ports.
-	var pc net.PacketConn
-	var ln net.Listener
-	for attempt := 0; ; attempt++ {
-		var err error
-		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
-			t.Fatal(err)
-		}
-		if ln, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
-			break
-		}
-		pc.Close()
-		if attempt >= 9 {
-			t.Fatal(err)
-		}
-	}
+	pc, ln := dnstest.ListenUDPAndTCP(t)
 	u.addr = pc.LocalAddr().String()
 	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 		u.count.Add(1)
