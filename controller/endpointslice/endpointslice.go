@@ -24,6 +24,8 @@
 //     reference) so that garbage collection removes them with it;
 //   - spec.trafficDistribution PreferSameZone/PreferClose and PreferSameNode
 //     set forZones/forNodes hints from each endpoint's own zone and node;
+//   - the service.kubernetes.io/topology-mode: Auto annotation instead
+//     spreads zone hints by the zones' CPU (topology.go);
 //   - a Service with no endpoints keeps one empty placeholder slice.
 package endpointslice
 
@@ -78,6 +80,8 @@ type Controller struct {
 	queue    workqueue.TypedRateLimitingInterface[string]
 	recorder record.EventRecorder
 	triggers *triggertime.Tracker
+	topology *TopologyCache
+	topoQ    workqueue.TypedRateLimitingInterface[string]
 	rec      Reconciler
 	tracker  *Tracker
 	log      *slog.Logger
@@ -107,6 +111,8 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		queue:    worker.NewQueue("endpoint_slice"),
 		recorder: recorder,
 		triggers: triggertime.NewTracker(),
+		topology: NewTopologyCache(),
+		topoQ:    worker.NewQueue("endpoint_slice_topology"),
 		rec:      Reconciler{MaxEndpointsPerSlice: maxPerSlice, ManagedBy: ControllerName},
 		tracker:  NewTracker(),
 		log:      log.With("controller", ControllerName),
@@ -128,13 +134,24 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 		DeleteFunc: c.onPod,
 	})
 	nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: c.onNode,
+		AddFunc: func(obj any) {
+			c.onNode(obj)
+			c.topoQ.Add(topologyKey)
+		},
 		UpdateFunc: func(old, cur any) {
-			if old.(*corev1.Node).Labels[corev1.LabelTopologyZone] != cur.(*corev1.Node).Labels[corev1.LabelTopologyZone] {
+			o, n := old.(*corev1.Node), cur.(*corev1.Node)
+			if o.Labels[corev1.LabelTopologyZone] != n.Labels[corev1.LabelTopologyZone] {
 				c.onNode(cur)
 			}
+			if o.Labels[corev1.LabelTopologyZone] != n.Labels[corev1.LabelTopologyZone] || nodeReady(o) != nodeReady(n) ||
+				!o.Status.Allocatable.Cpu().Equal(*n.Status.Allocatable.Cpu()) {
+				c.topoQ.Add(topologyKey)
+			}
 		},
-		DeleteFunc: c.onNode,
+		DeleteFunc: func(obj any) {
+			c.onNode(obj)
+			c.topoQ.Add(topologyKey)
+		},
 	})
 	sliceInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.onSlice,
@@ -216,8 +233,32 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return fmt.Errorf("endpointslice controller: caches did not sync")
 	}
+	// The zones are known before the first Service sync, so that hints are
+	// not refused for want of node information at start.
+	c.checkTopology()
+	go worker.Run(ctx, c.log, c.topoQ, 1, func(context.Context, string) error {
+		c.checkTopology()
+		return nil
+	})
 	worker.Run(ctx, c.log, c.queue, workers, c.syncService)
 	return nil
+}
+
+// topologyKey is the one item of the topology queue: a node change that may
+// move the zones' CPU shares.
+const topologyKey = "nodes"
+
+// checkTopology recomputes the zones' shares and resyncs the Services whose
+// hints no longer fit them.
+func (c *Controller) checkTopology() {
+	nodes, err := c.nodes.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	c.topology.SetNodes(nodes)
+	for _, key := range c.topology.Overloaded() {
+		c.queue.Add(key)
+	}
 }
 
 // staleRetry is how soon a Service whose slices are not yet in the cache is
@@ -238,6 +279,7 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 		// Slices go with the Service through their owner reference.
 		c.triggers.Forget(key)
 		c.tracker.Forget(key)
+		c.topology.Forget(key)
 		return nil
 	}
 	if err != nil {
@@ -284,16 +326,19 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 		}
 		podErrs = append(podErrs, err)
 	}
+	events := c.topologyHints(key, svc, desired, live)
 	plan := c.rec.Reconcile(live, desired, AddressTypes(svc),
 		func(at discoveryv1.AddressType, ports []discoveryv1.EndpointPort) *discoveryv1.EndpointSlice {
 			return NewSlice(svc, at, ports, ControllerName)
 		},
 		func(*discoveryv1.EndpointSlice) map[string]string { return SliceLabels(svc, ControllerName) })
 	if plan.Empty() {
+		c.record(svc, events)
 		return errors.Join(podErrs...)
 	}
 	written, deleted, err := Apply(ctx, c.client, ns, plan, trigger, svc.DeletionTimestamp != nil)
 	c.tracker.Record(key, live, written, deleted)
+	c.record(svc, events)
 	if err != nil {
 		if c.recorder != nil {
 			c.recorder.Eventf(svc, corev1.EventTypeWarning, "FailedToUpdateEndpointSlices",
@@ -302,6 +347,41 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 		return err
 	}
 	return errors.Join(podErrs...)
+}
+
+// topologyHints sets the topology-mode Auto hints of the desired endpoints
+// (each address type on its own, as Kubernetes does) or, for a Service
+// without the annotation, retires hints it had; it returns the Events to
+// record.
+func (c *Controller) topologyHints(key string, svc *corev1.Service, desired []Desired, live []*discoveryv1.EndpointSlice) []TopologyEvent {
+	var events []TopologyEvent
+	auto := HintsAuto(svc)
+	for _, at := range AddressTypes(svc) {
+		if !auto {
+			events = append(events, c.topology.DisableHints(key, at)...)
+			continue
+		}
+		var eps []*discoveryv1.Endpoint
+		for i := range desired {
+			if desired[i].AddressType != at {
+				continue
+			}
+			for j := range desired[i].Endpoints {
+				eps = append(eps, &desired[i].Endpoints[j])
+			}
+		}
+		events = append(events, c.topology.AddHints(key, at, eps, publishedHints(live, at))...)
+	}
+	return events
+}
+
+func (c *Controller) record(svc *corev1.Service, events []TopologyEvent) {
+	if c.recorder == nil {
+		return
+	}
+	for _, e := range events {
+		c.recorder.Event(svc, e.Type, e.Reason, e.Message)
+	}
 }
 
 // AddressTypes returns the slice address types a Service gets.
@@ -367,7 +447,9 @@ func DesiredForService(svc *corev1.Service, pods []*corev1.Pod, nodes corelister
 				order = append(order, k)
 			}
 			ep := podToEndpoint(pod, node, svc, ip)
-			setHints(&ep, svc.Spec.TrafficDistribution)
+			if !HintsAuto(svc) {
+				setHints(&ep, svc.Spec.TrafficDistribution)
+			}
 			g.Endpoints = append(g.Endpoints, ep)
 			if v, ok := pod.Annotations[lb.WeightAnnotation]; ok {
 				w, err := lb.ParseWeight(v)

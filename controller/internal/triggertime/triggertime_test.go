@@ -45,3 +45,47 @@ func TestPreciseReadyTime(t *testing.T) {
 		}
 	}
 }
+
+// The tracker follows kube-controller-manager's TriggerTimeTracker sync by
+// sync: the first sync is the Service's creation; later syncs report only
+// trigger times that moved forward; pods without a Ready transition time
+// trigger nothing.
+func TestKubeControllerManagerRules(t *testing.T) {
+	base := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(base)}}
+	noCondition := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pending", CreationTimestamp: metav1.NewTime(base.Add(time.Minute))}}
+	noTime := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "untimed", CreationTimestamp: metav1.NewTime(base.Add(time.Minute))},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+	a1 := readyPod("a", base.Add(2*time.Minute), "")
+	a0 := readyPod("a", base.Add(time.Minute), "") // the same pod, an earlier transition
+	b := readyPod("b", base.Add(3*time.Minute), "")
+	steps := []struct {
+		name string
+		pods []*corev1.Pod
+		want time.Time
+	}{
+		{"first sync: the Service's creation, whatever the pods", []*corev1.Pod{a1, noCondition}, base},
+		{"nothing new", []*corev1.Pod{a1, noCondition}, time.Time{}},
+		{"pods without a Ready time trigger nothing", []*corev1.Pod{a1, noCondition, noTime}, time.Time{}},
+		{"a new ready pod", []*corev1.Pod{a1, b}, b.Status.Conditions[0].LastTransitionTime.Time},
+		{"a transition time that moved back", []*corev1.Pod{a0, b}, time.Time{}},
+		{"forward again", []*corev1.Pod{a1, b}, a1.Status.Conditions[0].LastTransitionTime.Time},
+		{"a pod gone and back counts again", []*corev1.Pod{a1}, time.Time{}},
+		{"back", []*corev1.Pod{a1, b}, b.Status.Conditions[0].LastTransitionTime.Time},
+	}
+	tr := NewTracker()
+	for _, s := range steps {
+		if got := tr.Compute("ns/s", svc, s.pods); !got.Equal(s.want) {
+			t.Errorf("%s: trigger %v, want %v", s.name, got, s.want)
+		}
+	}
+	newer := svc.DeepCopy()
+	newer.CreationTimestamp = metav1.NewTime(base.Add(time.Hour))
+	if got := tr.Compute("ns/s", newer, []*corev1.Pod{a1, b}); !got.Equal(newer.CreationTimestamp.Time) {
+		t.Errorf("Service made again: trigger %v, want its creation", got)
+	}
+	tr.Forget("ns/s")
+	if got := tr.Compute("ns/s", svc, []*corev1.Pod{a1, b}); !got.Equal(base) {
+		t.Errorf("after Forget: trigger %v, want the Service's creation", got)
+	}
+}
