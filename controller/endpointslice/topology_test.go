@@ -206,7 +206,10 @@ func TestTopologyModeAutoController(t *testing.T) {
 		if _, err := h.client.CoreV1().Services("default").Update(h.ctx, s, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		h.eventually(func() bool { got, _ := h.c.services.Services("default").Get("t"); return got != nil && got.Annotations["gen"] == v })
+		h.eventually(func() bool {
+			got, _ := h.c.services.Services("default").Get("t")
+			return got != nil && got.Annotations["gen"] == v
+		})
 	}
 	setAnnotation("Auto")
 	h.sync("default/t")
