@@ -365,7 +365,9 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		}
 	}
 	if c.hasCommand("controllers") {
-		args := []string{cfg.Exe, "controllers", "--kubeconfig", kcs["controllers"]}
+		// One controllers process per cluster, by construction: no Lease
+		// to wait for when a restarted up finds its predecessor's.
+		args := []string{cfg.Exe, "controllers", "--kubeconfig", kcs["controllers"], "--leader-elect=false"}
 		if cfg.NodeMonitorGracePeriod > 0 {
 			args = append(args, "--node-monitor-grace-period", cfg.NodeMonitorGracePeriod.String())
 		}

@@ -8,10 +8,17 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/svcnet/svcnet/controller"
 )
@@ -33,6 +40,7 @@ func runControllers(ctx context.Context, args []string) error {
 		qps        float32
 		burst      int
 		verbose    bool
+		le         leaderElection
 	)
 	fs.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster (default: $KUBECONFIG, else in-cluster config)")
 	fs.StringVar(&enabled, "controllers", "*", "comma-separated controllers to run, '*' for all: "+strings.Join(controller.All, ","))
@@ -44,6 +52,12 @@ func runControllers(ctx context.Context, args []string) error {
 	fs.IntVar(&burst, "kube-api-burst", 100, "client burst towards the API server")
 	fs.DurationVar(&opts.NodeMonitorGracePeriod, "node-monitor-grace-period", 50*time.Second, "how long a Node's agent may be silent (no status, no Lease renewal) before its conditions become Unknown and its pods not ready")
 	fs.DurationVar(&opts.NodeMonitorPeriod, "node-monitor-period", 5*time.Second, "how often the node lifecycle controller checks the Nodes")
+	fs.BoolVar(&le.enabled, "leader-elect", true, "take a Lease before running, so that of several instances only one runs the controllers (kube-controller-manager's flag)")
+	fs.DurationVar(&le.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long the others wait after the leader's last renewal before taking over")
+	fs.DurationVar(&le.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops")
+	fs.DurationVar(&le.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often the lease is tried and renewed")
+	fs.StringVar(&le.name, "leader-elect-resource-name", "kube-controller-manager", "the Lease's name: kube-controller-manager's by default, since these controllers stand in for it (and the RBAC policy of kube-apiserver lets that identity renew only that Lease)")
+	fs.StringVar(&le.namespace, "leader-elect-resource-namespace", "kube-system", "the Lease's namespace")
 	fs.BoolVar(&verbose, "v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -78,5 +92,67 @@ func runControllers(ctx context.Context, args []string) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	return controller.Run(ctx, client, dyn, opts, log)
+	run := func(ctx context.Context) error { return controller.Run(ctx, client, dyn, opts, log) }
+	if !le.enabled {
+		return run(ctx)
+	}
+	return le.run(ctx, client, log, run)
+}
+
+// leaderElection runs the controllers only while this process holds a
+// Lease, as kube-controller-manager does with --leader-elect.
+type leaderElection struct {
+	enabled                                   bool
+	leaseDuration, renewDeadline, retryPeriod time.Duration
+	name, namespace                           string
+}
+
+func (le leaderElection) run(ctx context.Context, client kubernetes.Interface, log *slog.Logger, run func(context.Context) error) error {
+	host, err := os.Hostname()
+	if err != nil {
+		return fmt.Errorf("leader election identity: %w", err)
+	}
+	id := host + "_" + string(uuid.NewUUID())
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, le.namespace, le.name, client.CoreV1(), client.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: id, EventRecorder: broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: le.name})})
+	if err != nil {
+		return fmt.Errorf("leader election lock: %w", err)
+	}
+	var runErr error
+	ran := false
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   le.leaseDuration,
+		RenewDeadline:   le.renewDeadline,
+		RetryPeriod:     le.retryPeriod,
+		ReleaseOnCancel: true,
+		Name:            le.name,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				ran = true
+				log.Info("leading: starting the controllers", "lease", le.namespace+"/"+le.name, "identity", id)
+				runErr = run(ctx)
+			},
+			OnStoppedLeading: func() {},
+			OnNewLeader: func(identity string) {
+				if identity != id {
+					log.Info("another instance leads; waiting", "lease", le.namespace+"/"+le.name, "leader", identity)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	elector.Run(ctx)
+	if runErr != nil {
+		return runErr
+	}
+	if ctx.Err() == nil && ran {
+		return fmt.Errorf("leader election lost: the Lease %s/%s was not renewed in time", le.namespace, le.name)
+	}
+	return nil
 }

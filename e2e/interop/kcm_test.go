@@ -86,7 +86,7 @@ func TestRealKubeControllerManager(t *testing.T) {
 		})
 	})
 	t.Run("svcnet-controllers", func(t *testing.T) {
-		ours = runControllerScenario(t, svcnet, "", func(t *testing.T, ns *testbed.NetNS, data, logPath string) {
+		ours = runControllerScenario(t, svcnet, "kube-controller-manager", func(t *testing.T, ns *testbed.NetNS, data, logPath string) {
 			startLogged(t, ns, logPath, svcnet, "controllers",
 				"--kubeconfig", componentKubeconfig(t, svcnet, data, "system:kube-controller-manager"),
 				"--controllers", strings.Join(svcnetControllers, ","))
@@ -209,6 +209,7 @@ func runControllerScenario(t *testing.T, svcnet, lease string, start func(t *tes
 			return nil
 		})
 	}
+	waitControllersWorking(t, ctx, cs)
 	writeInputs(t, ctx, cs)
 	go playKubelet(ctx, cs, "apps")
 	driveDeployment(t, ctx, cs)
@@ -258,6 +259,62 @@ func runControllerScenario(t *testing.T, svcnet, lease string, start func(t *tes
 		_ = os.WriteFile(filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".json"), []byte(pretty(prev)), 0o644)
 	}
 	return prev
+}
+
+// probeNamespace holds the objects that show the controllers are working;
+// the comparison leaves it out.
+const probeNamespace = "probe"
+
+// waitControllersWorking makes a probe Service and pod and waits for their
+// EndpointSlice: the controllers under test have synced their caches and
+// sync Services, so both runs see the inputs in the same steps (a
+// controller still listing at start would see several steps as one).
+func waitControllersWorking(t *testing.T, ctx context.Context, cs kubernetes.Interface) {
+	t.Helper()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: probeNamespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create namespace %s: %v", probeNamespace, err)
+	}
+	pod, err := cs.CoreV1().Pods(probeNamespace).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe", Labels: map[string]string{"app": "probe"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/probe:1"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create probe pod: %v", err)
+	}
+	pod.Status = podStatus(corev1.PodRunning, true, "10.244.9.9", "")
+	if _, err := cs.CoreV1().Pods(probeNamespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("probe pod status: %v", err)
+	}
+	// publishNotReadyAddresses: the pod has no node, and is published anyway.
+	if _, err := cs.CoreV1().Services(probeNamespace).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "probe"}, PublishNotReadyAddresses: true,
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(80)}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create probe service: %v", err)
+	}
+	waitSliceHas(t, ctx, cs, probeNamespace, "probe", "10.244.9.9")
+}
+
+// waitSliceHas waits until an EndpointSlice of the Service lists addr.
+func waitSliceHas(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns, svc, addr string) {
+	t.Helper()
+	waitFor(t, 60*time.Second, "EndpointSlice of "+ns+"/"+svc+" with "+addr, func() error {
+		l, err := cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + svc})
+		if err != nil {
+			return err
+		}
+		for _, s := range l.Items {
+			for _, ep := range s.Endpoints {
+				for _, a := range ep.Addresses {
+					if a == addr {
+						return nil
+					}
+				}
+			}
+		}
+		return fmt.Errorf("not yet")
+	})
 }
 
 func hasPrefixKey(m map[string]any, p string) bool {
@@ -392,6 +449,10 @@ func writeInputs(t *testing.T, ctx context.Context, cs kubernetes.Interface) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create Endpoints ext: %v", err)
 	}
+	// Every Service has seen every pod before web-a2 goes away, in both runs.
+	for _, svc := range []string{"web", "web-close", "web-node", "web-auto"} {
+		waitSliceHas(t, ctx, cs, "svc", svc, "10.244.1.11")
+	}
 	// web-a2 is deleted while its node still runs it: graceful deletion
 	// leaves it terminating (deletionTimestamp set) for its grace period.
 	if err := cs.CoreV1().Pods("svc").Delete(ctx, "web-a2", metav1.DeleteOptions{}); err != nil {
@@ -521,6 +582,9 @@ func dumpWritten(ctx context.Context, cs kubernetes.Interface) (map[string]any, 
 	groups := map[string][]any{}
 	for i := range slicesList.Items {
 		s := &slicesList.Items[i]
+		if s.Namespace == probeNamespace {
+			continue
+		}
 		m := toMap(s)
 		normalizeMeta(m)
 		normalizeSlice(m)
@@ -582,6 +646,9 @@ func dumpWritten(ctx context.Context, cs kubernetes.Interface) (map[string]any, 
 	}
 	seen := map[string]bool{}
 	for _, e := range evs.Items {
+		if e.Namespace == probeNamespace {
+			continue
+		}
 		seen[fmt.Sprintf("%s %s %s %s/%s", e.Source.Component, e.Type, e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Namespace)] = true
 	}
 	var reasons []any

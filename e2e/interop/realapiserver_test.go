@@ -560,7 +560,10 @@ func (c *realCluster) controllers(t *testing.T) {
 		{"replicaset", "replicaset-controller"},
 	} {
 		logPath := filepath.Join(t.TempDir(), "svcnet-controllers-"+ctl.name+".log")
-		start(t, c.cp, logPath, c.svcnet, "controllers", "--controllers", ctl.name,
+		// Each runs with only its controller's service account, which may
+		// not take kube-controller-manager's Lease (kube-controller-manager
+		// elects with its own identity): no leader election.
+		start(t, c.cp, logPath, c.svcnet, "controllers", "--controllers", ctl.name, "--leader-elect=false",
 			"--kubeconfig", c.saKubeconfig(t, "https://127.0.0.1:6443", "kube-system", ctl.sa))
 		logs = append(logs, logPath)
 	}
