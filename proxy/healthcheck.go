@@ -19,6 +19,8 @@ import (
 // successful sync (kube-proxy's rule), and serves /healthz and /livez.
 type ProxyHealth struct {
 	Timeout time.Duration
+	// Metrics, when set, counts the answers of /healthz and /livez.
+	Metrics *Metrics
 
 	mu           sync.Mutex
 	lastUpdated  time.Time
@@ -79,12 +81,18 @@ func (h *ProxyHealth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !healthy {
 			code = http.StatusServiceUnavailable
 		}
+		if h.Metrics != nil {
+			h.Metrics.ProxyLivezTotal.WithLabelValues(strconv.Itoa(code)).Inc()
+		}
 		w.WriteHeader(code)
 		fmt.Fprintf(w, `{"lastUpdated": %q,"currentTime": %q}`, last.String(), time.Now().String())
 		return
 	}
 	if !healthy || !eligible {
 		code = http.StatusServiceUnavailable
+	}
+	if h.Metrics != nil {
+		h.Metrics.ProxyHealthzTotal.WithLabelValues(strconv.Itoa(code)).Inc()
 	}
 	w.WriteHeader(code)
 	fmt.Fprintf(w, `{"lastUpdated": %q,"currentTime": %q, "nodeEligible": %v}`, last.String(), time.Now().String(), eligible)

@@ -33,6 +33,15 @@ type Metrics struct {
 	IPTablesRulesLastSync        *prometheus.GaugeVec
 	NoLocalEndpointsTotal        *prometheus.GaugeVec
 	SyncProxyRulesErrorsTotal    prometheus.Counter
+	// NFTablesSyncFailuresTotal counts failed nftables sync transactions,
+	// NFTablesCleanupFailuresTotal failed deletions of stale chains (per
+	// family, as kube-proxy's nftables proxier).
+	NFTablesSyncFailuresTotal    *prometheus.CounterVec
+	NFTablesCleanupFailuresTotal *prometheus.CounterVec
+	// ProxyHealthzTotal and ProxyLivezTotal count /healthz and /livez
+	// answers by HTTP status code.
+	ProxyHealthzTotal *prometheus.CounterVec
+	ProxyLivezTotal   *prometheus.CounterVec
 }
 
 const metricsSubsystem = "kubeproxy"
@@ -92,13 +101,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sync_proxy_rules_no_local_endpoints_total", Help: "Number of services with a Local traffic policy and no endpoints"}, []string{"traffic_policy", LabelIPFamily}),
 		SyncProxyRulesErrorsTotal: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: metricsSubsystem,
 			Name: "sync_proxy_rules_errors_total", Help: "Cumulative failed sync attempts (svcnet)"}),
+		NFTablesSyncFailuresTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: metricsSubsystem,
+			Name: "sync_proxy_rules_nftables_sync_failures_total", Help: "Cumulative proxy nftables sync failures"}, fam),
+		NFTablesCleanupFailuresTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: metricsSubsystem,
+			Name: "sync_proxy_rules_nftables_cleanup_failures_total", Help: "Cumulative proxy nftables cleanup failures"}, fam),
+		ProxyHealthzTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: metricsSubsystem,
+			Name: "proxy_healthz_total", Help: "Cumulative proxy healthz HTTP status"}, []string{"code"}),
+		ProxyLivezTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: metricsSubsystem,
+			Name: "proxy_livez_total", Help: "Cumulative proxy livez HTTP status"}, []string{"code"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.SyncProxyRulesLatency, m.SyncFullProxyRulesLatency, m.SyncPartialProxyRulesLatency,
 			m.NetworkProgrammingLatency, m.SyncProxyRulesLastTimestamp, m.SyncProxyRulesLastQueued,
 			m.EndpointChangesPending, m.EndpointChangesTotal, m.ServiceChangesPending, m.ServiceChangesTotal,
 			m.IPTablesRestoreFailuresTotal, m.IPTablesPartialRestoreFails, m.IPTablesRulesTotal, m.IPTablesRulesLastSync,
-			m.NoLocalEndpointsTotal, m.SyncProxyRulesErrorsTotal)
+			m.NoLocalEndpointsTotal, m.SyncProxyRulesErrorsTotal, m.NFTablesSyncFailuresTotal, m.NFTablesCleanupFailuresTotal,
+			m.ProxyHealthzTotal, m.ProxyLivezTotal)
 	}
 	return m
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -138,4 +139,36 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// /healthz and /livez answers are counted by status code, as kube-proxy's
+// proxy_healthz_total and proxy_livez_total.
+func TestHealthzLivezCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h := NewProxyHealth(time.Minute)
+	h.Metrics = NewMetrics(reg)
+	get := func(path string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+	}
+	get("/healthz")
+	get("/healthz")
+	get("/livez")
+	h.SetNodeEligible(false) // a Node being deleted: healthz 503, livez 200
+	get("/healthz")
+	get("/livez")
+	for name, want := range map[string]map[string]float64{
+		"kubeproxy_proxy_healthz_total": {"code=200": 2, "code=503": 1},
+		"kubeproxy_proxy_livez_total":   {"code=200": 2},
+	} {
+		got := gathered(t, reg, name)
+		if len(got) != len(want) {
+			t.Errorf("%s: %d series, want %d", name, len(got), len(want))
+		}
+		for k, v := range want {
+			if m := got[k]; m == nil || m.GetCounter().GetValue() != v {
+				t.Errorf("%s{%s} = %v, want %v", name, k, m.GetCounter().GetValue(), v)
+			}
+		}
+	}
 }

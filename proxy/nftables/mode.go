@@ -71,7 +71,7 @@ func NewModeWithServiceCIDRs(cfg proxy.ModeConfig, serviceCIDRs []netip.Prefix, 
 			IPv6: v6, MasqueradeAll: cfg.MasqueradeAll, MasqueradeMark: fmt.Sprintf("%#08x", cfg.MasqueradeValue()),
 			PodCIDRs: ofFamily(cfg.ClusterCIDRs, v6), ServiceCIDRs: ofFamily(serviceCIDRs, v6),
 			NodePortAddresses: ofFamily(cfg.NodePortAddresses, v6), Log: log,
-			UnsupportedScheduler: m.unsupported,
+			UnsupportedScheduler: m.unsupported, Metrics: cfg.Metrics,
 		}
 		m.families = append(m.families, newModeProxier(c, cfg.Exec, nfts, v6))
 	}

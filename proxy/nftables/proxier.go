@@ -127,6 +127,9 @@ type Config struct {
 	// scheduler nftables cannot express (lc, wlc, sed, nq, or an unknown
 	// name); the Service then gets kube-proxy's random choice.
 	UnsupportedScheduler func(svc proxy.ServicePortName, scheduler string)
+	// Metrics, when set, counts failed sync transactions and stale-chain
+	// deletions.
+	Metrics *proxy.Metrics
 }
 
 // Proxier programs one family's kube-proxy table: each sync plans (plan*.go,
@@ -268,6 +271,9 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	if err := p.applyTx(ctx, tx, !partial && len(in.listedChains) == 0); err != nil {
 		clear(k.stale)
 		p.staleChains = k.stale
+		if p.cfg.Metrics != nil {
+			p.cfg.Metrics.NFTablesSyncFailuresTotal.WithLabelValues(proxy.Family(p.cfg.IPv6)).Inc()
+		}
 		return fmt.Errorf("sync nftables %s: %w", p.family, err)
 	}
 	p.known, p.staleChains, p.recreated = k, k.stale, true
@@ -319,6 +325,9 @@ func (p *Proxier) deleteStale(ctx context.Context, now time.Time) {
 	}
 	if err := p.apply.apply(ctx, tx.ops); err != nil {
 		// They still exist: they stay stale and are retried.
+		if p.cfg.Metrics != nil {
+			p.cfg.Metrics.NFTablesCleanupFailuresTotal.WithLabelValues(proxy.Family(p.cfg.IPv6)).Inc()
+		}
 		p.log.Warn("deleting stale chains failed; will retry", "err", err)
 		return
 	}

@@ -3,6 +3,7 @@ package nftables
 import (
 	"context"
 	"flag"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -414,4 +416,39 @@ func TestPartialSyncSharedElements(t *testing.T) {
 		t.Fatalf("hairpin element kept:\n%s", nft.Dump())
 	}
 	check("last holder gone")
+}
+
+// failingNFT fails every transaction after the first ok ones.
+type failingNFT struct {
+	*knftables.Fake
+	ok int
+}
+
+func (f *failingNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
+	if f.ok <= 0 {
+		return fmt.Errorf("transaction refused")
+	}
+	f.ok--
+	return f.Fake.Run(ctx, tx)
+}
+
+// A failed sync transaction counts in
+// kubeproxy_sync_proxy_rules_nftables_sync_failures_total{ip_family}.
+func TestSyncFailuresCounted(t *testing.T) {
+	cfg := testConfig()
+	cfg.Metrics = proxy.NewMetrics(nil)
+	p := NewProxier(cfg, &failingNFT{Fake: knftables.NewFake(knftables.IPv4Family, TableName), ok: 1})
+	if err := p.Sync(context.Background(), overallWorld().request(true)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Sync(context.Background(), overallWorld().request(true)); err == nil {
+		t.Fatal("second sync succeeded through a refusing nft")
+	}
+	var m dto.Metric
+	if err := cfg.Metrics.NFTablesSyncFailuresTotal.WithLabelValues("IPv4").Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetCounter().GetValue(); got != 1 {
+		t.Errorf("sync failures %v, want 1", got)
+	}
 }
