@@ -23,4 +23,14 @@ go test -count=1 -p 2 -timeout 30m ./... "$@"
 # build from a cold cache, seconds to run). -mod=mod follows dependency
 # changes of the main module without a manual tidy.
 (cd hack/apidiff && go vet -mod=mod . && go run -mod=mod . -n 2000)
+# e2e/interop (its own module): the real components at Kubernetes 1.37.2 on
+# svcnet and svcnet on the real control plane, built here from k8s.io/kubernetes
+# and CoreDNS 1.15.0 from the Go module proxy: kube-proxy (iptables and
+# nftables, real packets in test namespaces), kube-controller-manager (its
+# EndpointSlice, mirroring, Deployment and ReplicaSet controllers against
+# svcnet's on the same inputs), CoreDNS, and svcnet proxy/dns/controllers on
+# kube-apiserver + etcd. Cold builds cost about 2,000 CPU-seconds (see
+# e2e/interop/README.md); the tests themselves about 3 minutes.
+GOBIN=$PWD/bin go install github.com/coredns/coredns@v1.15.0
+(cd e2e/interop && go vet . && SVCNET_COREDNS=$PWD/../../bin/coredns go test -count=1 -timeout 60m .)
 echo "test suite took $(( $(date +%s) - start ))s"
