@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -211,6 +212,14 @@ func TestTopologyModeAutoController(t *testing.T) {
 			return got != nil && got.Annotations["gen"] == v
 		})
 	}
+	next := func() string {
+		select {
+		case e := <-rec.Events:
+			return e
+		case <-time.After(5 * time.Second):
+			return "(no event)"
+		}
+	}
 	setAnnotation("Auto")
 	h.sync("default/t")
 	// hints counts the endpoints hinted for each zone ("-" for none).
@@ -240,7 +249,7 @@ func TestTopologyModeAutoController(t *testing.T) {
 	if got, want := hints(), "zone-a=2 zone-b=2"; got != want {
 		t.Errorf("hints %s, want %s", got, want)
 	}
-	if got, want := <-rec.Events, "Normal TopologyAwareHintsEnabled Topology Aware Hints has been enabled, addressType: IPv4"; got != want {
+	if got, want := next(), "Normal TopologyAwareHintsEnabled Topology Aware Hints has been enabled, addressType: IPv4"; got != want {
 		t.Errorf("event %q, want %q", got, want)
 	}
 	setAnnotation("")
@@ -250,7 +259,7 @@ func TestTopologyModeAutoController(t *testing.T) {
 	if got, want := hints(), "zone-a=3 zone-b=1"; got != want {
 		t.Errorf("hints %s, want %s", got, want)
 	}
-	if got, want := <-rec.Events, "Warning TopologyAwareHintsDisabled Topology Aware Hints has been disabled, addressType: IPv4"; got != want {
+	if got, want := next(), "Warning TopologyAwareHintsDisabled Topology Aware Hints has been disabled, addressType: IPv4"; got != want {
 		t.Errorf("event %q, want %q", got, want)
 	}
 	// Auto with too few endpoints for the zones: no hints, a Warning.
@@ -260,7 +269,7 @@ func TestTopologyModeAutoController(t *testing.T) {
 	if got, want := hints(), "-=3"; got != want {
 		t.Errorf("hints %s, want %s", got, want)
 	}
-	if got, want := <-rec.Events, "Warning TopologyAwareHintsDisabled Unable to allocate minimum required endpoints to each zone without exceeding overload threshold (3 endpoints, 2 zones), addressType: IPv4"; got != want {
+	if got, want := next(), "Warning TopologyAwareHintsDisabled Unable to allocate minimum required endpoints to each zone without exceeding overload threshold (3 endpoints, 2 zones), addressType: IPv4"; got != want {
 		t.Errorf("event %q, want %q", got, want)
 	}
 }

@@ -46,7 +46,19 @@ type netlinkApplier struct {
 	// the sets of its predecessor.
 	session string
 	anonSeq uint32
+	// lasting is the connection small transactions reuse (see apply); nil
+	// until the first one, and after an error.
+	lasting *gnft.Conn
 }
+
+// lastingMaxOps is the largest transaction (in ops) sent over the lasting
+// connection, whose socket buffers are sized once (lastingBufBytes); larger
+// ones get a connection of their own with buffers sized to the batch.
+// Partial syncs of a few Services stay below it.
+const (
+	lastingMaxOps   = 256
+	lastingBufBytes = 4 << 20
+)
 
 func newNetlinkApplier(v6 bool, netnsName string) *netlinkApplier {
 	a := &netlinkApplier{v6: v6, family: gnft.TableFamilyIPv4, sets: map[string]*gnft.Set{},
@@ -66,8 +78,8 @@ func newNetlinkApplier(v6 bool, netnsName string) *netlinkApplier {
 // conn opens a connection; sizeHint is the number of messages the batch
 // will hold, to size the socket buffers (the kernel answers every message
 // before we read, and refuses a batch larger than the send buffer).
-func (a *netlinkApplier) conn(bufBytes *int) (*gnft.Conn, func(), error) {
-	opts := []gnft.ConnOption{gnft.WithSockOptions(func(c *mnl.Conn) error {
+func (a *netlinkApplier) conn(bufBytes *int, extra ...gnft.ConnOption) (*gnft.Conn, func(), error) {
+	opts := append(extra, gnft.WithSockOptions(func(c *mnl.Conn) error {
 		raw, err := c.SyscallConn()
 		if err != nil {
 			return err
@@ -85,7 +97,7 @@ func (a *netlinkApplier) conn(bufBytes *int) (*gnft.Conn, func(), error) {
 			return err
 		}
 		return serr
-	})}
+	}))
 	closeNS := func() {}
 	if a.netns != "" {
 		f, err := os.Open(a.netns)
@@ -112,11 +124,24 @@ func (a *netlinkApplier) apply(ctx context.Context, ops []op) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	buf := 0
-	c, closeNS, err := a.conn(&buf)
-	if err != nil {
-		return err
+	var c *gnft.Conn
+	if len(ops) <= lastingMaxOps {
+		// Small transactions (partial syncs) reuse one socket: closing a
+		// nftables netlink socket waits for the kernel's cleanup of earlier
+		// transactions (an RCU grace period), which cost 8-10 ms per sync
+		// when every transaction had a socket of its own.
+		var err error
+		if c, err = a.lastingConn(); err != nil {
+			return err
+		}
+	} else {
+		var closeNS func()
+		var err error
+		if c, closeNS, err = a.conn(&buf); err != nil {
+			return err
+		}
+		defer closeNS()
 	}
-	defer closeNS()
 	b := &batch{a: a, c: c, table: a.table()}
 	b.comp = newCompiler(a.v6, b.table, b.addAnon)
 	for i := 0; i < len(ops); i++ {
@@ -128,6 +153,7 @@ func (a *netlinkApplier) apply(ctx context.Context, ops []op) error {
 			}
 		}
 		if err := b.op(ops[i : j+1]); err != nil {
+			a.dropLasting(c)
 			return err
 		}
 		i = j
@@ -136,9 +162,36 @@ func (a *netlinkApplier) apply(ctx context.Context, ops []op) error {
 	// receive buffer, and a message well under 1 KiB plus its rule text.
 	buf = b.msgs*1024 + b.bytes
 	if err := c.Flush(); err != nil {
+		// Acks of the failed batch may be left unread: a later batch must
+		// not read them as its own.
+		a.dropLasting(c)
 		return fmt.Errorf("netlink batch of %d messages: %w", b.msgs, err)
 	}
 	return nil
+}
+
+// lastingConn returns the reused connection, opening it (in the network
+// namespace, whose file is closed once the socket exists) if needed.
+func (a *netlinkApplier) lastingConn() (*gnft.Conn, error) {
+	if a.lasting != nil {
+		return a.lasting, nil
+	}
+	buf := lastingBufBytes
+	c, closeNS, err := a.conn(&buf, gnft.AsLasting())
+	if err != nil {
+		return nil, err
+	}
+	closeNS()
+	a.lasting = c
+	return c, nil
+}
+
+// dropLasting closes the reused connection when c is it.
+func (a *netlinkApplier) dropLasting(c *gnft.Conn) {
+	if c != nil && c == a.lasting {
+		_ = c.CloseLasting()
+		a.lasting = nil
+	}
 }
 
 // isNotFound reports a missing object, from nft (knftables) or netlink.

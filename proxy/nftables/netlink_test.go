@@ -3,6 +3,7 @@ package nftables
 import (
 	"context"
 	"net/netip"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -143,4 +144,39 @@ func lineDiff(a, b string) string {
 		return "(same lines, different order)\n" + a + "\n----\n" + b
 	}
 	return strings.Join(out, "\n")
+}
+
+// Small transactions share one socket (lastingConn); a refused one closes
+// it, and the next opens a fresh one and succeeds.
+func TestLastingConnectionAfterError(t *testing.T) {
+	testbed.RequireCommand(t, "nft")
+	ctx := context.Background()
+	ns := testbed.NewNetNS(t, "nftlast")
+	p := NewNetlinkProxier(testConfig(), ns.Name, nil)
+	w := overallWorld()
+	if err := p.Sync(ctx, w.request(true)); err != nil {
+		t.Fatal(err)
+	}
+	a := p.apply.(*netlinkApplier)
+	// Deleting a chain that does not exist: the kernel refuses the batch.
+	bad := &txn{}
+	bad.delete(&knftables.Chain{Name: "no-such-chain"})
+	if err := a.apply(ctx, bad.ops); err == nil {
+		t.Fatal("deleting a missing chain succeeded")
+	}
+	if a.lasting != nil {
+		t.Error("the connection of a failed batch is kept")
+	}
+	for i := 0; i < 3; i++ {
+		if err := p.Sync(ctx, w.request(false, "ns1/svc1")); err != nil {
+			t.Fatalf("partial sync %d after a refused batch: %v", i, err)
+		}
+	}
+	if a.lasting == nil {
+		t.Error("partial syncs did not reuse a connection")
+	}
+	out, err := exec.Command("ip", "netns", "exec", ns.Name, "nft", "list", "table", "ip", TableName).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "service-") {
+		t.Fatalf("table after the syncs: %v\n%s", err, out)
+	}
 }
