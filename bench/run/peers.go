@@ -24,6 +24,13 @@ type peers struct {
 	kubeAPIServer string
 	coredns       string
 	haproxy       string // on PATH (Debian package)
+	// svcnetProxy is a copy of svcnet that only the proxy under test runs:
+	// kube-proxy shares no file pages with the harness's svcnet apiserver,
+	// and neither does a deployed svcnet proxy, so the RSS of the two proxies
+	// is compared without pages counted twice for the apiserver (the svcnet
+	// binary carries every component, and the proxy pages out those it does
+	// not use only where no other process maps them).
+	svcnetProxy string
 
 	versions map[string]string
 }
@@ -67,6 +74,10 @@ func buildPeers(root, dir string, needDNS, needAPI bool) (*peers, error) {
 		}
 		logf("built %s in %s", b.name, time.Since(t).Round(time.Second))
 	}
+	p.svcnetProxy = filepath.Join(dir, "svcnet-proxy")
+	if err := copyFile(p.svcnet, p.svcnetProxy); err != nil {
+		return nil, err
+	}
 	p.versions["svcnet"] = firstLine(output(p.svcnet, "version"))
 	p.versions["kube-proxy"] = firstLine(output(p.kubeProxy, "--version"))
 	if needAPI {
@@ -93,4 +104,14 @@ func buildPeers(root, dir string, needDNS, needAPI bool) (*peers, error) {
 func output(bin string, args ...string) string {
 	b, _ := exec.Command(bin, args...).CombinedOutput()
 	return strings.TrimSpace(string(b))
+}
+
+// copyFile copies an executable.
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	_ = os.Remove(to)
+	return os.WriteFile(to, b, 0o755)
 }

@@ -229,7 +229,7 @@ func (b *proxyBed) proxyArgs(bins *peers, impl, mode string) []string {
 	if impl == "kube-proxy" {
 		return append(append([]string{bins.kubeProxy}, common...), "--v", "1")
 	}
-	return append([]string{bins.svcnet, "proxy"}, common...)
+	return append([]string{bins.svcnetProxy, "proxy"}, common...)
 }
 
 // flush removes whatever the previous proxy left in the node namespace
@@ -317,6 +317,9 @@ func (b *proxyBed) runProxy(res *results, bins *peers, impl, mode string, n int,
 		res.add(m.v("kubeproxy_sync_proxy_rules_duration_seconds_sum"), "proxy", mode, n, "firstsync", impl)
 	}
 	res.add(rssMB(p.cmd.Process.Pid), "proxy", mode, n, "rss", impl)
+	anon, file := rssParts(p.cmd.Process.Pid)
+	res.add(anon, "proxy", mode, n, "rss-anon", impl)
+	res.add(file, "proxy", mode, n, "rss-file", impl)
 	logf("  %s %s n=%d: programmed after %.2fs, RSS %.0f MB", impl, mode, n, full, rssMB(p.cmd.Process.Pid))
 
 	if n <= o.maxConn && o.connects > 0 {

@@ -216,6 +216,30 @@ func rssMB(pid int) float64 {
 	return math.NaN()
 }
 
+// rssParts is the anonymous (heap, stacks) and file-backed (executable)
+// parts of pid's resident set in MB (RssAnon, RssFile).
+func rssParts(pid int) (anon, file float64) {
+	anon, file = math.NaN(), math.NaN()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "RssAnon:":
+			anon = kb / 1024
+		case "RssFile:":
+			file = kb / 1024
+		}
+	}
+	return
+}
+
 func percentile(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 {
 		return 0
