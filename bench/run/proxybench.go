@@ -222,14 +222,25 @@ func (b *proxyBed) populate(n int) (float64, error) {
 }
 
 // proxyArgs is the command line of impl in mode, against the bed's API.
+//
+// Mode "iptables-tree" runs both in iptables mode, svcnet with its opt-in
+// --iptables-dispatch=tree (kube-proxy has only the linear KUBE-SERVICES
+// walk): the connect-latency comparison of the two layouts.
 func (b *proxyBed) proxyArgs(bins *peers, impl, mode string) []string {
-	common := []string{"--kubeconfig", b.kubeconfig, "--hostname-override", benchNode, "--proxy-mode", mode,
+	proxyMode, extra := mode, []string(nil)
+	if mode == "iptables-tree" {
+		proxyMode = "iptables"
+		if impl != "kube-proxy" {
+			extra = []string{"--iptables-dispatch", "tree"}
+		}
+	}
+	common := []string{"--kubeconfig", b.kubeconfig, "--hostname-override", benchNode, "--proxy-mode", proxyMode,
 		"--cluster-cidr", "10.244.0.0/16", "--conntrack-max-per-core", "0", "--nodeport-addresses", "primary",
 		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256"}
 	if impl == "kube-proxy" {
 		return append(append([]string{bins.kubeProxy}, common...), "--v", "1")
 	}
-	return append([]string{bins.svcnetProxy, "proxy"}, common...)
+	return append(append([]string{bins.svcnetProxy, "proxy"}, common...), extra...)
 }
 
 // flush removes whatever the previous proxy left in the node namespace
@@ -415,7 +426,7 @@ func benchProxies(res *results, bins *peers, cfg *config) error {
 			logf("proxy n=%d: %d Services + slices created (%.0f objects/s)", n, n, rate)
 			b.listTimes(res, n)
 			for _, mode := range cfg.modes {
-				if mode == "iptables" && cfg.iptablesMax > 0 && n > cfg.iptablesMax {
+				if strings.HasPrefix(mode, "iptables") && cfg.iptablesMax > 0 && n > cfg.iptablesMax {
 					res.note(fmt.Sprintf("iptables mode not run at %d Services (-iptables-max-services %d)", n, cfg.iptablesMax))
 					continue
 				}
