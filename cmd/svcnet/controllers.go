@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -121,8 +122,11 @@ func (le leaderElection) run(ctx context.Context, client kubernetes.Interface, l
 	if err != nil {
 		return fmt.Errorf("leader election lock: %w", err)
 	}
-	var runErr error
-	ran := false
+	// OnStartedLeading runs in a goroutine of its own; Run returns when the
+	// Lease is lost or ctx ends, and cancels the controllers' context, so
+	// their end is awaited through done.
+	var ran atomic.Bool
+	done := make(chan error, 1)
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   le.leaseDuration,
@@ -132,9 +136,9 @@ func (le leaderElection) run(ctx context.Context, client kubernetes.Interface, l
 		Name:            le.name,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
-				ran = true
+				ran.Store(true)
 				log.Info("leading: starting the controllers", "lease", le.namespace+"/"+le.name, "identity", id)
-				runErr = run(ctx)
+				done <- run(ctx)
 			},
 			OnStoppedLeading: func() {},
 			OnNewLeader: func(identity string) {
@@ -148,10 +152,13 @@ func (le leaderElection) run(ctx context.Context, client kubernetes.Interface, l
 		return fmt.Errorf("leader election: %w", err)
 	}
 	elector.Run(ctx)
-	if runErr != nil {
-		return runErr
+	if !ran.Load() {
+		return nil
 	}
-	if ctx.Err() == nil && ran {
+	if err := <-done; err != nil {
+		return err
+	}
+	if ctx.Err() == nil {
 		return fmt.Errorf("leader election lost: the Lease %s/%s was not renewed in time", le.namespace, le.name)
 	}
 	return nil
