@@ -150,6 +150,13 @@ func (c *Controller) monitor(ctx context.Context) {
 				"lastHeard", c.lastHeard(n).Format(time.RFC3339))
 			c.markPodsNotReady(ctx, n.Name, now)
 		case silent:
+			// The taints failed after the status update, or someone removed
+			// them while the node is still silent: put them back.
+			if !hasUnreachableTaint(n) {
+				if err := c.setTaints(ctx, n.Name, true, now); err != nil {
+					c.log.Warn("taint unreachable node", "node", n.Name, "err", err)
+				}
+			}
 			// Pods bound while the node was already unreachable.
 			c.markPodsNotReady(ctx, n.Name, now)
 		case ready != nil && ready.Status == v1.ConditionTrue && hasUnreachableTaint(n):

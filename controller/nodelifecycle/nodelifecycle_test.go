@@ -9,9 +9,12 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -87,5 +90,49 @@ func TestSilentNodeAndBack(t *testing.T) {
 	c.monitor(ctx)
 	if n, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{}); len(n.Spec.Taints) != 0 {
 		t.Errorf("taints %v after the node is Ready again", n.Spec.Taints)
+	}
+}
+
+// TestTaintRetried: when the taint write fails after the status went
+// Unknown, the next pass (which sees an Unknown node) still taints it.
+func TestTaintRetried(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", CreationTimestamp: metav1.NewTime(t0)},
+		Status: v1.NodeStatus{Conditions: []v1.NodeCondition{
+			{Type: v1.NodeReady, Status: v1.ConditionTrue, LastHeartbeatTime: metav1.NewTime(t0)}}}}
+	client := fake.NewSimpleClientset(node)
+	failing := true
+	client.PrependReactor("update", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "" && failing {
+			return true, nil, apierrors.NewServiceUnavailable("etcd leader changed")
+		}
+		return false, nil, nil
+	})
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c := New(client, factory, 50*time.Second, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	defer cancel()
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		t.Fatal("caches not synced")
+	}
+	c.now = func() time.Time { return t0.Add(time.Minute) }
+	c.monitor(ctx)
+	n, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if readyCondition(n).Status != v1.ConditionUnknown || len(n.Spec.Taints) != 0 {
+		t.Fatalf("after a failed taint write: Ready=%s taints %v, want Unknown and none", readyCondition(n).Status, n.Spec.Taints)
+	}
+	failing = false
+	deadline := time.Now().Add(10 * time.Second)
+	for cur, _ := c.nodes.Get("n1"); cur == nil || readyCondition(cur).Status != v1.ConditionUnknown; cur, _ = c.nodes.Get("n1") {
+		if time.Now().After(deadline) {
+			t.Fatal("informer did not see the Unknown status")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.monitor(ctx)
+	if n, _ := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{}); !hasUnreachableTaint(n) {
+		t.Errorf("taints %v: the next pass did not taint the silent node", n.Spec.Taints)
 	}
 }

@@ -205,14 +205,20 @@ func nodeAgentKill(t *testing.T, c *upCluster) {
 		notReadyAfter = time.Since(killedAt)
 		return s == corev1.ConditionUnknown, fmt.Sprintf("Ready=%s", s)
 	})
-	_, n := nodeCond()
-	tainted := false
-	for _, tn := range n.Spec.Taints {
-		tainted = tainted || tn.Key == corev1.TaintNodeUnreachable
-	}
-	if !tainted {
-		t.Errorf("Node %s NotReady without the %s taint: %v", victim, corev1.TaintNodeUnreachable, n.Spec.Taints)
-	}
+	// The status and the taints are two writes (as kube-controller-manager
+	// makes them): the taints follow within a monitor period.
+	waitUntil(t, 10*time.Second, "Node "+victim+" tainted "+corev1.TaintNodeUnreachable, func() (bool, string) {
+		_, n := nodeCond()
+		if n == nil {
+			return false, "no node"
+		}
+		for _, tn := range n.Spec.Taints {
+			if tn.Key == corev1.TaintNodeUnreachable {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("taints %v", n.Spec.Taints)
+	})
 	if out, err := c.kubectl("get", "node", victim); err != nil || !strings.Contains(out, "NotReady") {
 		t.Errorf("kubectl get node %s: want NotReady: %v\n%s", victim, err, out)
 	}
