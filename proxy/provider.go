@@ -195,8 +195,13 @@ type ModeConfig struct {
 	// of nat KUBE-SERVICES: "linear" (kube-proxy's, the default when
 	// empty) or "tree". Other modes ignore it.
 	IPTablesDispatch string
-	SyncPeriod       time.Duration
-	MinSyncPeriod    time.Duration
+	// NFTablesEndpointChoice is --nftables-endpoint-choice, how the
+	// nftables mode picks an endpoint: "map" (kube-proxy's anonymous map in
+	// each Service's chain, the default when empty) or "rules" (one rule
+	// per endpoint, no set). Other modes ignore it.
+	NFTablesEndpointChoice string
+	SyncPeriod           time.Duration
+	MinSyncPeriod        time.Duration
 	// Scheduler is --ipvs-scheduler (default "rr"); modes that balance in
 	// other ways ignore it.
 	Scheduler string

@@ -225,13 +225,22 @@ func (b *proxyBed) populate(n int) (float64, error) {
 //
 // Mode "iptables-tree" runs both in iptables mode, svcnet with its opt-in
 // --iptables-dispatch=tree (kube-proxy has only the linear KUBE-SERVICES
-// walk): the connect-latency comparison of the two layouts.
+// walk): the connect-latency comparison of the two layouts. Mode
+// "nftables-rules" runs both in nftables mode, svcnet with its opt-in
+// --nftables-endpoint-choice=rules (one rule per endpoint instead of an
+// anonymous map per Service).
 func (b *proxyBed) proxyArgs(bins *peers, impl, mode string) []string {
 	proxyMode, extra := mode, []string(nil)
-	if mode == "iptables-tree" {
+	switch mode {
+	case "iptables-tree":
 		proxyMode = "iptables"
 		if impl != "kube-proxy" {
 			extra = []string{"--iptables-dispatch", "tree"}
+		}
+	case "nftables-rules":
+		proxyMode = "nftables"
+		if impl != "kube-proxy" {
+			extra = []string{"--nftables-endpoint-choice", "rules"}
 		}
 	}
 	common := []string{"--kubeconfig", b.kubeconfig, "--hostname-override", benchNode, "--proxy-mode", proxyMode,

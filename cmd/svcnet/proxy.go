@@ -24,6 +24,7 @@ import (
 	"github.com/svcnet/svcnet/proxy"
 	"github.com/svcnet/svcnet/proxy/conntrack"
 	"github.com/svcnet/svcnet/proxy/iptables" // registers --proxy-mode=iptables
+	"github.com/svcnet/svcnet/proxy/nftables"
 )
 
 func init() {
@@ -42,6 +43,7 @@ type proxyArgs struct {
 	masqueradeAll      bool
 	masqueradeBit      int
 	iptablesDispatch   string
+	nftablesChoice     string
 	minSyncPeriod      time.Duration
 	syncPeriod         time.Duration
 	healthzBindAddress string
@@ -67,6 +69,7 @@ func parseProxyArgs(args []string) (*proxyArgs, error) {
 	fs.StringVar(&nodePortAddrs, "nodeport-addresses", "", "comma-separated CIDRs and keywords (primary, localhost, all) of the local addresses that accept NodePorts (default: all; primary in nftables mode)")
 	fs.BoolVar(&a.masqueradeAll, "masquerade-all", false, "SNAT all traffic sent to Service cluster IPs")
 	fs.IntVar(&a.masqueradeBit, "iptables-masquerade-bit", 14, "fwmark bit marking packets to masquerade (0-31)")
+	fs.StringVar(&a.nftablesChoice, "nftables-endpoint-choice", "map", "svcnet extension, nftables mode: how a Service's chain picks an endpoint, map (kube-proxy's: an anonymous map per chain) or rules (one rule per endpoint and no set: programming time linear in the number of Services)")
 	fs.StringVar(&a.iptablesDispatch, "iptables-dispatch", "linear", "svcnet extension, iptables mode: layout of nat KUBE-SERVICES, linear (kube-proxy's) or tree (sub-chains by destination prefix: connection set-up cost independent of the number of Services)")
 	fs.DurationVar(&a.minSyncPeriod, "min-sync-period", time.Second, "minimum interval between rule syncs")
 	fs.DurationVar(&a.syncPeriod, "sync-period", 30*time.Second, "maximum interval between rule syncs (partial; a full sync comes once an hour in iptables and nftables modes, every period in ipvs)")
@@ -133,6 +136,9 @@ func parseProxyArgs(args []string) (*proxyArgs, error) {
 	}
 	if _, err := iptables.ParseDispatch(a.iptablesDispatch); err != nil {
 		return nil, fmt.Errorf("--iptables-dispatch: %w", err)
+	}
+	if _, err := nftables.ParseEndpointChoice(a.nftablesChoice); err != nil {
+		return nil, fmt.Errorf("--nftables-endpoint-choice: %w", err)
 	}
 	if a.hostnameOverride == "" {
 		h, err := os.Hostname()
@@ -216,7 +222,8 @@ func runProxy(ctx context.Context, args []string) error {
 		Log: log, Exec: exec, NodeName: a.hostnameOverride, ClusterCIDRs: a.clusterCIDRs, ServiceCIDRs: a.serviceCIDRs,
 		NodePortAddresses: a.nodePortAddresses, MasqueradeAll: a.masqueradeAll, MasqueradeBit: &a.masqueradeBit,
 		ConntrackTCPLiberal: a.conntrack.TCPBeLiberal, IPTablesDispatch: a.iptablesDispatch,
-		SyncPeriod: a.syncPeriod, MinSyncPeriod: a.minSyncPeriod, Scheduler: a.ipvsScheduler, Metrics: metrics,
+		NFTablesEndpointChoice: a.nftablesChoice,
+		SyncPeriod:           a.syncPeriod, MinSyncPeriod: a.minSyncPeriod, Scheduler: a.ipvsScheduler, Metrics: metrics,
 	}
 
 	if a.cleanup {

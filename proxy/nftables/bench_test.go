@@ -36,8 +36,9 @@ func bigWorld(n int) (proxy.ServicePortMap, proxy.EndpointsMap) {
 
 // BenchmarkSyncRealNFT measures, in a test-made network namespace, a full
 // sync and a one-Service partial sync for 1k, 10k and 50k Services of 10
-// endpoints, programmed through netlink (the mode's default) and through
-// the nft binary (`nft -f -`, the text path), e.g.
+// endpoints, programmed through netlink (the mode's default), through
+// netlink with one rule per endpoint (--nftables-endpoint-choice=rules)
+// and through the nft binary (`nft -f -`, the text path), e.g.
 //
 //	go test -run XXX -bench 'SyncRealNFT/apply=netlink' -benchtime 1x ./proxy/nftables
 //
@@ -45,13 +46,13 @@ func bigWorld(n int) (proxy.ServicePortMap, proxy.EndpointsMap) {
 // known state), measured after a GC.
 func BenchmarkSyncRealNFT(b *testing.B) {
 	testbed.RequireCommand(b, "nft")
-	for _, apply := range []string{"netlink", "nft"} {
+	for _, apply := range []string{"netlink", "netlink-rules", "nft"} {
 		for _, n := range benchSizes {
 			b.Run(fmt.Sprintf("apply=%s/services=%d", apply, n), func(b *testing.B) {
 				ns := testbed.NewNetNS(b, "nftbench")
 				svcs, eps := bigWorld(n)
 				for i := 0; i < b.N; i++ {
-					cfg := Config{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+					cfg := Config{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, ChoiceRules: apply == "netlink-rules"}
 					p := NewNetlinkProxier(cfg, ns.Name, nil)
 					if apply == "nft" {
 						p = NewProxier(cfg, NewExecNFT(knftables.IPv4Family, TableName, proxy.OSExecutor{NetNS: ns.Name}))
@@ -123,33 +124,35 @@ var benchSizes = []int{1000, 10000, 50000}
 //	go test -run XXX -bench OneChangeNetlink -benchtime 200x ./proxy/nftables
 func BenchmarkOneChangeNetlink(b *testing.B) {
 	testbed.RequireCommand(b, "nft")
-	for _, n := range []int{1000, 10000} {
-		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-			ns := testbed.NewNetNS(b, "nftbench")
-			svcs, eps := bigWorld(n)
-			p := NewNetlinkProxier(Config{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, ns.Name, nil)
-			if err := p.Sync(context.Background(), &proxy.SyncRequest{Full: true, Services: svcs, Endpoints: eps}); err != nil {
-				b.Fatal(err)
-			}
-			var one proxy.ServicePortName
-			for k := range svcs {
-				one = k
-				break
-			}
-			orig := eps[one]
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if i%2 == 0 {
-					eps[one] = orig[1:]
-				} else {
-					eps[one] = orig
-				}
-				req := &proxy.SyncRequest{Services: svcs, Endpoints: eps}
-				req.EndpointsResult.UpdatedServices = sets.New(one.NamespacedName)
-				if err := p.Sync(context.Background(), req); err != nil {
+	for _, rules := range []bool{false, true} {
+		for _, n := range []int{1000, 10000} {
+			b.Run(fmt.Sprintf("rules=%v/services=%d", rules, n), func(b *testing.B) {
+				ns := testbed.NewNetNS(b, "nftbench")
+				svcs, eps := bigWorld(n)
+				p := NewNetlinkProxier(Config{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, ChoiceRules: rules}, ns.Name, nil)
+				if err := p.Sync(context.Background(), &proxy.SyncRequest{Full: true, Services: svcs, Endpoints: eps}); err != nil {
 					b.Fatal(err)
 				}
-			}
-		})
+				var one proxy.ServicePortName
+				for k := range svcs {
+					one = k
+					break
+				}
+				orig := eps[one]
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if i%2 == 0 {
+						eps[one] = orig[1:]
+					} else {
+						eps[one] = orig
+					}
+					req := &proxy.SyncRequest{Services: svcs, Endpoints: eps}
+					req.EndpointsResult.UpdatedServices = sets.New(one.NamespacedName)
+					if err := p.Sync(context.Background(), req); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }

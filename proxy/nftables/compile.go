@@ -127,7 +127,7 @@ func (c *compiler) statement(s *ruleState) error {
 	case t == "dnat":
 		return c.dnat(s)
 	case t == "numgen" || t == "jhash":
-		return c.genVmap(s)
+		return c.genVmapOrMatch(s)
 	case t == "update":
 		return c.update(s)
 	case t == "reject":
@@ -565,6 +565,44 @@ func (c *compiler) dnat(s *ruleState) error {
 		return err
 	}
 	s.out = append(s.out, &expr.NAT{Type: expr.NATTypeDestNAT, Family: c.natFamily(), RegAddrMin: 1, RegProtoMin: 8 + c.addrLen/4})
+	return nil
+}
+
+// genVmapOrMatch compiles "GEN vmap { ... }" or a match on the
+// generator's value (--nftables-endpoint-choice=rules): "GEN < N", "GEN
+// LO-HI" or "GEN N". As nft does, a comparison by order converts the value
+// to network byte order first; equality compares it as it is.
+func (c *compiler) genVmapOrMatch(s *ruleState) error {
+	start, outs := s.i, len(s.out)
+	gen, err := c.generator(s)
+	if err != nil {
+		return err
+	}
+	if s.peek(0) == "vmap" {
+		s.i, s.out = start, s.out[:outs]
+		return c.genVmap(s)
+	}
+	s.out = append(s.out, gen...)
+	hton := &expr.Byteorder{SourceRegister: 1, DestRegister: 1, Op: expr.ByteorderHton, Len: 4, Size: 4}
+	be := func(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
+	if s.peek(0) == "<" {
+		s.next()
+		v, err := parseUint32(s.next())
+		if err != nil {
+			return err
+		}
+		s.out = append(s.out, hton, &expr.Cmp{Op: expr.CmpOpLt, Register: 1, Data: be(v)})
+		return nil
+	}
+	lo, hi, isRange, err := parseRange(s.next())
+	if err != nil {
+		return err
+	}
+	if !isRange {
+		s.out = append(s.out, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: native32(lo)})
+		return nil
+	}
+	s.out = append(s.out, hton, &expr.Cmp{Op: expr.CmpOpGte, Register: 1, Data: be(lo)}, &expr.Cmp{Op: expr.CmpOpLte, Register: 1, Data: be(hi)})
 	return nil
 }
 

@@ -60,4 +60,10 @@
 // names, get the random choice, a log warning and a Warning Event on the
 // Service (proxy.SchedulerReporter: UnsupportedScheduler / UnknownScheduler).
 // Without the annotation, the rules are exactly kube-proxy's.
+//
+// --nftables-endpoint-choice=rules (Config.ChoiceRules, opt-in) writes the
+// random, wrr, sh and dh choices among up to 64 endpoints as one rule per
+// endpoint (`numgen random mod R < W ...`, `jhash ... LO-HI ...`) instead of
+// an anonymous map per chain, so the table holds no set per Service and a
+// start costs the kernel O(N) rather than O(N²) (plan_choice.go).
 package nftables

@@ -24,12 +24,31 @@ func TestKernelScenarios(t *testing.T) {
 	})
 }
 
-// TestKernelSchedulers checks the per-Service schedulers on real nftables:
-// rr (numgen inc) alternates exactly, wrr follows the weights, and sh and
-// mh (jhash of the source) pin one client to one endpoint.
+// TestKernelScenariosChoiceRules runs the same scenarios with
+// --nftables-endpoint-choice=rules (one rule per endpoint), programmed
+// through netlink.
+func TestKernelScenariosChoiceRules(t *testing.T) {
+	testbed.RequireCommand(t, "nft")
+	proxytest.RunKernelScenarios(t, func(_ *proxytest.Node, cfg proxy.ModeConfig) (proxy.Provider, error) {
+		cfg.NFTablesEndpointChoice = "rules"
+		return NewModeWithServiceCIDRs(cfg, []netip.Prefix{proxytest.ServiceCIDR}, nil)
+	})
+}
+
+// TestKernelSchedulers checks the per-Service schedulers on real nftables,
+// with kube-proxy's maps and with --nftables-endpoint-choice=rules: rr (numgen
+// inc) alternates exactly, wrr follows the weights, and sh and mh (jhash
+// of the source) pin one client to one endpoint.
 func TestKernelSchedulers(t *testing.T) {
 	testbed.RequireCommand(t, "nft")
+	for _, choice := range []string{"map", "rules"} {
+		t.Run(choice, func(t *testing.T) { kernelSchedulers(t, choice) })
+	}
+}
+
+func kernelSchedulers(t *testing.T, choice string) {
 	c := proxytest.NewCluster(t, func(_ *proxytest.Node, cfg proxy.ModeConfig) (proxy.Provider, error) {
+		cfg.NFTablesEndpointChoice = choice
 		return NewModeWithServiceCIDRs(cfg, []netip.Prefix{proxytest.ServiceCIDR}, nil)
 	}, 1, 3)
 	n1 := c.Nodes[0]
@@ -83,7 +102,7 @@ func TestKernelSchedulers(t *testing.T) {
 // refuses (IPv6 DNAT, weighted jhash intervals, Maglev vmaps...).
 func TestGoldenRulesLoadIntoNFT(t *testing.T) {
 	testbed.RequireCommand(t, "nft")
-	for _, g := range []string{"overall", "ipv6"} {
+	for _, g := range []string{"overall", "ipv6", "rules"} {
 		data, err := os.ReadFile(filepath.Join("testdata", g+".golden"))
 		if err != nil {
 			t.Fatal(err)

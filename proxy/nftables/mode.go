@@ -66,16 +66,32 @@ func NewModeWithServiceCIDRs(cfg proxy.ModeConfig, serviceCIDRs []netip.Prefix, 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	rules, err := ParseEndpointChoice(cfg.NFTablesEndpointChoice)
+	if err != nil {
+		return nil, err
+	}
 	for _, v6 := range fams {
 		c := Config{
 			IPv6: v6, MasqueradeAll: cfg.MasqueradeAll, MasqueradeMark: fmt.Sprintf("%#08x", cfg.MasqueradeValue()),
 			PodCIDRs: ofFamily(cfg.ClusterCIDRs, v6), ServiceCIDRs: ofFamily(serviceCIDRs, v6),
 			NodePortAddresses: ofFamily(cfg.NodePortAddresses, v6), Log: log,
-			UnsupportedScheduler: m.unsupported, Metrics: cfg.Metrics,
+			UnsupportedScheduler: m.unsupported, Metrics: cfg.Metrics, ChoiceRules: rules,
 		}
 		m.families = append(m.families, newModeProxier(c, cfg.Exec, nfts, v6))
 	}
 	return m, nil
+}
+
+// ParseEndpointChoice validates an --nftables-endpoint-choice value (""
+// is map) and reports whether it asks for rules.
+func ParseEndpointChoice(v string) (rules bool, err error) {
+	switch v {
+	case "", "map":
+		return false, nil
+	case "rules":
+		return true, nil
+	}
+	return false, fmt.Errorf("unknown nftables endpoint choice %q (map or rules)", v)
 }
 
 // newModeProxier returns one family's Proxier: over the test's NFT when

@@ -29,6 +29,20 @@ import (
 // unknown name) fall back to random and are reported through
 // Config.UnsupportedScheduler. Which scheduler, and whether weights count,
 // is proxy.NewBalance's decision over Schedulers.
+//
+// With Config.ChoiceRules (--nftables-endpoint-choice=rules) the random,
+// wrr, sh and dh choices among up to maxChoiceRules endpoints are rules
+// instead of a map, one per endpoint but the last, which takes what the
+// others left: `numgen random mod R < W TARGET` with R the weight of this
+// endpoint and those after it (so each is reached with probability its
+// share, as in iptables mode), or `jhash ... mod T seed S LO-HI TARGET` for
+// the hashing schedulers. The choice is the same; what changes is that the
+// table holds no set per Service. The kernel finds a set by walking the
+// table's list of sets by name, when the set is created, when a rule
+// refers to it and when elements are added, so one anonymous map per
+// Service makes programming N Services O(N²) (the set-name walks were 60%
+// of the kernel's time in a full sync of 10k Services here). rr (numgen
+// inc, whose counter is per expression) and mh (251 slots) keep the map.
 func (pl *planner) endpointChoice(d *desiredPort, sp *proxy.ServicePort, n *portNames, chain string, eps []*proxy.Endpoint) {
 	affinity := sp.SessionAffinity == v1.ServiceAffinityClientIP
 	rule := func(text string) { d.rules = append(d.rules, &knftables.Rule{Chain: chain, Rule: text}) }
@@ -58,8 +72,58 @@ func (pl *planner) endpointChoice(d *desiredPort, sp *proxy.ServicePort, n *port
 		rule(knftables.Concat("meta l4proto", n.protocol, "dnat to", eps[0].AddrPort().String()))
 		return
 	}
+	if pl.cfg.ChoiceRules && len(eps) <= maxChoiceRules && pl.choiceRules(bal, eps, n, affinity, rule) {
+		return
+	}
 	gen, parts := pl.schedule(sp, bal, eps, target)
 	emit(gen, parts)
+}
+
+// maxChoiceRules bounds the rules of one choice: a new connection walks
+// them, so larger endpoint sets keep the map.
+const maxChoiceRules = 64
+
+// choiceRules writes the choice as rules (see endpointChoice); false for a
+// scheduler rules cannot express.
+func (pl *planner) choiceRules(bal proxy.Balance, eps []*proxy.Endpoint, n *portNames, affinity bool, rule func(string)) bool {
+	target := func(ep *proxy.Endpoint) string {
+		if affinity {
+			return "goto " + n.epChain(ep)
+		}
+		return knftables.Concat("meta l4proto", n.protocol, "dnat to", ep.AddrPort().String())
+	}
+	weight := func(*proxy.Endpoint) int { return 1 }
+	var hash string
+	switch bal.Scheduler {
+	case lb.Random:
+	case lb.WeightedRoundRobin:
+		weight = bal.Weight
+	case lb.SourceHashing, lb.DestinationHashing:
+		weight = bal.Weight
+		hash = "saddr"
+		if bal.Scheduler == lb.DestinationHashing {
+			hash = "daddr"
+		}
+	default:
+		return false
+	}
+	total := 0
+	for _, ep := range eps {
+		total += weight(ep)
+	}
+	left, lo := total, 0
+	for _, ep := range eps[:len(eps)-1] {
+		w := weight(ep)
+		if hash == "" {
+			rule(fmt.Sprintf("numgen random mod %d < %d %s", left, w, target(ep)))
+		} else {
+			rule(fmt.Sprintf("jhash %s %s mod %d seed %s %s %s", pl.ipX, hash, total, hashSeed, rangeKey(lo, lo+w-1), target(ep)))
+		}
+		left -= w
+		lo += w
+	}
+	rule(target(eps[len(eps)-1]))
+	return true
 }
 
 // Schedulers are what nftables mode can express: kube-proxy's random

@@ -130,6 +130,10 @@ type Config struct {
 	// Metrics, when set, counts failed sync transactions and stale-chain
 	// deletions.
 	Metrics *proxy.Metrics
+	// ChoiceRules (--nftables-endpoint-choice=rules, a svcnet extension)
+	// picks endpoints with one rule per endpoint instead of kube-proxy's
+	// anonymous map per Service chain: see plan_choice.go.
+	ChoiceRules bool
 }
 
 // Proxier programs one family's kube-proxy table: each sync plans (plan*.go,

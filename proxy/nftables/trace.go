@@ -143,25 +143,39 @@ func (tr *Tracer) run(s tpkt, chain string, depth int) ([]tpkt, error) {
 	if c == nil {
 		return nil, fmt.Errorf("no chain %q", chain)
 	}
+	// maybe holds the outcomes of rules that may or may not match (a
+	// generator match): the packet also goes on past them.
+	var maybe []tpkt
 	for _, r := range c.Rules {
 		res, cont, err := tr.rule(s, r.Rule, depth)
 		if err != nil {
 			return nil, fmt.Errorf("chain %s rule %q: %w", chain, r.Rule, err)
 		}
 		if cont != nil {
+			maybe = append(maybe, res...)
 			s = *cont
 			continue
 		}
-		return res, nil
+		return append(maybe, res...), nil
 	}
 	s.verdict = "return"
-	return []tpkt{s}, nil
+	return append(maybe, s), nil
 }
 
 // rule evaluates one rule: either it decides (res) or the packet continues
 // with the (possibly modified) state cont.
 func (tr *Tracer) rule(s tpkt, rule string, depth int) (res []tpkt, cont *tpkt, err error) {
 	toks := strings.Fields(rule)
+	if n := generatorMatch(toks); n > 0 {
+		// numgen random mod R < W ... / jhash ... LO-HI ...: the rule
+		// matches some packets (the rest of it decides those) and not
+		// others, which go on.
+		res, cont, err := tr.rule(s, strings.Join(toks[n:], " "), depth)
+		if err != nil || cont != nil {
+			return nil, &s, err
+		}
+		return res, &s, nil
+	}
 	i := 0
 	// Matches.
 	for i < len(toks) {
@@ -363,6 +377,28 @@ func (tr *Tracer) dnatMap(s tpkt, toks []string) ([]tpkt, *tpkt, error) {
 		return nil, nil, fmt.Errorf("empty dnat map at %q", strings.Join(toks, " "))
 	}
 	return all, nil, nil
+}
+
+// generatorMatch returns the number of tokens of a generator match at the
+// start of a rule ("numgen random mod R < W", "jhash ip saddr mod T seed S
+// LO-HI"), 0 when the rule does not start with one.
+func generatorMatch(toks []string) int {
+	n := 0
+	switch {
+	case len(toks) > 4 && toks[0] == "numgen" && toks[2] == "mod":
+		n = 4
+	case len(toks) > 7 && toks[0] == "jhash" && toks[3] == "mod" && toks[5] == "seed":
+		n = 7
+	default:
+		return 0
+	}
+	switch {
+	case toks[n] == "vmap":
+		return 0
+	case toks[n] == "<" && len(toks) > n+1:
+		return n + 2
+	}
+	return n + 1
 }
 
 func (tr *Tracer) verdict(s tpkt, v string, depth int) ([]tpkt, *tpkt, error) {
