@@ -200,8 +200,8 @@ type ModeConfig struct {
 	// each Service's chain, the default when empty) or "rules" (one rule
 	// per endpoint, no set). Other modes ignore it.
 	NFTablesEndpointChoice string
-	SyncPeriod           time.Duration
-	MinSyncPeriod        time.Duration
+	SyncPeriod             time.Duration
+	MinSyncPeriod          time.Duration
 	// Scheduler is --ipvs-scheduler (default "rr"); modes that balance in
 	// other ways ignore it.
 	Scheduler string

@@ -223,7 +223,7 @@ func runProxy(ctx context.Context, args []string) error {
 		NodePortAddresses: a.nodePortAddresses, MasqueradeAll: a.masqueradeAll, MasqueradeBit: &a.masqueradeBit,
 		ConntrackTCPLiberal: a.conntrack.TCPBeLiberal, IPTablesDispatch: a.iptablesDispatch,
 		NFTablesEndpointChoice: a.nftablesChoice,
-		SyncPeriod:           a.syncPeriod, MinSyncPeriod: a.minSyncPeriod, Scheduler: a.ipvsScheduler, Metrics: metrics,
+		SyncPeriod:             a.syncPeriod, MinSyncPeriod: a.minSyncPeriod, Scheduler: a.ipvsScheduler, Metrics: metrics,
 	}
 
 	if a.cleanup {

@@ -151,7 +151,9 @@ func TestChoiceRulesPartialSyncs(t *testing.T) {
 			w.add(service("ns", "a", "172.30.0.1"), ep("10.1.0.1", 80, false), ep("10.1.0.2", 80, false), ep("10.1.0.4", 80, false),
 				ep("10.1.0.5", 80, false), ep("10.1.0.6", 80, false), ep("10.1.0.7", 80, false))
 		}, []string{"ns/a"}},
-		{"b with affinity", func() { w.add(service("ns", "b", "172.30.0.2", affinity), ep("10.2.0.1", 80, false), ep("10.2.0.2", 80, false)) }, []string{"ns/b"}},
+		{"b with affinity", func() {
+			w.add(service("ns", "b", "172.30.0.2", affinity), ep("10.2.0.1", 80, false), ep("10.2.0.2", 80, false))
+		}, []string{"ns/b"}},
 		{"a weighted wrr", func() { w.add(service("ns", "a", "172.30.0.1", wrr), ep("10.1.0.1", 80, false), heavy) }, []string{"ns/a"}},
 		{"b gone, c new with sh", func() {
 			delete(w.svcs, bPort)
@@ -159,7 +161,9 @@ func TestChoiceRulesPartialSyncs(t *testing.T) {
 			w.add(service("ns", "c", "172.30.0.3", sh), ep("10.3.0.1", 80, false), heavy, ep("10.3.0.2", 80, false))
 		}, []string{"ns/b", "ns/c"}},
 		{"a down to one endpoint", func() { w.add(service("ns", "a", "172.30.0.1", wrr), ep("10.1.0.1", 80, false)) }, []string{"ns/a"}},
-		{"b back with affinity", func() { w.add(service("ns", "b", "172.30.0.2", affinity), ep("10.2.0.1", 80, false), ep("10.2.0.3", 80, false)) }, []string{"ns/b"}},
+		{"b back with affinity", func() {
+			w.add(service("ns", "b", "172.30.0.2", affinity), ep("10.2.0.1", 80, false), ep("10.2.0.3", 80, false))
+		}, []string{"ns/b"}},
 	}
 	for _, st := range steps {
 		st.change()
