@@ -14,7 +14,7 @@ func TestParseProxyArgs(t *testing.T) {
 	}
 	if a.mode != "iptables" || a.minSyncPeriod != time.Second || a.syncPeriod != 30*time.Second ||
 		a.healthzBindAddress != "0.0.0.0:10256" || a.metricsBindAddress != "127.0.0.1:10249" || a.ipvsScheduler != "rr" ||
-		a.iptablesDispatch != "linear" || a.profiling {
+		a.iptablesDispatch != "linear" || a.nftablesChoice != "map" || a.profiling {
 		t.Errorf("defaults: %+v", a)
 	}
 	if a.hostnameOverride != "node-1" || len(a.clusterCIDRs) != 2 || len(a.nodePortAddresses) != 1 || !a.nodePortPrimary {
@@ -23,7 +23,7 @@ func TestParseProxyArgs(t *testing.T) {
 	if a, err := parseProxyArgs([]string{"--profiling"}); err != nil || !a.profiling {
 		t.Errorf("--profiling: %v %+v", err, a)
 	}
-	for _, bad := range [][]string{{"--cluster-cidr", "10.0.0.0/33"}, {"--nodeport-addresses", "nope"}, {"--sync-period", "0s"}, {"extra"}, {"--iptables-dispatch", "bush"}} {
+	for _, bad := range [][]string{{"--cluster-cidr", "10.0.0.0/33"}, {"--nodeport-addresses", "nope"}, {"--sync-period", "0s"}, {"extra"}, {"--iptables-dispatch", "bush"}, {"--nftables-endpoint-choice", "set"}} {
 		if _, err := parseProxyArgs(bad); err == nil {
 			t.Errorf("%v: no error", bad)
 		} else if strings.Contains(err.Error(), "panic") {
