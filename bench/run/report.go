@@ -118,7 +118,10 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 					g("rss-anon", "svcnet").format(""), g("rss-file", "svcnet").format(""))
 			}
 		}
-		w("\nRatios are svcnet / kube-proxy (below 1: svcnet is faster).\n\n")
+		w("\nRatios are svcnet / kube-proxy (below 1: svcnet is faster). Mode nftables-rules is kube-proxy in nftables " +
+			"mode beside svcnet with its opt-in `--nftables-endpoint-choice=rules` (one rule per endpoint instead of an " +
+			"anonymous map per Service); iptables-tree is kube-proxy in iptables mode beside svcnet with " +
+			"`--iptables-dispatch=tree`.\n\n")
 		w("### TCP connect latency through the rules\n\n")
 		w("%d TCP connects (connect() until established; the endpoint accepts and closes) from the node namespace to the "+
 			"ClusterIP of the first and of the last of the N Services (in creation order), after the proxy's first sync; "+
