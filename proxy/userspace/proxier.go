@@ -86,6 +86,7 @@ type Proxier struct {
 	services  map[string]*service
 	jumpsDone [2]bool
 	closed    bool
+	tcp       tcpLoops // the TCP relays' event loops (loop.go)
 }
 
 // New returns a Proxier with no services; nothing runs until Sync.
@@ -201,6 +202,7 @@ func (p *Proxier) Close() {
 		s.close()
 		delete(p.services, k)
 	}
+	p.tcp.stop()
 	p.closed = true
 }
 
@@ -276,9 +278,16 @@ func (p *Proxier) open(c ServiceConfig) (*service, error) {
 		}
 		s.lns = lns
 		s.port = lns[0].Addr().(*net.TCPAddr).Port
-		for _, ln := range lns {
-			s.wg.Add(1)
-			go s.serveTCP(ln)
+		for i, ln := range lns {
+			l, err := p.loop(i)
+			if err == nil {
+				err = l.addListener(s, ln)
+			}
+			if err != nil {
+				s.close()
+				return nil, fmt.Errorf("service %s: event loop: %w", c.Name, err)
+			}
+			s.loops = append(s.loops, l)
 		}
 	case "udp":
 		u, err := listenUDP(p.opt.ListenHost)
@@ -310,6 +319,7 @@ type service struct {
 	proto string
 	port  int
 	lns   []*net.TCPListener // one per CPU, same port (SO_REUSEPORT)
+	loops []*tcpLoop         // the event loop accepting on each of lns
 	udp   *udpListener
 
 	conf atomic.Pointer[ServiceConfig]
@@ -430,7 +440,10 @@ func (s *service) pick(client, dst netip.Addr, tried map[*lb.Backend]bool) *lb.B
 
 func (s *service) close() {
 	s.closing.Store(true)
-	for _, ln := range s.lns {
+	for i, ln := range s.lns {
+		if i < len(s.loops) {
+			s.loops[i].removeListener(ln) // before the descriptor can be reused
+		}
 		ln.Close()
 	}
 	if s.udp != nil {

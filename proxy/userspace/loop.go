@@ -1,0 +1,494 @@
+package userspace
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/svcnet/svcnet/proxy/lb"
+)
+
+// This file is the TCP data path: a few event loops (one per accept loop,
+// shared by every Service port) on their own epoll instances and raw
+// non-blocking sockets. A proxied connection costs no goroutine and no
+// entry in Go's poller: accept4, socket, connect, the reads and writes,
+// close; Go's net package added getsockname/getpeername, the SO_ERROR check
+// of the connect, an EAGAIN read and a goroutine park per direction, and
+// epoll_ctl removals (docs/proxy-modes.md, "Benchmark (userspace)").
+//
+// The listeners stay *net.TCPListener (opened with SO_REUSEPORT, one per
+// loop): the loops accept on their descriptors, which Go's poller never
+// waits on since nobody calls Accept. A listener is removed from its loop
+// (synchronously) before it is closed, so the loop never touches a reused
+// descriptor.
+
+// relayBufSize is the loops' copy buffer; a read that fills it marks a bulk
+// transfer, which then moves through a pipe with splice(2).
+const relayBufSize = 64 << 10
+
+type tcpLoops struct {
+	once  sync.Once
+	loops []*tcpLoop
+	err   error
+}
+
+// loop returns the i-th event loop (modulo their number), starting them on
+// first use.
+func (p *Proxier) loop(i int) (*tcpLoop, error) {
+	p.tcp.once.Do(func() {
+		for j := 0; j < p.opt.AcceptLoops; j++ {
+			l, err := newTCPLoop(p)
+			if err != nil {
+				p.tcp.err = err
+				return
+			}
+			p.tcp.loops = append(p.tcp.loops, l)
+			go l.run()
+		}
+	})
+	if p.tcp.err != nil {
+		return nil, p.tcp.err
+	}
+	return p.tcp.loops[i%len(p.tcp.loops)], nil
+}
+
+type tcpLoop struct {
+	p      *Proxier
+	epfd   int
+	wakefd int // eventfd: commands are waiting
+	buf    []byte
+
+	mu   sync.Mutex
+	cmds []func()
+	// stopping: the Proxier is closed; the loop ends once its last
+	// relay has.
+	stopping bool
+
+	listeners map[int32]*service
+	ends      map[int32]*relayEnd
+	// dialing are the relays whose backend connect is under way (their
+	// deadlines are checked on every turn).
+	dialing map[*relay]struct{}
+}
+
+func newTCPLoop(p *Proxier) (*tcpLoop, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	wfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, err
+	}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wfd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wfd)}); err != nil {
+		unix.Close(epfd)
+		unix.Close(wfd)
+		return nil, err
+	}
+	return &tcpLoop{p: p, epfd: epfd, wakefd: wfd, buf: make([]byte, relayBufSize),
+		listeners: map[int32]*service{}, ends: map[int32]*relayEnd{}, dialing: map[*relay]struct{}{}}, nil
+}
+
+// do runs f on the loop and waits for it.
+func (l *tcpLoop) do(f func()) {
+	done := make(chan struct{})
+	l.mu.Lock()
+	l.cmds = append(l.cmds, func() { f(); close(done) })
+	l.mu.Unlock()
+	var one [8]byte
+	one[0] = 1
+	_, _ = unix.Write(l.wakefd, one[:])
+	<-done
+}
+
+// addListener makes the loop accept on ln for s.
+func (l *tcpLoop) addListener(s *service, ln *net.TCPListener) error {
+	fd, err := rawFD(ln)
+	if err != nil {
+		return err
+	}
+	var aerr error
+	l.do(func() {
+		aerr = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)})
+		if aerr == nil {
+			l.listeners[int32(fd)] = s
+		}
+	})
+	return aerr
+}
+
+// removeListener stops accepting on ln; it must run before ln is closed.
+func (l *tcpLoop) removeListener(ln *net.TCPListener) {
+	fd, err := rawFD(ln)
+	if err != nil {
+		return
+	}
+	l.do(func() {
+		if _, ok := l.listeners[int32(fd)]; ok {
+			_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+			delete(l.listeners, int32(fd))
+		}
+	})
+}
+
+func rawFD(ln *net.TCPListener) (int, error) {
+	raw, err := ln.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	if err := raw.Control(func(f uintptr) { fd = int(f) }); err != nil {
+		return -1, err
+	}
+	return fd, nil
+}
+
+func (l *tcpLoop) run() {
+	events := make([]unix.EpollEvent, 128)
+	for {
+		timeout := -1
+		if len(l.dialing) > 0 {
+			timeout = 50
+		}
+		n, err := unix.EpollWait(l.epfd, events, timeout)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			l.p.log.Error("event loop stopped", "err", err)
+			return
+		}
+		for _, ev := range events[:max(n, 0)] {
+			switch {
+			case ev.Fd == int32(l.wakefd):
+				var b [8]byte
+				_, _ = unix.Read(l.wakefd, b[:])
+				l.mu.Lock()
+				cmds := l.cmds
+				l.cmds = nil
+				l.mu.Unlock()
+				for _, f := range cmds {
+					f()
+				}
+			case l.listeners[ev.Fd] != nil:
+				l.accept(int(ev.Fd), l.listeners[ev.Fd])
+			default:
+				if e := l.ends[ev.Fd]; e != nil {
+					e.r.event(e, ev.Events)
+				}
+			}
+		}
+		if len(l.dialing) > 0 {
+			now := time.Now()
+			for r := range l.dialing {
+				if now.After(r.deadline) {
+					r.dialFailed(unix.ETIMEDOUT)
+				}
+			}
+		}
+		if l.stopping && len(l.ends) == 0 && len(l.listeners) == 0 {
+			unix.Close(l.epfd)
+			unix.Close(l.wakefd)
+			return
+		}
+	}
+}
+
+// stop ends the loops once their relays have ended (Proxier.Close: the
+// listeners are gone, established connections finish).
+func (t *tcpLoops) stop() {
+	for _, l := range t.loops {
+		l.do(func() { l.stopping = true })
+	}
+}
+
+// accept takes up to 32 connections (the listener is level-triggered: more
+// wait for the next turn).
+func (l *tcpLoop) accept(lfd int, s *service) {
+	for i := 0; i < 32; i++ {
+		fd, sa, err := unix.Accept4(lfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		if err != nil {
+			if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) && !errors.Is(err, unix.ECONNABORTED) {
+				s.p.log.Warn("accept failed", "service", s.cfg().Name, "err", err)
+			}
+			return
+		}
+		r := &relay{l: l, s: s, client: relayEnd{fd: fd}, backend: relayEnd{fd: -1}}
+		r.client.r, r.backend.r = r, r
+		r.clientAddr = sockaddrAddr(sa)
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+		if s.set.Load().sched.Name() == lb.DestinationHashing {
+			r.dst = originalDstFD(fd)
+		}
+		if !r.dst.IsValid() {
+			if c := s.cfg(); len(c.Addrs) > 0 {
+				r.dst = c.Addrs[0]
+			}
+		}
+		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd,
+			&unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(fd)}); err != nil {
+			unix.Close(fd)
+			continue
+		}
+		l.ends[int32(fd)] = &r.client
+		r.dial()
+	}
+}
+
+func sockaddrAddr(sa unix.Sockaddr) netip.Addr {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrFrom4(a.Addr)
+	case *unix.SockaddrInet6:
+		return netip.AddrFrom16(a.Addr).Unmap()
+	}
+	return netip.Addr{}
+}
+
+// relay is one proxied connection: the client's socket and the backend's.
+type relay struct {
+	l               *tcpLoop
+	s               *service
+	client, backend relayEnd
+	clientAddr, dst netip.Addr
+
+	be       *lb.Backend
+	attempt  int
+	tried    map[*lb.Backend]bool
+	deadline time.Time
+	dialing  bool
+	// toBackend and toClient are the two directions.
+	toBackend, toClient direction
+	done                bool
+}
+
+// relayEnd is one socket of a relay (the loop's map finds it by fd).
+type relayEnd struct {
+	r  *relay
+	fd int
+}
+
+// direction is one way of a relay: bytes read from src and not yet
+// written to dst wait in pending (or, in a bulk transfer, in a pipe).
+type direction struct {
+	pending []byte
+	pipe    [2]int // splice pipe once the direction is bulk (spliced)
+	spliced bool
+	inPipe  int
+	eof     bool // src ended and dst was shut down for writing
+}
+
+// dial connects to the next backend, or gives up (RST to the client) when
+// none is left or every attempt failed.
+func (r *relay) dial() {
+	opts := r.s.p.opt
+	for r.attempt < len(opts.DialTimeouts) {
+		be := r.s.pick(r.clientAddr, r.dst, r.tried)
+		if be == nil {
+			break
+		}
+		timeout := opts.DialTimeouts[r.attempt]
+		r.attempt++
+		be.Acquire()
+		fd, err := connectNonblock(be.Addr)
+		if err == nil {
+			err = unix.EpollCtl(r.l.epfd, unix.EPOLL_CTL_ADD, fd,
+				&unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(fd)})
+			if err != nil {
+				unix.Close(fd)
+			}
+		}
+		if err != nil {
+			be.Release()
+			r.markTried(be)
+			continue
+		}
+		r.be, r.backend.fd, r.dialing, r.deadline = be, fd, true, time.Now().Add(timeout)
+		r.l.ends[int32(fd)] = &r.backend
+		r.l.dialing[r] = struct{}{}
+		return
+	}
+	r.s.p.log.Debug("no endpoint answered", "service", r.s.cfg().Name, "client", r.clientAddr)
+	// Reset rather than FIN: the client learns at once that nothing
+	// answered, as it would from a REJECT.
+	_ = unix.SetsockoptLinger(r.client.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+	r.closeAll()
+}
+
+func (r *relay) markTried(be *lb.Backend) {
+	if r.tried == nil {
+		r.tried = map[*lb.Backend]bool{}
+	}
+	r.tried[be] = true
+}
+
+// dialFailed drops the backend socket under way and tries another.
+func (r *relay) dialFailed(err error) {
+	r.s.p.log.Debug("endpoint dial failed, trying another", "service", r.s.cfg().Name, "endpoint", r.be.ID, "err", err)
+	delete(r.l.dialing, r)
+	delete(r.l.ends, int32(r.backend.fd))
+	unix.Close(r.backend.fd)
+	r.backend.fd, r.dialing = -1, false
+	r.be.Release()
+	r.markTried(r.be)
+	r.be = nil
+	r.dial()
+}
+
+func connectNonblock(addr netip.AddrPort) (int, error) {
+	family := unix.AF_INET6
+	var sa unix.Sockaddr = &unix.SockaddrInet6{Port: int(addr.Port()), Addr: addr.Addr().As16()}
+	if a := addr.Addr().Unmap(); a.Is4() {
+		family = unix.AF_INET
+		sa = &unix.SockaddrInet4{Port: int(addr.Port()), Addr: a.As4()}
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	// Keep-alive with the kernel's timers, so that a vanished peer does not
+	// pin the other side's socket for ever.
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+	if err := unix.Connect(fd, sa); err != nil && !errors.Is(err, unix.EINPROGRESS) {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// event handles readiness of one of the relay's sockets.
+func (r *relay) event(e *relayEnd, ev uint32) {
+	if r.done {
+		return
+	}
+	if r.dialing {
+		if e != &r.backend {
+			return // client data waits in its socket until the backend answers
+		}
+		if ev&(unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+			serr, _ := unix.GetsockoptInt(e.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+			r.dialFailed(unix.Errno(serr))
+			return
+		}
+		if ev&unix.EPOLLOUT == 0 {
+			return
+		}
+		r.dialing = false
+		delete(r.l.dialing, r)
+	}
+	// Either side's readiness can unblock either direction.
+	if !r.pump(&r.toBackend, r.client.fd, r.backend.fd) {
+		return
+	}
+	r.pump(&r.toClient, r.backend.fd, r.client.fd)
+}
+
+// pump moves src to dst until one would block; false when the relay ended.
+func (r *relay) pump(d *direction, src, dst int) bool {
+	for {
+		if d.inPipe > 0 {
+			n, err := unix.Splice(d.pipe[0], nil, dst, nil, d.inPipe, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			if err != nil {
+				if errors.Is(err, unix.EAGAIN) {
+					return true
+				}
+				return r.fail()
+			}
+			d.inPipe -= int(n)
+			continue
+		}
+		if len(d.pending) > 0 {
+			n, err := unix.Write(dst, d.pending)
+			if err != nil {
+				if errors.Is(err, unix.EAGAIN) {
+					return true
+				}
+				return r.fail()
+			}
+			d.pending = d.pending[n:]
+			continue
+		}
+		if d.eof {
+			return true
+		}
+		if d.spliced {
+			n, err := unix.Splice(src, nil, d.pipe[1], nil, relayBufSize, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			switch {
+			case err != nil && errors.Is(err, unix.EAGAIN):
+				return true
+			case err != nil:
+				return r.fail()
+			case n == 0:
+				return r.ended(d, dst)
+			}
+			d.inPipe = int(n)
+			continue
+		}
+		n, err := unix.Read(src, r.l.buf)
+		switch {
+		case err != nil && errors.Is(err, unix.EAGAIN):
+			return true
+		case err != nil:
+			return r.fail()
+		case n == 0:
+			return r.ended(d, dst)
+		}
+		w, err := unix.Write(dst, r.l.buf[:n])
+		if err != nil && !errors.Is(err, unix.EAGAIN) {
+			return r.fail()
+		}
+		if w < n {
+			d.pending = append([]byte(nil), r.l.buf[max(w, 0):n]...)
+		}
+		if n == len(r.l.buf) {
+			// Bulk: the rest goes through a pipe, never into user space.
+			var p [2]int
+			if unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC) == nil {
+				d.pipe, d.spliced = p, true
+			}
+		}
+	}
+}
+
+// ended passes a clean EOF on as a half-close; the relay ends when both
+// directions have.
+func (r *relay) ended(d *direction, dst int) bool {
+	d.eof = true
+	if r.toBackend.eof && r.toClient.eof {
+		r.closeAll()
+		return false
+	}
+	_ = unix.Shutdown(dst, unix.SHUT_WR)
+	return true
+}
+
+// fail tears both connections down.
+func (r *relay) fail() bool {
+	r.closeAll()
+	return false
+}
+
+func (r *relay) closeAll() {
+	if r.done {
+		return
+	}
+	r.done = true
+	delete(r.l.dialing, r)
+	for _, e := range []*relayEnd{&r.client, &r.backend} {
+		if e.fd >= 0 {
+			delete(r.l.ends, int32(e.fd))
+			unix.Close(e.fd) // also leaves the epoll set
+		}
+	}
+	for _, d := range []*direction{&r.toBackend, &r.toClient} {
+		if d.spliced {
+			unix.Close(d.pipe[0])
+			unix.Close(d.pipe[1])
+		}
+	}
+	if r.be != nil {
+		r.be.Release()
+	}
+}
