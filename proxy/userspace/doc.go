@@ -20,10 +20,13 @@
 // connect fails, the next endpoint is tried with a longer timeout (250ms,
 // 500ms, 1s, 2s — never the same endpoint twice), so a dead endpoint costs
 // the client a delay, not an error. Each TCP Service port has several
-// listeners on one port (SO_REUSEPORT, one accept loop per CPU, at most 4).
-// Small exchanges are copied with read/write through a pooled buffer; once a
-// read fills it, the rest moves with splice(2) ((*net.TCPConn).ReadFrom), so
-// bulk payload never enters user space. Half-closes are passed on. UDP is
+// listeners on one port (SO_REUSEPORT, one per event loop, at most 4). The
+// TCP relays run on those event loops (loop.go: raw non-blocking sockets,
+// one epoll per loop shared by every Service port, no goroutine per
+// connection). Small exchanges are copied with read/write through the
+// loop's buffer; once a read fills it, the rest moves with splice(2)
+// through a pipe, so bulk payload never enters user space. Half-closes are
+// passed on. UDP is
 // proxied per client address: a session owns a connected socket to its
 // endpoint and ends after UDPIdleTimeout without traffic. ClientIP session affinity pins a
 // client address to its endpoint until timeoutSeconds pass without a new

@@ -112,6 +112,8 @@ func (l *tcpLoop) addListener(s *service, ln *net.TCPListener) error {
 	if err != nil {
 		return err
 	}
+	// Set once here, inherited by every accepted socket.
+	setSockopts(fd)
 	var aerr error
 	l.do(func() {
 		aerr = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)})
@@ -218,7 +220,8 @@ func (l *tcpLoop) accept(lfd int, s *service) {
 		r := &relay{l: l, s: s, client: relayEnd{fd: fd}, backend: relayEnd{fd: -1}}
 		r.client.r, r.backend.r = r, r
 		r.clientAddr = sockaddrAddr(sa)
-		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+		// TCP_NODELAY and SO_KEEPALIVE come from the listener
+		// (addListener): an accepted socket inherits them.
 		if s.set.Load().sched.Name() == lb.DestinationHashing {
 			r.dst = originalDstFD(fd)
 		}
@@ -268,6 +271,9 @@ type relay struct {
 type relayEnd struct {
 	r  *relay
 	fd int
+	// rd and wr: the last edge said readable / writable and no call has
+	// since returned EAGAIN (or drained the socket).
+	rd, wr bool
 }
 
 // direction is one way of a relay: bytes read from src and not yet
@@ -276,6 +282,7 @@ type direction struct {
 	pending []byte
 	pipe    [2]int // splice pipe once the direction is bulk (spliced)
 	spliced bool
+	pipeCap int
 	inPipe  int
 	eof     bool // src ended and dst was shut down for writing
 }
@@ -337,6 +344,15 @@ func (r *relay) dialFailed(err error) {
 	r.dial()
 }
 
+// setSockopts gives a relay's socket TCP_NODELAY (a proxy must not hold
+// back the small writes it passes on; Go's default) and SO_KEEPALIVE with
+// the kernel's timers (net.ipv4.tcp_keepalive_*: a vanished peer does not
+// pin the other side's socket for ever).
+func setSockopts(fd int) {
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+}
+
 func connectNonblock(addr netip.AddrPort) (int, error) {
 	family := unix.AF_INET6
 	var sa unix.Sockaddr = &unix.SockaddrInet6{Port: int(addr.Port()), Addr: addr.Addr().As16()}
@@ -348,9 +364,7 @@ func connectNonblock(addr netip.AddrPort) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	// Keep-alive with the kernel's timers, so that a vanished peer does not
-	// pin the other side's socket for ever.
-	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+	setSockopts(fd)
 	if err := unix.Connect(fd, sa); err != nil && !errors.Is(err, unix.EINPROGRESS) {
 		unix.Close(fd)
 		return -1, err
@@ -358,10 +372,18 @@ func connectNonblock(addr netip.AddrPort) (int, error) {
 	return fd, nil
 }
 
-// event handles readiness of one of the relay's sockets.
+// event handles readiness of one of the relay's sockets. The sockets are
+// edge-triggered: the loop remembers what each can do (rd, wr) and only
+// tries that, so no call returns EAGAIN but those racing with the peer.
 func (r *relay) event(e *relayEnd, ev uint32) {
 	if r.done {
 		return
+	}
+	if ev&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		e.rd = true
+	}
+	if ev&(unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		e.wr = true
 	}
 	if r.dialing {
 		if e != &r.backend {
@@ -379,19 +401,27 @@ func (r *relay) event(e *relayEnd, ev uint32) {
 		delete(r.l.dialing, r)
 	}
 	// Either side's readiness can unblock either direction.
-	if !r.pump(&r.toBackend, r.client.fd, r.backend.fd) {
+	if !r.pump(&r.toBackend, &r.client, &r.backend) {
 		return
 	}
-	r.pump(&r.toClient, r.backend.fd, r.client.fd)
+	r.pump(&r.toClient, &r.backend, &r.client)
 }
 
-// pump moves src to dst until one would block; false when the relay ended.
-func (r *relay) pump(d *direction, src, dst int) bool {
+// pipeSize is the capacity asked for the splice pipes (as Go's own splice
+// uses): a bulk transfer moves up to this much per pair of calls.
+const pipeSize = 1 << 20
+
+// pump moves src to dst while both can; false when the relay ended.
+func (r *relay) pump(d *direction, src, dst *relayEnd) bool {
 	for {
 		if d.inPipe > 0 {
-			n, err := unix.Splice(d.pipe[0], nil, dst, nil, d.inPipe, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			if !dst.wr {
+				return true
+			}
+			n, err := unix.Splice(d.pipe[0], nil, dst.fd, nil, d.inPipe, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
 			if err != nil {
 				if errors.Is(err, unix.EAGAIN) {
+					dst.wr = false
 					return true
 				}
 				return r.fail()
@@ -400,9 +430,13 @@ func (r *relay) pump(d *direction, src, dst int) bool {
 			continue
 		}
 		if len(d.pending) > 0 {
-			n, err := unix.Write(dst, d.pending)
+			if !dst.wr {
+				return true
+			}
+			n, err := unix.Write(dst.fd, d.pending)
 			if err != nil {
 				if errors.Is(err, unix.EAGAIN) {
+					dst.wr = false
 					return true
 				}
 				return r.fail()
@@ -410,43 +444,61 @@ func (r *relay) pump(d *direction, src, dst int) bool {
 			d.pending = d.pending[n:]
 			continue
 		}
-		if d.eof {
+		if d.eof || !src.rd {
 			return true
 		}
 		if d.spliced {
-			n, err := unix.Splice(src, nil, d.pipe[1], nil, relayBufSize, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			n, err := unix.Splice(src.fd, nil, d.pipe[1], nil, d.pipeCap, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
 			switch {
 			case err != nil && errors.Is(err, unix.EAGAIN):
+				src.rd = false
 				return true
 			case err != nil:
 				return r.fail()
 			case n == 0:
-				return r.ended(d, dst)
+				return r.ended(d, dst.fd)
 			}
 			d.inPipe = int(n)
 			continue
 		}
-		n, err := unix.Read(src, r.l.buf)
+		n, err := unix.Read(src.fd, r.l.buf)
 		switch {
 		case err != nil && errors.Is(err, unix.EAGAIN):
+			src.rd = false
 			return true
 		case err != nil:
 			return r.fail()
 		case n == 0:
-			return r.ended(d, dst)
+			return r.ended(d, dst.fd)
+		case n < len(r.l.buf):
+			// A short read emptied the socket: more data will come with
+			// a new edge.
+			src.rd = false
 		}
-		w, err := unix.Write(dst, r.l.buf[:n])
-		if err != nil && !errors.Is(err, unix.EAGAIN) {
-			return r.fail()
+		w := 0
+		if dst.wr {
+			w, err = unix.Write(dst.fd, r.l.buf[:n])
+			if err != nil {
+				if !errors.Is(err, unix.EAGAIN) {
+					return r.fail()
+				}
+				w = 0
+			}
+			if w < n {
+				dst.wr = false
+			}
 		}
 		if w < n {
-			d.pending = append([]byte(nil), r.l.buf[max(w, 0):n]...)
+			d.pending = append([]byte(nil), r.l.buf[w:n]...)
 		}
 		if n == len(r.l.buf) {
 			// Bulk: the rest goes through a pipe, never into user space.
 			var p [2]int
 			if unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC) == nil {
-				d.pipe, d.spliced = p, true
+				d.pipe, d.spliced, d.pipeCap = p, true, relayBufSize
+				if got, err := unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, pipeSize); err == nil && got > 0 {
+					d.pipeCap = got
+				}
 			}
 		}
 	}
