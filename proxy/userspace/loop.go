@@ -65,11 +65,13 @@ type tcpLoop struct {
 	mu   sync.Mutex
 	cmds []func()
 	// stopping: the Proxier is closed; the loop ends once its last
-	// relay has.
+	// relay has, and then closes ended.
 	stopping bool
+	ended    chan struct{}
 
 	listeners map[int32]*service
 	ends      map[int32]*relayEnd
+	seq       int32 // registration numbers (relayEnd.seq)
 	// dialing are the relays whose backend connect is under way (their
 	// deadlines are checked on every turn).
 	dialing map[*relay]struct{}
@@ -90,12 +92,17 @@ func newTCPLoop(p *Proxier) (*tcpLoop, error) {
 		unix.Close(wfd)
 		return nil, err
 	}
-	return &tcpLoop{p: p, epfd: epfd, wakefd: wfd, buf: make([]byte, relayBufSize),
+	return &tcpLoop{p: p, epfd: epfd, wakefd: wfd, buf: make([]byte, relayBufSize), ended: make(chan struct{}),
 		listeners: map[int32]*service{}, ends: map[int32]*relayEnd{}, dialing: map[*relay]struct{}{}}, nil
 }
 
 // do runs f on the loop and waits for it.
 func (l *tcpLoop) do(f func()) {
+	select {
+	case <-l.ended: // its descriptors are closed
+		return
+	default:
+	}
 	done := make(chan struct{})
 	l.mu.Lock()
 	l.cmds = append(l.cmds, func() { f(); close(done) })
@@ -103,7 +110,10 @@ func (l *tcpLoop) do(f func()) {
 	var one [8]byte
 	one[0] = 1
 	_, _ = unix.Write(l.wakefd, one[:])
-	<-done
+	select {
+	case <-done:
+	case <-l.ended:
+	}
 }
 
 // addListener makes the loop accept on ln for s.
@@ -151,6 +161,7 @@ func rawFD(ln *net.TCPListener) (int, error) {
 }
 
 func (l *tcpLoop) run() {
+	defer close(l.ended)
 	events := make([]unix.EpollEvent, 128)
 	for {
 		timeout := -1
@@ -177,7 +188,10 @@ func (l *tcpLoop) run() {
 			case l.listeners[ev.Fd] != nil:
 				l.accept(int(ev.Fd), l.listeners[ev.Fd])
 			default:
-				if e := l.ends[ev.Fd]; e != nil {
+				// A descriptor closed earlier in this batch may already
+				// belong to a new socket: its events carry the old
+				// registration's number.
+				if e := l.ends[ev.Fd]; e != nil && e.seq == ev.Pad {
 					e.r.event(e, ev.Events)
 				}
 			}
@@ -230,14 +244,28 @@ func (l *tcpLoop) accept(lfd int, s *service) {
 				r.dst = c.Addrs[0]
 			}
 		}
-		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd,
-			&unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(fd)}); err != nil {
+		if err := l.register(&r.client); err != nil {
 			unix.Close(fd)
 			continue
 		}
-		l.ends[int32(fd)] = &r.client
 		r.dial()
 	}
+}
+
+// register adds a relay's socket to the loop's epoll set, edge-triggered
+// for input, output and hang-up, under a registration number of its own.
+func (l *tcpLoop) register(e *relayEnd) error {
+	l.seq++
+	if l.seq == 0 { // 0 is the listeners' and the wake-up's
+		l.seq++
+	}
+	e.seq = l.seq
+	err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, e.fd,
+		&unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(e.fd), Pad: e.seq})
+	if err == nil {
+		l.ends[int32(e.fd)] = e
+	}
+	return err
 }
 
 func sockaddrAddr(sa unix.Sockaddr) netip.Addr {
@@ -274,6 +302,7 @@ type relayEnd struct {
 	// rd and wr: the last edge said readable / writable and no call has
 	// since returned EAGAIN (or drained the socket).
 	rd, wr bool
+	seq    int32 // its registration in the loop's epoll set
 }
 
 // direction is one way of a relay: bytes read from src and not yet
@@ -301,10 +330,10 @@ func (r *relay) dial() {
 		be.Acquire()
 		fd, err := connectNonblock(be.Addr)
 		if err == nil {
-			err = unix.EpollCtl(r.l.epfd, unix.EPOLL_CTL_ADD, fd,
-				&unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(fd)})
-			if err != nil {
+			r.backend.fd = fd
+			if err = r.l.register(&r.backend); err != nil {
 				unix.Close(fd)
+				r.backend.fd = -1
 			}
 		}
 		if err != nil {
@@ -312,8 +341,7 @@ func (r *relay) dial() {
 			r.markTried(be)
 			continue
 		}
-		r.be, r.backend.fd, r.dialing, r.deadline = be, fd, true, time.Now().Add(timeout)
-		r.l.ends[int32(fd)] = &r.backend
+		r.be, r.dialing, r.deadline = be, true, time.Now().Add(timeout)
 		r.l.dialing[r] = struct{}{}
 		return
 	}
