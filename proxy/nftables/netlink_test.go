@@ -62,9 +62,16 @@ func nftList(t *testing.T, ns string, fam knftables.Family) string {
 // TestNetlinkMatchesNFT programs the same plans through netlink in one
 // namespace and as nft scripts in another, and compares what the kernel
 // holds (`nft list table`), after a full sync and after partial ones: the
-// rule compiler must produce what nft itself does from the same text.
+// rule compiler must produce what nft itself does from the same text. It
+// runs with kube-proxy's layout and with --nftables-endpoint-choice=rules.
 func TestNetlinkMatchesNFT(t *testing.T) {
 	testbed.RequireCommand(t, "nft")
+	for _, rules := range []bool{false, true} {
+		t.Run(map[bool]string{false: "map", true: "rules"}[rules], func(t *testing.T) { netlinkMatchesNFT(t, rules) })
+	}
+}
+
+func netlinkMatchesNFT(t *testing.T, rules bool) {
 	ctx := context.Background()
 	for _, v6 := range []bool{false, true} {
 		nsText, nsNL := testbed.NewNetNS(t, "nfttext"), testbed.NewNetNS(t, "nftnl")
@@ -84,6 +91,7 @@ func TestNetlinkMatchesNFT(t *testing.T) {
 				Status: v1.ServiceStatus{LoadBalancer: v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: "2001:db8:99::1"}}}},
 			}, ep("fd00:10::1", 53, true), ep("fd00:10::2", 53, false))
 		}
+		cfg.ChoiceRules = rules
 		text := NewProxier(cfg, NewExecNFT(fam, TableName, proxy.OSExecutor{NetNS: nsText.Name}))
 		nl := NewNetlinkProxier(cfg, nsNL.Name, nil)
 		req := func(full bool, changed ...string) *proxy.SyncRequest {
