@@ -227,7 +227,10 @@ func (l *tcpLoop) accept(lfd int, s *service) {
 		fd, sa, err := unix.Accept4(lfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 		if err != nil {
 			if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) && !errors.Is(err, unix.ECONNABORTED) {
+				// EMFILE and friends: the listener stays readable, so
+				// back off briefly rather than spin on it.
 				s.p.log.Warn("accept failed", "service", s.cfg().Name, "err", err)
+				time.Sleep(10 * time.Millisecond)
 			}
 			return
 		}
