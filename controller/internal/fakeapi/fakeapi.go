@@ -1,10 +1,15 @@
 // Package fakeapi makes client-go's fake clientset behave a little more
 // like a real API server for controller tests: generateName produces a name
-// with a 5-character random suffix, and new objects get a UID, a creation
-// timestamp and generation 1.
+// with a 5-character random suffix, new objects get a UID, a creation
+// timestamp and generation 1, and an update of the status subresource
+// changes only the stored object's status (client-go's tracker would store
+// the whole object, so a controller writing status from a stale cache copy
+// would silently undo a concurrent spec change, which a real API server
+// never does).
 package fakeapi
 
 import (
+	"reflect"
 	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,6 +59,31 @@ func withReactors(c *fake.Clientset) *fake.Clientset {
 			m.SetGeneration(1)
 		}
 		return false, nil, nil
+	})
+	c.PrependReactor("update", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		ua, ok := a.(k8stesting.UpdateAction)
+		if !ok || a.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		in := ua.GetObject()
+		m, err := metaOf(in)
+		if err != nil {
+			return false, nil, nil
+		}
+		cur, err := c.Tracker().Get(a.GetResource(), a.GetNamespace(), m.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		out := cur.DeepCopyObject()
+		src, dst := reflect.ValueOf(in).Elem().FieldByName("Status"), reflect.ValueOf(out).Elem().FieldByName("Status")
+		if !src.IsValid() || !dst.IsValid() || src.Type() != dst.Type() {
+			return false, nil, nil
+		}
+		dst.Set(src)
+		if err := c.Tracker().Update(a.GetResource(), out, a.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, out, nil
 	})
 	return c
 }
