@@ -23,12 +23,14 @@ import (
 	"sigs.k8s.io/knftables"
 )
 
-// netlinkApplier programs a plan through netlink batches
-// (github.com/google/nftables): one batch per transaction, which the kernel
-// applies atomically, with no nft process and no text parsing in the
-// kernel's path. Rules are compiled from the plan's text (compile.go).
-// knftables v0.0.22's netlink support only lists objects, so it is not
-// used for writing.
+// netlinkApplier programs a plan through netlink batches: one batch per
+// transaction, which the kernel applies atomically, with no nft process and
+// no text parsing in the kernel's path. Rules are compiled from the plan's
+// text (compile.go); github.com/google/nftables encodes the messages, and
+// svcnet sends them on a socket of its own (send), asking the kernel for
+// one acknowledgement per batch instead of an ack and a rule echo per
+// message. knftables v0.0.22's netlink support only lists objects, so it
+// is not used for writing.
 type netlinkApplier struct {
 	v6     bool
 	family gnft.TableFamily
@@ -46,19 +48,21 @@ type netlinkApplier struct {
 	// the sets of its predecessor.
 	session string
 	anonSeq uint32
-	// lasting is the connection small transactions reuse (see apply); nil
-	// until the first one, and after an error.
-	lasting *gnft.Conn
+	// enc builds the messages of a transaction (google/nftables' encoders)
+	// and hands the batch to capture instead of a socket; svcnet sends it
+	// itself (see send).
+	enc      *gnft.Conn
+	captured []mnl.Message
+	// sock is the socket every transaction is sent on; nil until the first
+	// one, and after an error (its unread answers must not be taken for a
+	// later batch's). sndBuf is its send buffer size.
+	sock   *mnl.Conn
+	sndBuf int
 }
 
-// lastingMaxOps is the largest transaction (in ops) sent over the lasting
-// connection, whose socket buffers are sized once (lastingBufBytes); larger
-// ones get a connection of their own with buffers sized to the batch.
-// Partial syncs of a few Services stay below it.
-const (
-	lastingMaxOps   = 256
-	lastingBufBytes = 4 << 20
-)
+// minSendBuf is the smallest send buffer of the batch socket; a larger
+// batch grows it (the kernel refuses a datagram larger than the buffer).
+const minSendBuf = 1 << 20
 
 func newNetlinkApplier(v6 bool, netnsName string) *netlinkApplier {
 	a := &netlinkApplier{v6: v6, family: gnft.TableFamilyIPv4, sets: map[string]*gnft.Set{},
@@ -119,30 +123,19 @@ func (a *netlinkApplier) table() *gnft.Table {
 	return &gnft.Table{Name: TableName, Family: a.family}
 }
 
-// apply implements applier.
+// apply implements applier: the ops are encoded into one batch, which the
+// kernel applies atomically.
 func (a *netlinkApplier) apply(ctx context.Context, ops []op) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	buf := 0
-	var c *gnft.Conn
-	if len(ops) <= lastingMaxOps {
-		// Small transactions (partial syncs) reuse one socket: closing a
-		// nftables netlink socket waits for the kernel's cleanup of earlier
-		// transactions (an RCU grace period), which cost 8-10 ms per sync
-		// when every transaction had a socket of its own.
-		var err error
-		if c, err = a.lastingConn(); err != nil {
+	if a.enc == nil {
+		enc, err := gnft.New(gnft.WithTestDial(a.capture))
+		if err != nil {
 			return err
 		}
-	} else {
-		var closeNS func()
-		var err error
-		if c, closeNS, err = a.conn(&buf); err != nil {
-			return err
-		}
-		defer closeNS()
+		a.enc = enc
 	}
-	b := &batch{a: a, c: c, table: a.table()}
+	b := &batch{a: a, c: a.enc, table: a.table()}
 	b.comp = newCompiler(a.v6, b.table, b.addAnon)
 	for i := 0; i < len(ops); i++ {
 		// Consecutive element ops on one set go in one message.
@@ -153,44 +146,259 @@ func (a *netlinkApplier) apply(ctx context.Context, ops []op) error {
 			}
 		}
 		if err := b.op(ops[i : j+1]); err != nil {
-			a.dropLasting(c)
+			a.enc.Flush() // drop what was encoded
+			a.captured = nil
 			return err
 		}
 		i = j
 	}
-	// Each message is acknowledged; an ack takes well under 1 KiB of
-	// receive buffer, and a message well under 1 KiB plus its rule text.
-	buf = b.msgs*1024 + b.bytes
-	if err := c.Flush(); err != nil {
-		// Acks of the failed batch may be left unread: a later batch must
-		// not read them as its own.
-		a.dropLasting(c)
-		return fmt.Errorf("netlink batch of %d messages: %w", b.msgs, err)
+	a.captured = nil
+	if err := a.enc.Flush(); err != nil {
+		return fmt.Errorf("encode netlink batch: %w", err)
+	}
+	msgs := a.captured
+	a.captured = nil
+	elementsByID(msgs)
+	return a.send(msgs)
+}
+
+// nftMsg is the netlink message type of a nf_tables message.
+func nftMsg(t int) mnl.HeaderType { return mnl.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | t) }
+
+// elementsByID makes the element messages of anonymous sets (always
+// created in the same batch; a named set that exists is not created again,
+// so its ID means nothing to the kernel) name their set by its transaction
+// ID only. The kernel finds a set
+// by name with a walk of the table's list of sets, newest last, so giving
+// the name (as google/nftables does, with the ID) costs a walk of every
+// set per message, O(N²) over a full sync of N Services' maps; without a
+// name it takes the ID, which it looks up among the transaction's new
+// sets from the newest, where it is. A rule's lookup of a set needs the
+// name (the kernel requires it), so that walk stays.
+func elementsByID(msgs []mnl.Message) {
+	created := map[uint32]bool{}
+	for i := range msgs {
+		switch msgs[i].Header.Type {
+		case nftMsg(unix.NFT_MSG_NEWSET):
+			flags, _ := attrU32(msgs[i].Data, unix.NFTA_SET_FLAGS)
+			if id, ok := attrU32(msgs[i].Data, unix.NFTA_SET_ID); ok && flags&unix.NFT_SET_ANONYMOUS != 0 {
+				created[id] = true
+			}
+		case nftMsg(unix.NFT_MSG_NEWSETELEM):
+			if id, ok := attrU32(msgs[i].Data, unix.NFTA_SET_ELEM_LIST_SET_ID); ok && created[id] {
+				msgs[i].Data = dropAttr(msgs[i].Data, unix.NFTA_SET_ELEM_LIST_SET)
+			}
+		}
+	}
+}
+
+// attrs walks the attributes of a nf_tables message (after its 4-byte
+// nfgenmsg header): f gets each attribute's type, its bytes (header
+// included) and its payload.
+func attrs(data []byte, f func(typ uint16, whole, payload []byte)) {
+	for b := data[min(4, len(data)):]; len(b) >= 4; {
+		n := int(binary.NativeEndian.Uint16(b))
+		if n < 4 || n > len(b) {
+			return
+		}
+		f(binary.NativeEndian.Uint16(b[2:])&^(unix.NLA_F_NESTED|unix.NLA_F_NET_BYTEORDER), b[:n], b[4:n])
+		n = (n + 3) &^ 3
+		if n > len(b) {
+			return
+		}
+		b = b[n:]
+	}
+}
+
+func attrU32(data []byte, typ uint16) (uint32, bool) {
+	var v uint32
+	found := false
+	attrs(data, func(t uint16, _, p []byte) {
+		if t == typ && len(p) == 4 {
+			v, found = binary.BigEndian.Uint32(p), true
+		}
+	})
+	return v, found
+}
+
+func dropAttr(data []byte, typ uint16) []byte {
+	out := append([]byte(nil), data[:min(4, len(data))]...)
+	attrs(data, func(t uint16, whole, _ []byte) {
+		if t != typ {
+			out = append(out, whole...)
+			for len(out)%4 != 0 {
+				out = append(out, 0)
+			}
+		}
+	})
+	return out
+}
+
+// capture is the encoder's socket: it keeps the batch google/nftables
+// would send and answers every read with an acknowledgement.
+func (a *netlinkApplier) capture(req []mnl.Message) ([]mnl.Message, error) {
+	if req != nil {
+		a.captured = append(a.captured, req...)
+		return nil, nil
+	}
+	return []mnl.Message{{Header: mnl.Header{Type: mnl.Error}, Data: make([]byte, 4+unix.SizeofNlMsghdr)}}, nil
+}
+
+// send sends one batch (begin, messages, end) in one datagram and waits
+// for the kernel's answer. google/nftables asks an acknowledgement of
+// every message and an echo of every rule; the kernel then writes (and
+// svcnet would read and parse) a copy of each rule and an ack per message,
+// which cost about a third of a full sync. Here only the last message asks
+// for an ack: the kernel reports an error of any message without being
+// asked, processes the whole batch before answering and answers in order,
+// so the last message's ack ends the batch's answers.
+func (a *netlinkApplier) send(msgs []mnl.Message) error {
+	if len(msgs) <= 2 {
+		return nil // begin and end only
+	}
+	size := 0
+	for i := range msgs {
+		h := &msgs[i].Header
+		h.Sequence, h.PID, h.Length = 0, 0, 0
+		if i > 0 && i < len(msgs)-1 {
+			h.Flags &^= mnl.Acknowledge | unix.NLM_F_ECHO
+		}
+		size += unix.NLMSG_HDRLEN + len(msgs[i].Data) + 4
+	}
+	msgs[len(msgs)-2].Header.Flags |= mnl.Acknowledge
+	c, err := a.socket(size)
+	if err != nil {
+		return err
+	}
+	sent, err := c.SendMessages(msgs)
+	if err != nil {
+		a.dropSocket()
+		return fmt.Errorf("netlink batch of %d messages: %w", len(msgs)-2, err)
+	}
+	first, last := sent[0].Header.Sequence, sent[len(sent)-2].Header.Sequence
+	if err := a.readAnswers(c, first, last); err != nil {
+		a.dropSocket()
+		return fmt.Errorf("netlink batch of %d messages: %w", len(msgs)-2, err)
 	}
 	return nil
 }
 
-// lastingConn returns the reused connection, opening it (in the network
-// namespace, whose file is closed once the socket exists) if needed.
-func (a *netlinkApplier) lastingConn() (*gnft.Conn, error) {
-	if a.lasting != nil {
-		return a.lasting, nil
-	}
-	buf := lastingBufBytes
-	c, closeNS, err := a.conn(&buf, gnft.AsLasting())
+// readAnswers reads the batch's answers up to the ack of message last;
+// an error answer (of message seq-first of the batch; 0 is the batch
+// itself, a refused commit) makes the batch's error.
+func (a *netlinkApplier) readAnswers(c *mnl.Conn, first, last uint32) error {
+	raw, err := c.SyscallConn()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	closeNS()
-	a.lasting = c
-	return c, nil
+	var errs []error
+	buf := make([]byte, 64<<10)
+	for {
+		var n int
+		var rerr error
+		if err := raw.Read(func(fd uintptr) bool {
+			n, _, rerr = unix.Recvfrom(int(fd), buf, 0)
+			return rerr != unix.EAGAIN
+		}); err != nil {
+			return err
+		}
+		if rerr != nil {
+			return errors.Join(append(errs, os.NewSyscallError("recvfrom", rerr))...)
+		}
+		answers, err := syscall.ParseNetlinkMessage(buf[:n])
+		if err != nil {
+			return err
+		}
+		for _, m := range answers {
+			if m.Header.Type != unix.NLMSG_ERROR || len(m.Data) < 4 {
+				continue
+			}
+			if code := int32(binary.NativeEndian.Uint32(m.Data)); code != 0 {
+				errs = append(errs, answerError(m, first, -code))
+			}
+			if m.Header.Seq == last {
+				return errors.Join(errs...)
+			}
+		}
+	}
 }
 
-// dropLasting closes the reused connection when c is it.
-func (a *netlinkApplier) dropLasting(c *gnft.Conn) {
-	if c != nil && c == a.lasting {
-		_ = c.CloseLasting()
-		a.lasting = nil
+// answerError describes an error answer: which message of the batch, the
+// errno (wrapped, for errors.Is) and the kernel's extended ack text.
+func answerError(m syscall.NetlinkMessage, first uint32, errno int32) error {
+	what := "the batch"
+	if m.Header.Seq != first {
+		what = fmt.Sprintf("message %d", m.Header.Seq-first)
+	}
+	e := syscall.Errno(errno)
+	// errno, the request's header (the socket caps the payload), then
+	// NLMSGERR_ATTR_* attributes when the kernel has more to say.
+	if m.Header.Flags&unix.NLM_F_ACK_TLVS != 0 && len(m.Data) > 4+unix.SizeofNlMsghdr {
+		ad, err := mnl.NewAttributeDecoder(m.Data[4+unix.SizeofNlMsghdr:])
+		if err == nil {
+			for ad.Next() {
+				if ad.Type() == unix.NLMSGERR_ATTR_MSG {
+					return fmt.Errorf("%s: %w (%s)", what, e, ad.String())
+				}
+			}
+		}
+	}
+	return fmt.Errorf("%s: %w", what, e)
+}
+
+// socket returns the batch socket, opening it (in the network namespace,
+// whose file is closed once the socket exists) if needed, with a send
+// buffer of at least size bytes. One socket serves every transaction:
+// closing a nftables netlink socket waits for the kernel's cleanup of
+// earlier transactions (an RCU grace period), which cost 8-10 ms per sync
+// when every transaction had a socket of its own.
+func (a *netlinkApplier) socket(size int) (*mnl.Conn, error) {
+	if a.sock == nil {
+		cfg := &mnl.Config{}
+		if a.netns != "" {
+			f, err := os.Open(a.netns)
+			if err != nil {
+				return nil, fmt.Errorf("open network namespace: %w", err)
+			}
+			defer f.Close()
+			cfg.NetNS = int(f.Fd())
+		}
+		c, err := mnl.Dial(unix.NETLINK_NETFILTER, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("netlink socket: %w", err)
+		}
+		// Error answers carry the request's header, not the whole
+		// request (a rule can be kilobytes).
+		if err := c.SetOption(mnl.CapAcknowledge, true); err != nil {
+			c.Close()
+			return nil, err
+		}
+		a.sock, a.sndBuf = c, 0
+	}
+	if want := max(size+size/8, minSendBuf); want > a.sndBuf {
+		raw, err := a.sock.SyscallConn()
+		if err != nil {
+			return nil, err
+		}
+		var serr error
+		if err := raw.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, want)
+		}); err != nil {
+			return nil, err
+		}
+		if serr != nil {
+			return nil, fmt.Errorf("netlink send buffer of %d bytes: %w", want, serr)
+		}
+		a.sndBuf = want
+	}
+	return a.sock, nil
+}
+
+// dropSocket closes the batch socket.
+func (a *netlinkApplier) dropSocket() {
+	if a.sock != nil {
+		_ = a.sock.Close()
+		a.sock = nil
 	}
 }
 
@@ -212,8 +420,6 @@ type batch struct {
 	c     *gnft.Conn
 	table *gnft.Table
 	comp  *compiler
-	msgs  int
-	bytes int
 }
 
 // addAnon adds an anonymous set with a name of its own. nft (and
@@ -234,15 +440,12 @@ func (b *batch) addAnon(s *gnft.Set, elems []gnft.SetElement) (*gnft.Set, error)
 	if err := b.c.AddSet(s, elems); err != nil {
 		return nil, err
 	}
-	b.msgs += 2
-	b.bytes += 64 * len(elems)
 	return s, nil
 }
 
 // op adds the messages of one op (or of a run of element ops).
 func (b *batch) op(run []op) error {
 	o := run[0]
-	b.msgs++
 	switch obj := o.obj.(type) {
 	case *knftables.Table:
 		return b.tableOp(o.verb)
@@ -324,7 +527,6 @@ func (b *batch) rule(r *knftables.Rule) error {
 		nr.UserData = userdata.AppendString(nil, userdata.TypeComment, *r.Comment)
 	}
 	b.c.AddRule(nr)
-	b.bytes += 32 * len(exprs)
 	return nil
 }
 
@@ -445,8 +647,6 @@ func (b *batch) elements(run []op) error {
 		if err != nil {
 			return err
 		}
-		b.msgs++
-		b.bytes += 96 * len(part)
 	}
 	return nil
 }

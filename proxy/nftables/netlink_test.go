@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	gnft "github.com/google/nftables"
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/knftables"
@@ -154,7 +156,7 @@ func lineDiff(a, b string) string {
 	return strings.Join(out, "\n")
 }
 
-// Small transactions share one socket (lastingConn); a refused one closes
+// Transactions share one socket (socket); a refused one closes
 // it, and the next opens a fresh one and succeeds.
 func TestLastingConnectionAfterError(t *testing.T) {
 	testbed.RequireCommand(t, "nft")
@@ -169,10 +171,16 @@ func TestLastingConnectionAfterError(t *testing.T) {
 	// Deleting a chain that does not exist: the kernel refuses the batch.
 	bad := &txn{}
 	bad.delete(&knftables.Chain{Name: "no-such-chain"})
-	if err := a.apply(ctx, bad.ops); err == nil {
+	err := a.apply(ctx, bad.ops)
+	if err == nil {
 		t.Fatal("deleting a missing chain succeeded")
 	}
-	if a.lasting != nil {
+	// The kernel's answer names the message and its errno.
+	if !isNotFound(err) || !strings.Contains(err.Error(), "message 1:") {
+		t.Errorf("error %q: want ENOENT of message 1", err)
+	}
+	t.Logf("refused: %v", err)
+	if a.sock != nil {
 		t.Error("the connection of a failed batch is kept")
 	}
 	for i := 0; i < 3; i++ {
@@ -180,11 +188,60 @@ func TestLastingConnectionAfterError(t *testing.T) {
 			t.Fatalf("partial sync %d after a refused batch: %v", i, err)
 		}
 	}
-	if a.lasting == nil {
+	if a.sock == nil {
 		t.Error("partial syncs did not reuse a connection")
 	}
 	out, err := exec.Command("ip", "netns", "exec", ns.Name, "nft", "list", "table", "ip", TableName).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "service-") {
 		t.Fatalf("table after the syncs: %v\n%s", err, out)
+	}
+}
+
+// Element messages of an anonymous set name it by transaction ID only
+// (the kernel's name lookup walks every set); those of a named set keep
+// the name, which may be all the kernel knows it by.
+func TestElementsByID(t *testing.T) {
+	a := newNetlinkApplier(false, "")
+	enc, err := gnft.New(gnft.WithTestDial(a.capture))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := a.table()
+	anon := &gnft.Set{Table: tbl, Name: "__map1", ID: 1<<31 | 1, Anonymous: true, Constant: true, KeyType: gnft.TypeInetService}
+	named := &gnft.Set{Table: tbl, Name: "service-ips", ID: 7, KeyType: gnft.TypeInetService}
+	elems := []gnft.SetElement{{Key: []byte{0, 80}}}
+	for _, s := range []*gnft.Set{anon, named} {
+		if err := enc.AddSet(s, elems); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := enc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	msgs := a.captured
+	elementsByID(msgs)
+	var named0, anon0 int
+	for _, m := range msgs {
+		if m.Header.Type != nftMsg(unix.NFT_MSG_NEWSETELEM) {
+			continue
+		}
+		id, _ := attrU32(m.Data, unix.NFTA_SET_ELEM_LIST_SET_ID)
+		hasName := false
+		attrs(m.Data, func(typ uint16, _, _ []byte) { hasName = hasName || typ == unix.NFTA_SET_ELEM_LIST_SET })
+		switch id {
+		case anon.ID:
+			anon0++
+			if hasName {
+				t.Error("the anonymous set's elements still name it")
+			}
+		case named.ID:
+			named0++
+			if !hasName {
+				t.Error("the named set's elements lost its name")
+			}
+		}
+	}
+	if anon0 != 1 || named0 != 1 {
+		t.Errorf("element messages: anonymous %d, named %d; want 1 and 1", anon0, named0)
 	}
 }

@@ -286,35 +286,54 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	return nil
 }
 
-// freshTablePorts is how many Services go in one transaction when a
-// full sync creates the table from nothing.
-const freshTablePorts = 500
+// freshTableAnonSets is about how many anonymous sets (inline sets and
+// maps of rules) go in one transaction when a full sync creates the table
+// from nothing.
+const freshTableAnonSets = 500
 
 // applyTx applies tx as one transaction, or, when the table did not exist
-// (fresh), in transactions of freshTablePorts Services: the kernel
-// walks the whole transaction for every anonymous set a rule binds
-// (__nft_set_trans_bind), so one transaction of N Services costs O(N²)
-// there, and with no previous table there is nothing whose atomic
-// replacement matters (Services become reachable part by part instead of
-// all at the end). A table that exists is always replaced atomically.
+// (fresh), in transactions of whole Services holding about
+// freshTableAnonSets anonymous sets each: the kernel walks the whole
+// transaction for every anonymous set a rule binds
+// (__nft_set_trans_bind), so one transaction of N Services, each with its
+// endpoint map, costs O(N²) there; with no previous table there is nothing
+// whose atomic replacement matters (Services become reachable part by
+// part instead of all at the end). Every commit also validates the whole
+// table (nft_table_validate), so the parts are no smaller than that: with
+// --nftables-endpoint-choice=rules, where Services have no maps, the table
+// is written in one transaction. A table that exists is always replaced
+// atomically.
 func (p *Proxier) applyTx(ctx context.Context, tx *txn, fresh bool) error {
-	if !fresh || len(tx.ports) <= freshTablePorts {
+	if !fresh || len(tx.ports) == 0 {
 		return p.apply.apply(ctx, tx.ops)
 	}
-	start := 0
-	for i := freshTablePorts; ; i += freshTablePorts {
+	start, sets := 0, 0
+	for i := range tx.ports {
 		end := len(tx.ops)
-		if i < len(tx.ports) {
-			end = tx.ports[i]
+		if i+1 < len(tx.ports) {
+			end = tx.ports[i+1]
 		}
-		if err := p.apply.apply(ctx, tx.ops[start:end]); err != nil {
-			return err
+		sets += anonSets(tx.ops[tx.ports[i]:end])
+		if sets >= freshTableAnonSets && end < len(tx.ops) {
+			if err := p.apply.apply(ctx, tx.ops[start:end]); err != nil {
+				return err
+			}
+			start, sets = end, 0
 		}
-		if end == len(tx.ops) {
-			return nil
-		}
-		start = end
 	}
+	return p.apply.apply(ctx, tx.ops[start:])
+}
+
+// anonSets counts the rules of ops with an inline set or map ("{ … }" is
+// nft's syntax for nothing else in a rule).
+func anonSets(ops []op) int {
+	n := 0
+	for _, o := range ops {
+		if r, ok := o.obj.(*knftables.Rule); ok && strings.Contains(r.Rule, "{") {
+			n++
+		}
+	}
+	return n
 }
 
 // deleteStale deletes the chains that became unreferenced over a second
