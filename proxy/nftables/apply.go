@@ -16,6 +16,12 @@ type applier interface {
 	list(ctx context.Context) (chains, sets []string, err error)
 }
 
+// partsApplier applies a sequence of transactions, one after the other,
+// possibly preparing the next while the kernel commits the current one.
+type partsApplier interface {
+	applyParts(ctx context.Context, parts [][]op) error
+}
+
 // textApplier writes the transaction as an nft script through an NFT: the
 // knftables.Fake of the tests, kpdiff and the golden files, or ExecNFT
 // (`nft -f -`).

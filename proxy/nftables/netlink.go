@@ -128,10 +128,66 @@ func (a *netlinkApplier) table() *gnft.Table {
 func (a *netlinkApplier) apply(ctx context.Context, ops []op) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	msgs, err := a.encode(ops)
+	if err != nil {
+		return err
+	}
+	return a.send(msgs)
+}
+
+// applyParts implements partsApplier: each part is a transaction of its
+// own, and the next part is encoded while the kernel commits the current
+// one (two cores: the encoding and the kernel's work overlap).
+func (a *netlinkApplier) applyParts(ctx context.Context, parts [][]op) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	type encoded struct {
+		msgs []mnl.Message
+		err  error
+	}
+	next := make(chan encoded, 1)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(next)
+		for _, part := range parts {
+			msgs, err := a.encode(part)
+			select {
+			case next <- encoded{msgs, err}:
+			case <-stop:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	// The encoder uses the applier's encoding state: it must have ended
+	// before the lock is released.
+	defer wg.Wait()
+	defer close(stop)
+	for e := range next {
+		if e.err != nil {
+			return e.err
+		}
+		if err := a.send(e.msgs); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// encode turns ops into the messages of one batch (begin, messages, end).
+// It uses enc, captured, sets and anonSeq, and send only sock: one
+// goroutine may encode while another sends.
+func (a *netlinkApplier) encode(ops []op) ([]mnl.Message, error) {
 	if a.enc == nil {
 		enc, err := gnft.New(gnft.WithTestDial(a.capture))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		a.enc = enc
 	}
@@ -148,18 +204,18 @@ func (a *netlinkApplier) apply(ctx context.Context, ops []op) error {
 		if err := b.op(ops[i : j+1]); err != nil {
 			a.enc.Flush() // drop what was encoded
 			a.captured = nil
-			return err
+			return nil, err
 		}
 		i = j
 	}
 	a.captured = nil
 	if err := a.enc.Flush(); err != nil {
-		return fmt.Errorf("encode netlink batch: %w", err)
+		return nil, fmt.Errorf("encode netlink batch: %w", err)
 	}
 	msgs := a.captured
 	a.captured = nil
 	elementsByID(msgs)
-	return a.send(msgs)
+	return msgs, nil
 }
 
 // nftMsg is the netlink message type of a nf_tables message.

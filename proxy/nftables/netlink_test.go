@@ -71,6 +71,25 @@ func TestNetlinkMatchesNFT(t *testing.T) {
 	for _, rules := range []bool{false, true} {
 		t.Run(map[bool]string{false: "map", true: "rules"}[rules], func(t *testing.T) { netlinkMatchesNFT(t, rules) })
 	}
+	// A table written from nothing in parts (applyTx; netlink encodes the
+	// next part while the kernel commits one): here a part per Service.
+	t.Run("parts", func(t *testing.T) {
+		defer func(sets, parts, minOps int) {
+			freshTableAnonSets, freshTableParts, freshTableMinOps = sets, parts, minOps
+		}(freshTableAnonSets, freshTableParts, freshTableMinOps)
+		freshTableAnonSets, freshTableParts, freshTableMinOps = 1, 1000, 1
+		if n := len(freshParts(func() *txn {
+			pl := &txn{}
+			for i := 0; i < 5; i++ {
+				pl.ports = append(pl.ports, len(pl.ops))
+				pl.add(&knftables.Rule{Chain: "c", Rule: "numgen random mod 2 vmap { 0 : goto a, 1 : goto b }"})
+			}
+			return pl
+		}())); n != 5 {
+			t.Fatalf("5 Services with a map each: %d parts, want 5", n)
+		}
+		netlinkMatchesNFT(t, false)
+	})
 }
 
 func netlinkMatchesNFT(t *testing.T, rules bool) {
@@ -243,5 +262,33 @@ func TestElementsByID(t *testing.T) {
 	}
 	if anon0 != 1 || named0 != 1 {
 		t.Errorf("element messages: anonymous %d, named %d; want 1 and 1", anon0, named0)
+	}
+}
+
+// A refused part ends applyParts with its error; the parts after it are
+// not applied, and the applier stays usable.
+func TestApplyPartsStopsAtError(t *testing.T) {
+	testbed.RequireCommand(t, "nft")
+	ctx := context.Background()
+	ns := testbed.NewNetNS(t, "nftparts")
+	a := newNetlinkApplier(false, ns.Name)
+	var first, bad, after txn
+	first.add(&knftables.Table{})
+	first.add(&knftables.Chain{Name: "one"})
+	bad.delete(&knftables.Chain{Name: "no-such-chain"})
+	after.add(&knftables.Chain{Name: "three"})
+	err := a.applyParts(ctx, [][]op{first.ops, bad.ops, after.ops})
+	if !isNotFound(err) {
+		t.Fatalf("applyParts: %v, want the refused part's ENOENT", err)
+	}
+	chains, _, err := a.list(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(chains, ",") != "one" {
+		t.Errorf("chains %v, want only the first part's", chains)
+	}
+	if err := a.apply(ctx, after.ops); err != nil {
+		t.Fatalf("apply after a refused part: %v", err)
 	}
 }

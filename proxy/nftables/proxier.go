@@ -288,25 +288,53 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 
 // freshTableAnonSets is about how many anonymous sets (inline sets and
 // maps of rules) go in one transaction when a full sync creates the table
-// from nothing.
-const freshTableAnonSets = 500
+// from nothing, and freshTableParts how many parts such a sync is split
+// into at least when it is large (freshTableMinOps).
+// (Variables for the tests.)
+var (
+	freshTableAnonSets = 500
+	freshTableParts    = 4
+	freshTableMinOps   = 20000
+)
 
 // applyTx applies tx as one transaction, or, when the table did not exist
-// (fresh), in transactions of whole Services holding about
-// freshTableAnonSets anonymous sets each: the kernel walks the whole
-// transaction for every anonymous set a rule binds
-// (__nft_set_trans_bind), so one transaction of N Services, each with its
-// endpoint map, costs O(N²) there; with no previous table there is nothing
-// whose atomic replacement matters (Services become reachable part by
-// part instead of all at the end). Every commit also validates the whole
-// table (nft_table_validate), so the parts are no smaller than that: with
-// --nftables-endpoint-choice=rules, where Services have no maps, the table
-// is written in one transaction. A table that exists is always replaced
-// atomically.
+// (fresh), in parts of whole Services, so that Services become reachable
+// part by part instead of all at the end (with no previous table there is
+// nothing whose atomic replacement matters):
+//   - a part holds about freshTableAnonSets anonymous sets: the kernel
+//     walks the whole transaction for every anonymous set a rule binds
+//     (__nft_set_trans_bind), so one transaction of N Services, each with
+//     its endpoint map, costs O(N²) there;
+//   - a large table is split into at least freshTableParts parts, so that
+//     the netlink applier encodes the next part while the kernel commits
+//     the current one;
+//   - not smaller, since every commit also validates the whole table
+//     (nft_table_validate).
+//
+// A table that exists is always replaced atomically.
 func (p *Proxier) applyTx(ctx context.Context, tx *txn, fresh bool) error {
 	if !fresh || len(tx.ports) == 0 {
 		return p.apply.apply(ctx, tx.ops)
 	}
+	parts := freshParts(tx)
+	if pa, ok := p.apply.(partsApplier); ok && len(parts) > 1 {
+		return pa.applyParts(ctx, parts)
+	}
+	for _, part := range parts {
+		if err := p.apply.apply(ctx, part); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// freshParts splits a full sync's ops at Service boundaries (applyTx).
+func freshParts(tx *txn) [][]op {
+	maxOps := len(tx.ops)
+	if maxOps >= freshTableMinOps {
+		maxOps = (maxOps + freshTableParts - 1) / freshTableParts
+	}
+	var parts [][]op
 	start, sets := 0, 0
 	for i := range tx.ports {
 		end := len(tx.ops)
@@ -314,14 +342,12 @@ func (p *Proxier) applyTx(ctx context.Context, tx *txn, fresh bool) error {
 			end = tx.ports[i+1]
 		}
 		sets += anonSets(tx.ops[tx.ports[i]:end])
-		if sets >= freshTableAnonSets && end < len(tx.ops) {
-			if err := p.apply.apply(ctx, tx.ops[start:end]); err != nil {
-				return err
-			}
+		if (sets >= freshTableAnonSets || end-start >= maxOps) && end < len(tx.ops) {
+			parts = append(parts, tx.ops[start:end])
 			start, sets = end, 0
 		}
 	}
-	return p.apply.apply(ctx, tx.ops[start:])
+	return append(parts, tx.ops[start:])
 }
 
 // anonSets counts the rules of ops with an inline set or map ("{ … }" is
