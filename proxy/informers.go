@@ -102,11 +102,14 @@ func StartInformers(ctx context.Context, client kubernetes.Interface, p *Proxier
 	if err != nil {
 		return fmt.Errorf("node informer: %w", err)
 	}
+	start := time.Now()
 	f.Start(ctx.Done())
 	nf.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), svcReg.HasSynced, epReg.HasSynced, nodeReg.HasSynced) {
 		return fmt.Errorf("waiting for the proxy's informer handlers to process the initial lists: %w", ctx.Err())
 	}
+	p.log.Info("initial lists processed", "services", len(svcInf.GetStore().ListKeys()),
+		"endpointSlices", len(epInf.GetStore().ListKeys()), "took", time.Since(start).Round(time.Millisecond))
 	p.OnServiceSynced()
 	p.OnEndpointSlicesSynced()
 	return nil
