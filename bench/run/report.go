@@ -122,6 +122,7 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 			"mode beside svcnet with its opt-in `--nftables-endpoint-choice=rules` (one rule per endpoint instead of an " +
 			"anonymous map per Service); iptables-tree is kube-proxy in iptables mode beside svcnet with " +
 			"`--iptables-dispatch=tree`.\n\n")
+		pooledPeerStarts(w, cfg, res)
 		w("### TCP connect latency through the rules\n\n")
 		w("%d TCP connects (connect() until established; the endpoint accepts and closes) from the node namespace to the "+
 			"ClusterIP of the first and of the last of the N Services (in creation order), after the proxy's first sync; "+
@@ -296,3 +297,55 @@ func plotConnect(res *results, cfg *config, path string) error {
 }
 
 func runtimeNumCPU() int { return runtime.NumCPU() }
+
+// peerMode is the kube-proxy mode a bench mode runs beside svcnet.
+func peerMode(mode string) string {
+	switch mode {
+	case "nftables-rules":
+		return "nftables"
+	case "iptables-tree":
+		return "iptables"
+	}
+	return mode
+}
+
+// pooledPeerStarts writes, where several bench modes ran kube-proxy in the
+// same mode (nftables and nftables-rules both run it in nftables mode, with
+// the same flags), kube-proxy's starts pooled over them and svcnet's
+// against that: its start varies by a factor of two or more between runs
+// on this machine, more than between its modes.
+func pooledPeerStarts(w func(string, ...any), cfg *config, res *results) {
+	byPeer := map[string][]string{}
+	var peers []string
+	for _, m := range cfg.modes {
+		p := peerMode(m)
+		if byPeer[p] == nil {
+			peers = append(peers, p)
+		}
+		byPeer[p] = append(byPeer[p], m)
+	}
+	for _, p := range peers {
+		modes := byPeer[p]
+		if len(modes) < 2 {
+			continue
+		}
+		for _, n := range cfg.sizes {
+			var all []float64
+			for _, m := range modes {
+				all = append(all, res.get("proxy", m, n, "full", "kube-proxy")...)
+			}
+			kp := stats(all)
+			if kp.n == 0 {
+				continue
+			}
+			var parts []string
+			for _, m := range modes {
+				sv := stats(res.get("proxy", m, n, "full", "svcnet"))
+				parts = append(parts, fmt.Sprintf("svcnet %s %s (%s)", m, sv.format("s"), ratio(sv, kp)))
+			}
+			w("- kube-proxy in %s mode ran the same way beside %s: its %d starts at %d Services pooled, %s; against that, %s.\n",
+				p, strings.Join(modes, " and "), kp.n, n, kp.format("s"), strings.Join(parts, ", "))
+		}
+	}
+	w("\n")
+}
