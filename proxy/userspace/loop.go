@@ -2,7 +2,6 @@ package userspace
 
 import (
 	"errors"
-	"net"
 	"net/netip"
 	"sync"
 	"time"
@@ -20,11 +19,10 @@ import (
 // of the connect, an EAGAIN read and a goroutine park per direction, and
 // epoll_ctl removals (docs/proxy-modes.md, "Benchmark (userspace)").
 //
-// The listeners stay *net.TCPListener (opened with SO_REUSEPORT, one per
-// loop): the loops accept on their descriptors, which Go's poller never
-// waits on since nobody calls Accept. A listener is removed from its loop
-// (synchronously) before it is closed, so the loop never touches a reused
-// descriptor.
+// The listeners (SO_REUSEPORT, one per loop) are plain descriptors too,
+// detached from Go's poller (listenTCP). A listener is removed from its
+// loop (synchronously) before it is closed, so the loop never touches a
+// reused descriptor.
 
 // relayBufSize is the loops' copy buffer; a read that fills it marks a bulk
 // transfer, which then moves through a pipe with splice(2).
@@ -116,12 +114,8 @@ func (l *tcpLoop) do(f func()) {
 	}
 }
 
-// addListener makes the loop accept on ln for s.
-func (l *tcpLoop) addListener(s *service, ln *net.TCPListener) error {
-	fd, err := rawFD(ln)
-	if err != nil {
-		return err
-	}
+// addListener makes the loop accept on the listening socket fd for s.
+func (l *tcpLoop) addListener(s *service, fd int) error {
 	// Set once here, inherited by every accepted socket.
 	setSockopts(fd)
 	var aerr error
@@ -134,30 +128,14 @@ func (l *tcpLoop) addListener(s *service, ln *net.TCPListener) error {
 	return aerr
 }
 
-// removeListener stops accepting on ln; it must run before ln is closed.
-func (l *tcpLoop) removeListener(ln *net.TCPListener) {
-	fd, err := rawFD(ln)
-	if err != nil {
-		return
-	}
+// removeListener stops accepting on fd; it must run before fd is closed.
+func (l *tcpLoop) removeListener(fd int) {
 	l.do(func() {
 		if _, ok := l.listeners[int32(fd)]; ok {
 			_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, fd, nil)
 			delete(l.listeners, int32(fd))
 		}
 	})
-}
-
-func rawFD(ln *net.TCPListener) (int, error) {
-	raw, err := ln.SyscallConn()
-	if err != nil {
-		return -1, err
-	}
-	fd := -1
-	if err := raw.Control(func(f uintptr) { fd = int(f) }); err != nil {
-		return -1, err
-	}
-	return fd, nil
 }
 
 func (l *tcpLoop) run() {

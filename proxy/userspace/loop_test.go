@@ -2,6 +2,7 @@ package userspace
 
 import (
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,17 +13,14 @@ import (
 // SO_KEEPALIVE once on each listener and rely on accepted sockets
 // inheriting them (two system calls fewer per connection).
 func TestAcceptedSocketsInheritOptions(t *testing.T) {
-	lns, err := listenTCP("127.0.0.1:0", 1)
+	fds, port, err := listenTCP("127.0.0.1:0", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lns[0].Close()
-	fd, err := rawFD(lns[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	fd := fds[0]
+	defer unix.Close(fd)
 	setSockopts(fd)
-	c, err := net.Dial("tcp", lns[0].Addr().String())
+	c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/svcnet/svcnet/proxy/lb"
 )
 
@@ -272,13 +274,13 @@ func (p *Proxier) open(c ServiceConfig) (*service, error) {
 	host := net.JoinHostPort(p.opt.ListenHost, "0")
 	switch c.Protocol {
 	case "tcp":
-		lns, err := listenTCP(host, p.opt.AcceptLoops)
+		lfds, port, err := listenTCP(host, p.opt.AcceptLoops)
 		if err != nil {
 			return nil, fmt.Errorf("service %s: listen: %w", c.Name, err)
 		}
-		s.lns = lns
-		s.port = lns[0].Addr().(*net.TCPAddr).Port
-		for i, ln := range lns {
+		s.lfds = lfds
+		s.port = port
+		for i, ln := range lfds {
 			l, err := p.loop(i)
 			if err == nil {
 				err = l.addListener(s, ln)
@@ -318,8 +320,8 @@ type service struct {
 	p     *Proxier
 	proto string
 	port  int
-	lns   []*net.TCPListener // one per CPU, same port (SO_REUSEPORT)
-	loops []*tcpLoop         // the event loop accepting on each of lns
+	lfds  []int      // listening sockets, one per loop, same port (SO_REUSEPORT)
+	loops []*tcpLoop // the event loop accepting on each of lfds
 	udp   *udpListener
 
 	conf atomic.Pointer[ServiceConfig]
@@ -440,12 +442,13 @@ func (s *service) pick(client, dst netip.Addr, tried map[*lb.Backend]bool) *lb.B
 
 func (s *service) close() {
 	s.closing.Store(true)
-	for i, ln := range s.lns {
+	for i, fd := range s.lfds {
 		if i < len(s.loops) {
-			s.loops[i].removeListener(ln) // before the descriptor can be reused
+			s.loops[i].removeListener(fd) // before the descriptor can be reused
 		}
-		ln.Close()
+		unix.Close(fd)
 	}
+	s.lfds = nil
 	if s.udp != nil {
 		s.udp.close()
 	}

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -242,14 +244,18 @@ func TestTCPAcceptLoopsShareOnePort(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.mu.Lock()
-	lns := p.services["default/web/tcp"].lns
+	lfds := p.services["default/web/tcp"].lfds
 	p.mu.Unlock()
-	if len(lns) != 4 {
-		t.Fatalf("%d listeners, want 4", len(lns))
+	if len(lfds) != 4 {
+		t.Fatalf("%d listeners, want 4", len(lfds))
 	}
 	port := p.ProxyPort("default/web", "tcp")
-	for _, ln := range lns {
-		if got := ln.Addr().(*net.TCPAddr).Port; got != port {
+	for _, fd := range lfds {
+		sa, err := unix.Getsockname(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sa.(*unix.SockaddrInet4).Port; got != port {
 			t.Fatalf("listener on port %d, want %d", got, port)
 		}
 	}

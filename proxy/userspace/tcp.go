@@ -3,6 +3,7 @@ package userspace
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
@@ -15,28 +16,65 @@ import (
 // listenTCP opens the n listeners of one TCP Service port, all bound to the
 // same kernel-chosen port with SO_REUSEPORT: the kernel spreads new
 // connections over their accept queues by a hash of the 4-tuple, and each
-// has its own accept loop, so accepting scales with the CPUs instead of
-// queueing behind one goroutine. (The cost is n sockets and goroutines per
-// Service port, hence the cap in Options.AcceptLoops.)
-func listenTCP(host string, n int) ([]*net.TCPListener, error) {
+// has its own event loop, so accepting scales with the CPUs. (The cost is n
+// sockets per Service port, hence the cap in Options.AcceptLoops.)
+//
+// It returns the listening sockets as plain non-blocking descriptors and
+// their port. They are opened through net.ListenConfig (Go's choice of
+// address family, dual-stack wildcard, SO_REUSEADDR) and then detached
+// from Go's poller: the event loops accept on them, and a listener still
+// registered there would wake one of Go's threads for every new connection
+// for nothing (nobody calls Accept).
+func listenTCP(host string, n int) ([]int, int, error) {
 	lc := net.ListenConfig{Control: reuseport.Control}
-	var lns []*net.TCPListener
+	var fds []int
+	port := 0
+	fail := func(err error) ([]int, int, error) {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return nil, 0, err
+	}
 	for i := 0; i < n; i++ {
 		ln, err := lc.Listen(context.Background(), "tcp", host)
 		if err != nil {
-			for _, l := range lns {
-				l.Close()
-			}
-			return nil, err
+			return fail(err)
 		}
-		lns = append(lns, ln.(*net.TCPListener))
+		fd, err := detach(ln.(*net.TCPListener))
+		if err != nil {
+			return fail(err)
+		}
+		fds = append(fds, fd)
 		if i == 0 {
 			// The others take the port the kernel chose for the first.
+			port = ln.Addr().(*net.TCPAddr).Port
 			h, _, _ := net.SplitHostPort(host)
-			host = net.JoinHostPort(h, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+			host = net.JoinHostPort(h, strconv.Itoa(port))
 		}
 	}
-	return lns, nil
+	return fds, port, nil
+}
+
+// detach returns a descriptor of ln's socket that Go's poller does not
+// hold, and closes ln (which removes its own descriptor from the poller;
+// the socket stays open, listening, through the new one). The descriptor
+// shares ln's file status, so it is non-blocking.
+func detach(ln *net.TCPListener) (int, error) {
+	raw, err := ln.SyscallConn()
+	if err != nil {
+		ln.Close()
+		return -1, err
+	}
+	fd := -1
+	var derr error
+	if err := raw.Control(func(f uintptr) { fd, derr = unix.FcntlInt(f, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		derr = err
+	}
+	ln.Close()
+	if derr != nil {
+		return -1, fmt.Errorf("duplicate listener descriptor: %w", derr)
+	}
+	return fd, nil
 }
 
 // originalDstFD returns the destination the client connected to before
