@@ -64,6 +64,9 @@ type netlinkApplier struct {
 // batch grows it (the kernel refuses a datagram larger than the buffer).
 const minSendBuf = 1 << 20
 
+// answerTimeout bounds the wait for a batch's answers.
+const answerTimeout = time.Minute
+
 func newNetlinkApplier(v6 bool, netnsName string) *netlinkApplier {
 	a := &netlinkApplier{v6: v6, family: gnft.TableFamilyIPv4, sets: map[string]*gnft.Set{},
 		session: strconv.FormatUint(uint64(rand.Uint32()), 36) + "_"}
@@ -345,6 +348,12 @@ func (a *netlinkApplier) send(msgs []mnl.Message) error {
 func (a *netlinkApplier) readAnswers(c *mnl.Conn, first, last uint32) error {
 	raw, err := c.SyscallConn()
 	if err != nil {
+		return err
+	}
+	// The kernel has answered when sendmsg returns (it processes the batch
+	// in the call); the deadline only guards against an answer that never
+	// comes.
+	if err := c.SetReadDeadline(time.Now().Add(answerTimeout)); err != nil {
 		return err
 	}
 	var errs []error
