@@ -66,6 +66,10 @@ func intList(s string) ([]int, error) {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == ipvsChildArg {
+		ipvsChild(os.Args[2:])
+		return
+	}
 	cfg := &config{args: os.Args[1:]}
 	var sizes, modes, only, dnsSizes, upArgs, apiSizes string
 	flag.StringVar(&cfg.root, "root", "../..", "svcnet repository root")
@@ -79,7 +83,7 @@ func main() {
 	flag.IntVar(&cfg.maxConnSize, "connect-max-services", 30000, "measure connect latency only up to this many Services")
 	flag.IntVar(&cfg.iptablesMax, "iptables-max-services", 0, "run iptables mode only up to this many Services (0: every size); its full syncs take minutes at 10k on a loaded machine")
 	flag.DurationVar(&cfg.syncTimeout, "sync-timeout", 10*time.Minute, "give up on a proxy's first sync after this long")
-	flag.StringVar(&only, "only", "proxy,userspace,dns,netprog,api", "which benchmarks to run")
+	flag.StringVar(&only, "only", "proxy,ipvs,userspace,dns,netprog,api", "which benchmarks to run")
 	flag.StringVar(&dnsSizes, "dns-sizes", "1000,10000", "Service counts for the DNS comparison")
 	flag.DurationVar(&cfg.dnsDuration, "dns-duration", 5*time.Second, "dnsperf run length per server and size")
 	flag.DurationVar(&cfg.usDuration, "userspace-duration", 3*time.Second, "length of each userspace measurement")
@@ -167,6 +171,7 @@ func main() {
 		{"userspace", func() { _ = benchUserspace(res, cfg.root, cfg) }},
 		{"dns", func() { _ = benchDNS(res, cfg.root, bins, cfg) }},
 		{"api", func() { _ = benchAPI(res, bins, cfg) }},
+		{"ipvs", func() { _ = benchIPVS(res, cfg) }},
 		{"netprog", func() {
 			if err := benchNetProg(res, bins, cfg); err != nil {
 				logf("%v", err)

@@ -358,11 +358,13 @@ func (b *proxyBed) runProxy(res *results, bins *peers, impl, mode string, n int,
 	}
 
 	// One change at a time: a new Service with its slice. Measured from
-	// the create call to the end of the sync that programmed it (the
-	// proxy's own last-sync timestamp), and that sync's own duration.
+	// the create call to the end of the last sync it caused (the proxy's
+	// own last-sync timestamp), and the mean duration of those syncs. A
+	// proxy may sync twice for it: kube-proxy runs a sync on the
+	// Service's event and, --min-sync-period later, another for the
+	// slice's; each is a one-Service partial sync.
 	for i := 0; i < o.changes; i++ {
-		time.Sleep(1500 * time.Millisecond) // past --min-sync-period (1s in both)
-		before, err := scrape(hc, "http://127.0.0.1:10249/metrics")
+		before, err := settle(hc, o.timeout) // the previous change's delete included
 		if err != nil {
 			return err
 		}
@@ -372,31 +374,57 @@ func (b *proxyBed) runProxy(res *results, bins *peers, impl, mode string, n int,
 		if _, err := b.createService(ctx, name); err != nil {
 			return err
 		}
-		var after metrics
 		if err := waitFor(o.timeout, 5*time.Millisecond, impl+" sync after a change", func() error {
-			var err error
-			if after, err = scrape(hc, "http://127.0.0.1:10249/metrics"); err != nil {
+			m, err := scrape(hc, "http://127.0.0.1:10249/metrics")
+			if err != nil {
 				return err
 			}
-			if after.v("kubeproxy_sync_proxy_rules_last_timestamp_seconds") <= float64(tc.UnixNano())/1e9 {
-				return fmt.Errorf("no sync yet (last sync %.3f, change at %.3f, %v syncs)\nlog: %s", after.v("kubeproxy_sync_proxy_rules_last_timestamp_seconds"),
-					float64(tc.UnixNano())/1e9, after.v("kubeproxy_sync_proxy_rules_duration_seconds_count"), p.tail(10))
+			if m.v("kubeproxy_sync_proxy_rules_last_timestamp_seconds") <= float64(tc.UnixNano())/1e9 {
+				return fmt.Errorf("no sync yet (last sync %.3f, change at %.3f, %v syncs)\nlog: %s", m.v("kubeproxy_sync_proxy_rules_last_timestamp_seconds"),
+					float64(tc.UnixNano())/1e9, m.v("kubeproxy_sync_proxy_rules_duration_seconds_count"), p.tail(10))
 			}
 			return nil
 		}); err != nil {
 			return err
 		}
+		after, err := settle(hc, o.timeout)
+		if err != nil {
+			return err
+		}
 		b.deleteService(ctx, name)
 		dc := after.v("kubeproxy_sync_proxy_rules_duration_seconds_count") - before.v("kubeproxy_sync_proxy_rules_duration_seconds_count")
-		if dc != 1 {
-			// A periodic sync or the previous change's delete ran in
-			// between: this sample is ambiguous, skip it.
+		if dc < 1 || dc > 2 {
+			// A periodic sync ran in between: this sample is ambiguous, skip it.
+			logf("  %s %s n=%d: change %d caused %v syncs; sample dropped", impl, mode, n, i, dc)
 			continue
 		}
 		res.add(after.v("kubeproxy_sync_proxy_rules_last_timestamp_seconds")-float64(tc.UnixNano())/1e9, "proxy", mode, n, "create-to-rules", impl)
-		res.add(after.v("kubeproxy_sync_proxy_rules_duration_seconds_sum")-before.v("kubeproxy_sync_proxy_rules_duration_seconds_sum"), "proxy", mode, n, "onechange", impl)
+		res.add((after.v("kubeproxy_sync_proxy_rules_duration_seconds_sum")-before.v("kubeproxy_sync_proxy_rules_duration_seconds_sum"))/dc, "proxy", mode, n, "onechange", impl)
+		res.add(dc, "proxy", mode, n, "onechange-syncs", impl)
 	}
 	return nil
+}
+
+// settle waits until the proxy has run no sync for longer than
+// --min-sync-period (1 s in both proxies) and returns its metrics then.
+func settle(hc *http.Client, timeout time.Duration) (metrics, error) {
+	const quiet = 1500 * time.Millisecond
+	var m metrics
+	count, since := -1.0, time.Now()
+	err := waitFor(timeout, 100*time.Millisecond, "no sync for "+quiet.String(), func() error {
+		var err error
+		if m, err = scrape(hc, "http://127.0.0.1:10249/metrics"); err != nil {
+			return err
+		}
+		if c := m.v("kubeproxy_sync_proxy_rules_duration_seconds_count"); c != count {
+			count, since = c, time.Now()
+		}
+		if time.Since(since) < quiet {
+			return fmt.Errorf("last sync %v ago", time.Since(since).Round(time.Millisecond))
+		}
+		return nil
+	})
+	return m, err
 }
 
 // connects opens k TCP connections from the node to ip:80 and returns the

@@ -96,9 +96,12 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 			"`kubeproxy_sync_proxy_rules_last_timestamp_seconds`, once `/healthz` reports a sync): informer lists, " +
 			"computing and writing everything.\n")
 		w("- **first sync**: the duration of that sync alone (`kubeproxy_sync_proxy_rules_duration_seconds`).\n")
-		w("- **one change**: a new Service with its slice is created beside the N; the duration of the one sync that "+
-			"programs it, and **create → rules**: from the create call to the end of that sync (%d changes per run; a sample "+
-			"where another sync ran in between is dropped).\n", cfg.changes)
+		w("- **one change**: a new Service with its slice is created beside the N (Service first, then its slice, as a "+
+			"controller would); the mean duration of the syncs it causes, and **create → rules**: from the create call to the "+
+			"end of the last of them (%d changes per run). The harness waits until the proxy has not synced for 1.5 s before "+
+			"each change and after it; a sample with more than 2 syncs (a periodic sync ran in between) is dropped. A proxy "+
+			"may sync twice for one change: kube-proxy syncs on the Service's event and, `--min-sync-period` later, on the "+
+			"slice's; each is a one-Service partial sync. Syncs per change: %s.\n", cfg.changes, syncsPerChange(res, cfg))
 		w("- **RSS**: VmRSS one second after the first sync, and its anonymous (heap) and file-backed (executable) parts. " +
 			"svcnet proxy runs from its own copy of the svcnet binary, as kube-proxy runs from its own: the harness's " +
 			"svcnet apiserver maps the same binary, and pages two processes map are counted in both and are not paged out.\n\n")
@@ -148,8 +151,9 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 		if err := plotConnect(res, cfg, filepath.Join(plots, "connect.png")); err != nil {
 			res.note("plot connect.png: " + err.Error())
 		}
-		w("IPVS mode is not measured: kube-proxy's IPVS mode needs the kernel's `ip_vs`, which this machine does not have " +
-			"(svcnet's IPVS mode is tested in a qemu VM, `proxy/ipvs/vmtest`).\n\n")
+		w("IPVS mode is not in this table: kube-proxy's IPVS mode needs the kernel's `ip_vs`, which this machine does not " +
+			"have (svcnet's IPVS mode is tested in a qemu VM, `proxy/ipvs/vmtest`); the IPVS section below measures both " +
+			"proxies' IPVS mode with everything real but the IPVS table.\n\n")
 
 		w("### API server (svcnet apiserver alone)\n\n")
 		w("Measured while filling the proxy bench's API: Services and EndpointSlices created by 8 concurrent client-go " +
@@ -160,6 +164,29 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 			w("| %d | %s | %s | %s |\n", n, g("create").format(""), g("list-protobuf").format(""), g("list-json").format(""))
 		}
 		w("\n")
+	})
+	section("ipvs", func() {
+		w("## IPVS mode without the kernel's IPVS: svcnet against kube-proxy %s\n\n", kubeProxyVersion)
+		w("This machine has no `ip_vs` (nor the dummy driver kube-ipvs0 needs), so neither proxy can program IPVS for real. "+
+			"Everything around the IPVS table is real: each proxy runs in-process in a throwaway network namespace of its own "+
+			"and writes its iptables rules (iptables-restore) and its ipsets (the `ipset` program) as it does on a node; only the "+
+			"IPVS table (kube-proxy's `FakeIPVS`, svcnet's `ipvs.Fake`) and kube-ipvs0's address list are in memory. kube-proxy's "+
+			"IPVS Proxier is built by its own `NewProxier` (fake sysctls, conntrack and health-check server put in place, as its "+
+			"unit tests do) and synced through `OnEndpointSlicesSynced`, which runs `syncProxyRules`; svcnet's IPVS mode is fed "+
+			"through the proxy core's change trackers and policy cache. N ClusterIP Services × 10 ready endpoints of their own on "+
+			"another node; **one change** adds one Service with its slice and syncs (%d per run; kube-proxy's IPVS sync is always "+
+			"a full one). Heap: the live heap the proxy keeps after the first sync.\n\n", cfg.changes)
+		w("| Services | first sync: kube-proxy / svcnet | ratio | one change: kube-proxy / svcnet | ratio | heap MB: kube-proxy / svcnet |\n|---|---|---|---|---|---|\n")
+		for _, n := range cfg.sizes {
+			g := func(metric, impl string) stat { return stats(res.get("ipvs", impl, n, metric)) }
+			w("| %d | %s / %s | %s | %s / %s | %s | %s / %s |\n", n,
+				g("full", "kube-proxy").format("s"), g("full", "svcnet").format("s"), ratio(g("full", "svcnet"), g("full", "kube-proxy")),
+				msStat(g("onechange", "kube-proxy")).format("ms"), msStat(g("onechange", "svcnet")).format("ms"),
+				ratio(g("onechange", "svcnet"), g("onechange", "kube-proxy")),
+				g("heap", "kube-proxy").format(""), g("heap", "svcnet").format(""))
+		}
+		w("\nWhat separates them at scale is how the ipsets are written: kube-proxy runs the `ipset` program once per "+
+			"entry it adds (one per Service port in KUBE-CLUSTER-IP), svcnet one `ipset restore` per sync.\n\n")
 	})
 	section("userspace", func() {
 		w("## Userspace proxy against HAProxy\n\n")
@@ -212,9 +239,10 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 	section("api", func() {
 		writeAPIReport(w, res, bins, cfg)
 	})
-	if done["proxy"] || kept["proxy"] != "" {
+	if done["proxy"] || kept["proxy"] != "" || done["ipvs"] || kept["ipvs"] != "" {
 		w("## Not measured here\n\n")
-		w("- IPVS plan time (svcnet only; kube-proxy's IPVS mode needs the kernel).\n\n")
+		w("- IPVS kernel programming (the IPVS table and kube-ipvs0's addresses): this machine has no `ip_vs`; the IPVS " +
+			"section measures everything else.\n\n")
 	}
 	if len(res.notes) > 0 {
 		w("## Failures and notes of this run\n\n")
@@ -348,4 +376,23 @@ func pooledPeerStarts(w func(string, ...any), cfg *config, res *results) {
 		}
 	}
 	w("\n")
+}
+
+// syncsPerChange summarises how many syncs each proxy ran per change, per
+// mode and size (medians).
+func syncsPerChange(res *results, cfg *config) string {
+	var parts []string
+	for _, mode := range cfg.modes {
+		for _, n := range cfg.sizes {
+			k, s := stats(res.get("proxy", mode, n, "onechange-syncs", "kube-proxy")), stats(res.get("proxy", mode, n, "onechange-syncs", "svcnet"))
+			if k.n == 0 && s.n == 0 {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s %d kube-proxy %s, svcnet %s", mode, n, k.format(""), s.format("")))
+		}
+	}
+	if len(parts) == 0 {
+		return "not recorded"
+	}
+	return strings.Join(parts, "; ")
 }
