@@ -185,7 +185,7 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 				ratio(g("onechange", "svcnet"), g("onechange", "kube-proxy")),
 				g("heap", "kube-proxy").format(""), g("heap", "svcnet").format(""))
 		}
-		w("\nWhat separates them at scale is how the ipsets are written: kube-proxy runs the `ipset` program once per "+
+		w("\nWhat separates them at scale is how the ipsets are written: kube-proxy runs the `ipset` program once per " +
 			"entry it adds (one per Service port in KUBE-CLUSTER-IP), svcnet one `ipset restore` per sync.\n\n")
 	})
 	section("userspace", func() {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -125,75 +124,6 @@ type Interface interface {
 	Delete(ctx context.Context) error
 }
 
-// ExecInterface manages kube-ipvs0 with the ip program.
-type ExecInterface struct {
-	Exec proxy.Executor
-	Name string
-}
-
-// Ensure implements Interface. The kernel may lack the dummy driver: then a
-// bridge without ports is used, whose addresses are local all the same.
-func (e ExecInterface) Ensure(ctx context.Context) error {
-	if _, err := e.Exec.Run(ctx, nil, "ip", "link", "show", "dev", e.Name); err != nil {
-		if _, derr := e.Exec.Run(ctx, nil, "ip", "link", "add", e.Name, "type", "dummy"); derr != nil {
-			if _, berr := e.Exec.Run(ctx, nil, "ip", "link", "add", e.Name, "type", "bridge"); berr != nil {
-				return fmt.Errorf("create %s: %w", e.Name, errors.Join(derr, berr))
-			}
-		}
-	}
-	if _, err := e.Exec.Run(ctx, nil, "ip", "link", "set", "dev", e.Name, "up"); err != nil {
-		return fmt.Errorf("set %s up: %w", e.Name, err)
-	}
-	return nil
-}
-
-// Addrs implements Interface.
-func (e ExecInterface) Addrs(ctx context.Context, ipv6 bool) ([]netip.Addr, error) {
-	fam := "-4"
-	if ipv6 {
-		fam = "-6"
-	}
-	out, err := e.Exec.Run(ctx, nil, "ip", "-o", fam, "addr", "show", "dev", e.Name)
-	if err != nil {
-		return nil, fmt.Errorf("list addresses of %s: %w", e.Name, err)
-	}
-	var addrs []netip.Addr
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		for i := 0; i+1 < len(f); i++ {
-			if f[i] == "inet" || f[i] == "inet6" {
-				if p, err := netip.ParsePrefix(f[i+1]); err == nil && !p.Addr().IsLinkLocalUnicast() {
-					addrs = append(addrs, p.Addr())
-				}
-			}
-		}
-	}
-	return addrs, nil
-}
-
-func hostPrefix(a netip.Addr) string { return netip.PrefixFrom(a, a.BitLen()).String() }
-
-// Add implements Interface.
-func (e ExecInterface) Add(ctx context.Context, a netip.Addr) error {
-	_, err := e.Exec.Run(ctx, nil, "ip", "addr", "replace", hostPrefix(a), "dev", e.Name)
-	return err
-}
-
-// Del implements Interface.
-func (e ExecInterface) Del(ctx context.Context, a netip.Addr) error {
-	_, err := e.Exec.Run(ctx, nil, "ip", "addr", "del", hostPrefix(a), "dev", e.Name)
-	return err
-}
-
-// Delete implements Interface.
-func (e ExecInterface) Delete(ctx context.Context) error {
-	if _, err := e.Exec.Run(ctx, nil, "ip", "link", "show", "dev", e.Name); err != nil {
-		return nil
-	}
-	_, err := e.Exec.Run(ctx, nil, "ip", "link", "del", "dev", e.Name)
-	return err
-}
-
 // Applier writes plans to the kernel.
 type Applier struct {
 	IPVS  Handle
@@ -201,6 +131,10 @@ type Applier struct {
 	IPT   IPTables
 	Iface Interface
 	Log   *slog.Logger
+
+	// jumpsChecked: the jumps of a family (index: IPv6) were all in place
+	// at the last check.
+	jumpsChecked [2]bool
 }
 
 // ApplyIPVS makes the IPVS table of one family match plan. Stale real
@@ -304,7 +238,13 @@ func drain(h Handle, vs VirtualServer, d RealServer, log *slog.Logger) error {
 // Apply writes a whole plan of one family: ipsets first (the iptables
 // rules refer to them), then kube-ipvs0's addresses, the iptables chains
 // and jumps, and finally the IPVS table.
-func (a *Applier) Apply(ctx context.Context, plan *Plan, ipv6 bool) error {
+//
+// The jumps from the built-in chains live outside what the restore
+// rewrites, so they are checked (one `iptables -C` each) on full syncs and
+// until a check has passed, not on every sync: as kube-proxy's iptables
+// mode does, a jump someone deleted comes back with the next full sync
+// (--sync-period), and a one-Service change costs no nine extra programs.
+func (a *Applier) Apply(ctx context.Context, plan *Plan, ipv6, full bool) error {
 	var errs []error
 	if a.Sets != nil {
 		cur, err := a.Sets.List(ctx)
@@ -325,12 +265,15 @@ func (a *Applier) Apply(ctx context.Context, plan *Plan, ipv6 bool) error {
 	if a.IPT != nil {
 		if err := a.IPT.Restore(ctx, ipv6, plan.IPTables); err != nil {
 			errs = append(errs, fmt.Errorf("iptables: %w", err))
-		} else {
+		} else if full || !a.jumpsChecked[b2i(ipv6)] {
+			ok := true
 			for _, j := range jumps {
 				if err := a.IPT.EnsureRule(ctx, ipv6, j.table, j.from, "-m", "comment", "--comment", j.comment, "-j", j.to); err != nil {
 					errs = append(errs, fmt.Errorf("iptables jump %s -> %s: %w", j.from, j.to, err))
+					ok = false
 				}
 			}
+			a.jumpsChecked[b2i(ipv6)] = ok
 		}
 	}
 	if err := ApplyIPVS(a.IPVS, plan, ipv6, a.Log); err != nil {
@@ -347,16 +290,23 @@ func (a *Applier) syncAddrs(ctx context.Context, want []netip.Addr, ipv6 bool) e
 	if err != nil {
 		return err
 	}
+	// Sets, not list scans: both lists hold every Service address.
+	have := make(map[netip.Addr]bool, len(cur))
+	for _, c := range cur {
+		have[c] = true
+	}
+	need := make(map[netip.Addr]bool, len(want))
 	var errs []error
 	for _, w := range want {
-		if !slices.Contains(cur, w) {
+		need[w] = true
+		if !have[w] {
 			if err := a.Iface.Add(ctx, w); err != nil {
 				errs = append(errs, fmt.Errorf("bind %s: %w", w, err))
 			}
 		}
 	}
 	for _, c := range cur {
-		if !slices.Contains(want, c) {
+		if !need[c] {
 			if err := a.Iface.Del(ctx, c); err != nil {
 				errs = append(errs, fmt.Errorf("unbind %s: %w", c, err))
 			}
@@ -369,6 +319,7 @@ func (a *Applier) syncAddrs(ctx context.Context, want []netip.Addr, ipv6 bool) e
 // servers of the family, the jumps and chains, the ipsets. The device is
 // removed by the caller once for both families.
 func (a *Applier) Cleanup(ctx context.Context, ipv6 bool) error {
+	a.jumpsChecked[b2i(ipv6)] = false
 	var errs []error
 	if a.IPVS != nil {
 		svcs, err := a.IPVS.GetServices()
@@ -437,4 +388,11 @@ func (a *Applier) Cleanup(ctx context.Context, ipv6 bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -83,11 +83,11 @@ func New(cfg Config) (*Mode, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	nsPath := ""
+	if e, ok := cfg.Exec.(proxy.OSExecutor); ok && e.NetNS != "" {
+		nsPath = "/var/run/netns/" + e.NetNS
+	}
 	if cfg.Handle == nil {
-		nsPath := ""
-		if e, ok := cfg.Exec.(proxy.OSExecutor); ok && e.NetNS != "" {
-			nsPath = "/var/run/netns/" + e.NetNS
-		}
 		h, err := NewNetlink(nsPath)
 		if err != nil {
 			return nil, fmt.Errorf("ipvs proxy mode: %w", err)
@@ -101,7 +101,11 @@ func New(cfg Config) (*Mode, error) {
 		cfg.IPT = &iptables.Runner{Exec: cfg.Exec}
 	}
 	if cfg.Iface == nil {
-		cfg.Iface = ExecInterface{Exec: cfg.Exec, Name: defaultInterface}
+		li, err := NewLinkInterface(nsPath, defaultInterface)
+		if err != nil {
+			return nil, fmt.Errorf("ipvs proxy mode: %w", err)
+		}
+		cfg.Iface = li
 	}
 	m := &Mode{cfg: cfg, log: cfg.Log, reported: map[proxy.ServicePortName]string{}}
 	if cfg.IPv4 || !cfg.IPv6 {
@@ -166,7 +170,7 @@ func (m *Mode) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 		plan := m.PlanFor(req, v6)
 		m.report(plan.Fallbacks)
 		req.Stats.AddNoLocal(v6, plan.NoLocalEndpointsInternal, plan.NoLocalEndpointsExternal)
-		if err := m.applier.Apply(ctx, plan, v6); err != nil {
+		if err := m.applier.Apply(ctx, plan, v6, req.Full); err != nil {
 			errs = append(errs, fmt.Errorf("sync ipvs (ipv6=%v): %w", v6, err))
 		}
 	}

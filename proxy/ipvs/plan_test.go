@@ -1,6 +1,7 @@
 package ipvs
 
 import (
+	"context"
 	"flag"
 	"net/netip"
 	"os"
@@ -363,5 +364,44 @@ func TestIPSetPayloadIsADiff(t *testing.T) {
 	}
 	if got := parseIPSetSave([]byte("create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536 comment\nadd KUBE-CLUSTER-IP 10.96.0.1,tcp:443\ncreate other hash:ip\nadd other 1.2.3.4\n")); len(got) != 1 || !slices.Equal(got[SetClusterIP], []string{"10.96.0.1,tcp:443"}) {
 		t.Errorf("parseIPSetSave = %v", got)
+	}
+}
+
+// TestJumpsCheckedOnFullSyncs: the jumps from the built-in chains are
+// checked on full syncs (and until a check passes), not on every sync; a
+// jump deleted behind the proxy's back is back after the next full sync.
+func TestJumpsCheckedOnFullSyncs(t *testing.T) {
+	k := newTestKernel(t, "")
+	s := newState()
+	s.service(clusterIP("web", "10.96.0.10", 80, v1.ProtocolTCP), ep("10.244.1.5", 8080, false))
+	k.sync(t, s)
+	if len(k.ipt.rules) != len(jumps) {
+		t.Fatalf("after the first sync: %d jump rules, want %d", len(k.ipt.rules), len(jumps))
+	}
+	j := jumps[1]
+	gone := j.table + " " + j.from + " -m comment --comment " + j.comment + " -j " + j.to
+	if !k.ipt.rules[gone] {
+		t.Fatalf("jump %q not written; have %v", gone, k.ipt.rules)
+	}
+	delete(k.ipt.rules, gone)
+
+	partial := func() {
+		t.Helper()
+		s.service(clusterIP("api", "10.96.0.11", 443, v1.ProtocolTCP), ep("10.244.1.6", 8443, false))
+		req := &proxy.SyncRequest{Services: s.svcs, Endpoints: s.eps, Node: proxy.NodeInfo{Name: "node-1", IPs: []netip.Addr{nodeIP}}}
+		if err := k.mode.Sync(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	partial()
+	if k.ipt.rules[gone] {
+		t.Fatal("a partial sync checked the jumps")
+	}
+	if got := norm(k.dump(t)); !strings.Contains(got, "10.96.0.11:443") {
+		t.Fatalf("the partial sync did not program the new Service:\n%s", got)
+	}
+	k.sync(t, s)
+	if !k.ipt.rules[gone] {
+		t.Fatal("the full sync did not put the deleted jump back")
 	}
 }
