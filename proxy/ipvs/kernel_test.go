@@ -26,7 +26,7 @@ func TestNewModeNamesMissingModule(t *testing.T) {
 }
 
 // TestKernelApplyIPSetsIPTablesInterface applies plans with the real
-// ipset, iptables-restore and ip programs in a throwaway namespace (the
+// ipset and iptables-restore programs and rtnetlink (kube-ipvs0) in a throwaway namespace (the
 // IPVS table itself is the Fake: this kernel has no IPVS; see vmtest for
 // the real one), then cleans up.
 func TestKernelApplyIPSetsIPTablesInterface(t *testing.T) {
