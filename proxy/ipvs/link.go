@@ -10,6 +10,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/svcnet/svcnet/internal/netwire"
 )
 
 // LinkInterface manages kube-ipvs0 over rtnetlink in one network
@@ -96,16 +98,14 @@ func (l *LinkInterface) Addrs(_ context.Context, ipv6 bool) ([]netip.Addr, error
 	return out, nil
 }
 
-func hostAddr(a netip.Addr) *netlink.Addr {
-	return &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}}
-}
-
-// Add implements Interface.
+// Add implements Interface. IPv6 addresses skip duplicate address
+// detection (netwire.Addr): on the bridge stand-in they would otherwise be
+// tentative, refusing traffic, for a second or so.
 func (l *LinkInterface) Add(_ context.Context, a netip.Addr) error {
 	if l.link == nil {
 		return fmt.Errorf("%s: not ensured", l.name)
 	}
-	return l.h.AddrReplace(l.link, hostAddr(a))
+	return l.h.AddrReplace(l.link, netwire.Addr(netip.PrefixFrom(a, a.BitLen())))
 }
 
 // Del implements Interface; an address already gone is not an error.
@@ -113,7 +113,7 @@ func (l *LinkInterface) Del(_ context.Context, a netip.Addr) error {
 	if l.link == nil {
 		return fmt.Errorf("%s: not ensured", l.name)
 	}
-	if err := l.h.AddrDel(l.link, hostAddr(a)); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
+	if err := l.h.AddrDel(l.link, netwire.Addr(netip.PrefixFrom(a, a.BitLen()))); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
 		return err
 	}
 	return nil
