@@ -127,7 +127,13 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 	embedded := Codecs.EncoderForVersion(out.info.Serializer, req.gv)
 	metaEnc := Codecs.EncoderForVersion(out.info.Serializer, metav1.SchemeGroupVersion)
 	first := true
-	send := func(typ string, obj runtime.Object) error {
+	// One object buffer and one event buffer for the whole watch: a
+	// streaming list sends every object of the collection through here.
+	var buf, evBuf bytes.Buffer
+	// send writes one event. flush pushes it to the client at once (live
+	// events); the initial events of a streaming list are flushed once, after
+	// the last of them, instead of one write per object.
+	send := func(typ string, obj runtime.Object, flush bool) error {
 		enc := embedded
 		if out.as == "Table" && typ != string(storage.Error) && typ != string(storage.Bookmark) {
 			t, err := s.toTable(r, req.res, []runtime.Object{obj}, first)
@@ -139,7 +145,7 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 		} else if out.as == "PartialObjectMetadata" && typ != string(storage.Error) {
 			obj, enc = partialMeta(obj), metaEnc
 		}
-		var buf bytes.Buffer
+		buf.Reset()
 		if data, ok, err := encodeUnstructured(obj); ok {
 			if err != nil {
 				return err
@@ -148,14 +154,14 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 		} else if err := enc.Encode(obj, &buf); err != nil {
 			return err
 		}
-		var evBuf bytes.Buffer
+		evBuf.Reset()
 		if err := evEnc.Encode(&metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: buf.Bytes()}}, &evBuf); err != nil {
 			return err
 		}
 		if _, err := framer.Write(evBuf.Bytes()); err != nil {
 			return err
 		}
-		if flusher != nil {
+		if flush && flusher != nil {
 			flusher.Flush()
 		}
 		return nil
@@ -167,17 +173,20 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 		if end {
 			acc.SetAnnotations(map[string]string{InitialEventsAnnotation: "true"})
 		}
-		return send(string(storage.Bookmark), obj)
+		return send(string(storage.Bookmark), obj, true)
 	}
 	for _, it := range initialItems {
-		if err := send(string(storage.Added), it); err != nil {
+		if err := send(string(storage.Added), it, false); err != nil {
 			return nil
 		}
 	}
+	initialItems = nil // the list is sent; let it go
 	if sendInitial != nil && *sendInitial {
 		if err := bookmark(fromRev, true); err != nil {
 			return nil
 		}
+	} else if flusher != nil {
+		flusher.Flush()
 	}
 	for {
 		select {
@@ -194,7 +203,7 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 					err = bookmark(ev.Revision, false)
 				}
 			default:
-				err = send(string(ev.Type), ev.Object)
+				err = send(string(ev.Type), ev.Object, true)
 			}
 			if err != nil {
 				s.log.Debug("watch ended", "resource", req.res.Info.GVR.Resource, "err", err)
