@@ -193,12 +193,15 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 		w("`%s` (bench/userspace), %d times: one iperf3 TCP stream, and wrk with `Connection: close` (a new TCP connection "+
 			"per request), each directly, through svcnet's userspace proxy and through HAProxy (mode tcp) to the same backend, "+
 			"on 127.0.0.1.\n\n", res.text["userspace-cmd"], cfg.reps)
-		w("| path | iperf3 Gbit/s | vs direct | wrk connections/s | vs direct |\n|---|---|---|---|---|\n")
+		w("| path | iperf3 Gbit/s | vs direct | wrk connections/s | vs direct | proxy CPU per connection |\n|---|---|---|---|---|---|\n")
 		d := func(metric string) stat { return stats(res.get("userspace", "direct", metric)) }
 		for _, impl := range []string{"direct", "svcnet userspace", "haproxy"} {
 			g := func(metric string) stat { return stats(res.get("userspace", impl, metric)) }
-			w("| %s | %s | %s | %s | %s |\n", impl, g("gbps").format(""), ratio(g("gbps"), d("gbps")), g("connps").format(""), ratio(g("connps"), d("connps")))
+			w("| %s | %s | %s | %s | %s | %s |\n", impl, g("gbps").format(""), ratio(g("gbps"), d("gbps")), g("connps").format(""),
+				ratio(g("connps"), d("connps")), g("cpuconn").format("µs"))
 		}
+		w("\nEach repetition is itself the median of bench/userspace's 3 alternating runs. Proxy CPU per connection: the "+
+			"proxy process's user+system CPU during the wrk run over the requests wrk completed.\n")
 		w("\n")
 	})
 	section("dns", func() {

@@ -16,7 +16,11 @@ import (
 // benchUserspace runs `go run ./bench/userspace` reps times. Each run
 // measures direct, svcnet userspace and HAProxy one after the other.
 func benchUserspace(res *results, root string, cfg *config) error {
-	row := regexp.MustCompile(`^(direct|svcnet userspace|haproxy[^0-9]*[0-9.]+ \(tcp\))\s+([0-9.]+)\s+[0-9.]+x\s+([0-9.]+)\s+[0-9.]+x`)
+	// direct  19.47 [19.28-19.89]  1.00x 27470.29 [27101.38-28891.54]  1.00x  -
+	// (a value may come with its range in brackets; the last column is the
+	// proxy's CPU per connection, "-" for direct)
+	rng := `(?:\s+\[[^\]]*\])?`
+	row := regexp.MustCompile(`^(direct|svcnet userspace|haproxy[^0-9]*[0-9.]+ \(tcp\))\s+([0-9.]+)` + rng + `\s+[0-9.]+x\s+([0-9.]+)` + rng + `\s+[0-9.]+x(?:\s+([0-9.]+) µs)?`)
 	for rep := 0; rep < cfg.reps; rep++ {
 		args := []string{"run", "./bench/userspace", "-duration", cfg.usDuration.String()}
 		cmd := exec.Command(goBin(), args...)
@@ -41,6 +45,10 @@ func benchUserspace(res *results, root string, cfg *config) error {
 			r, _ := strconv.ParseFloat(m[3], 64)
 			res.add(g, "userspace", impl, "gbps")
 			res.add(r, "userspace", impl, "connps")
+			if m[4] != "" {
+				c, _ := strconv.ParseFloat(m[4], 64)
+				res.add(c, "userspace", impl, "cpuconn")
+			}
 			n++
 		}
 		if n != 3 {
