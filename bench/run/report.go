@@ -200,7 +200,7 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 			w("| %s | %s | %s | %s | %s | %s |\n", impl, g("gbps").format(""), ratio(g("gbps"), d("gbps")), g("connps").format(""),
 				ratio(g("connps"), d("connps")), g("cpuconn").format("µs"))
 		}
-		w("\nEach repetition is itself the median of bench/userspace's 3 alternating runs. Proxy CPU per connection: the "+
+		w("\nEach repetition is itself the median of bench/userspace's 3 alternating runs. Proxy CPU per connection: the " +
 			"proxy process's user+system CPU during the wrk run over the requests wrk completed.\n")
 		w("\n")
 	})
