@@ -22,8 +22,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -37,6 +39,14 @@ func main() {
 		os.Exit(1)
 	}
 	defer exec.Command("ip", "netns", "del", ns).Run()
+	// Interrupted: the namespace goes too.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		_ = exec.Command("ip", "netns", "del", ns).Run()
+		os.Exit(1)
+	}()
 
 	names := make([]string, *n)
 	for i := range names {
