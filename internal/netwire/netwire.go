@@ -111,3 +111,26 @@ func Wire(a Attach) error {
 	}
 	return nil
 }
+
+// HandleIn opens a netlink handle for the given netlink families (none:
+// every family the library supports) in the named network namespace, ""
+// being the caller's own. The caller closes it.
+func HandleIn(netNS string, families ...int) (*netlink.Handle, error) {
+	if netNS == "" {
+		h, err := netlink.NewHandle(families...)
+		if err != nil {
+			return nil, fmt.Errorf("netlink: %w", err)
+		}
+		return h, nil
+	}
+	ns, err := netns.GetFromName(netNS)
+	if err != nil {
+		return nil, fmt.Errorf("open netns %s: %w", netNS, err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns, families...)
+	if err != nil {
+		return nil, fmt.Errorf("netlink in %s: %w", netNS, err)
+	}
+	return h, nil
+}

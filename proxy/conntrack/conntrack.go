@@ -25,10 +25,10 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet/svcnet/internal/netwire"
 	"github.com/svcnet/svcnet/proxy"
 )
 
@@ -174,21 +174,9 @@ func (c *Cleaner) CleanStaleEntries(ctx context.Context, svcs proxy.ServicePortM
 
 // handle is a netlink handle in the cleaner's network namespace.
 func (c *Cleaner) handle() (*netlink.Handle, error) {
-	if c.NetNS == "" {
-		h, err := netlink.NewHandle(unix.NETLINK_NETFILTER)
-		if err != nil {
-			return nil, fmt.Errorf("conntrack netlink: %w", err)
-		}
-		return h, nil
-	}
-	ns, err := netns.GetFromName(c.NetNS)
+	h, err := netwire.HandleIn(c.NetNS, unix.NETLINK_NETFILTER)
 	if err != nil {
-		return nil, fmt.Errorf("conntrack: open netns %s: %w", c.NetNS, err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_NETFILTER)
-	if err != nil {
-		return nil, fmt.Errorf("conntrack netlink in %s: %w", c.NetNS, err)
+		return nil, fmt.Errorf("conntrack: %w", err)
 	}
 	return h, nil
 }

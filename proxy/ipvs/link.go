@@ -8,7 +8,6 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/svcnet/svcnet/internal/netwire"
@@ -23,23 +22,12 @@ type LinkInterface struct {
 	link netlink.Link // found or created by Ensure
 }
 
-// NewLinkInterface opens a netlink handle in the namespace at nsPath (""
-// is the proxy's own) for the device name.
-func NewLinkInterface(nsPath, name string) (*LinkInterface, error) {
-	var h *netlink.Handle
-	var err error
-	if nsPath == "" {
-		h, err = netlink.NewHandle(unix.NETLINK_ROUTE)
-	} else {
-		var ns netns.NsHandle
-		if ns, err = netns.GetFromPath(nsPath); err != nil {
-			return nil, fmt.Errorf("open network namespace %s: %w", nsPath, err)
-		}
-		defer ns.Close()
-		h, err = netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
-	}
+// NewLinkInterface opens an rtnetlink handle in the named network
+// namespace ("" is the proxy's own) for the device name.
+func NewLinkInterface(netNS, name string) (*LinkInterface, error) {
+	h, err := netwire.HandleIn(netNS, unix.NETLINK_ROUTE)
 	if err != nil {
-		return nil, fmt.Errorf("open rtnetlink handle: %w", err)
+		return nil, fmt.Errorf("kube-ipvs0: %w", err)
 	}
 	return &LinkInterface{h: h, name: name}, nil
 }

@@ -83,9 +83,9 @@ func New(cfg Config) (*Mode, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	nsPath := ""
+	netNS, nsPath := "", ""
 	if e, ok := cfg.Exec.(proxy.OSExecutor); ok && e.NetNS != "" {
-		nsPath = "/var/run/netns/" + e.NetNS
+		netNS, nsPath = e.NetNS, "/var/run/netns/"+e.NetNS
 	}
 	if cfg.Handle == nil {
 		h, err := NewNetlink(nsPath)
@@ -101,7 +101,7 @@ func New(cfg Config) (*Mode, error) {
 		cfg.IPT = &iptables.Runner{Exec: cfg.Exec}
 	}
 	if cfg.Iface == nil {
-		li, err := NewLinkInterface(nsPath, defaultInterface)
+		li, err := NewLinkInterface(netNS, defaultInterface)
 		if err != nil {
 			return nil, fmt.Errorf("ipvs proxy mode: %w", err)
 		}
