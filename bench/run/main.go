@@ -48,6 +48,9 @@ type config struct {
 	apiWriters     int
 	apiWatch       int
 	args           []string
+	impls          []string // proxy implementations to run (profiling runs one)
+	perfDir        string   // record svcnet proxy starts with perf into this directory
+	svcnetEnv      []string // extra environment of the svcnet proxy (diagnostics)
 }
 
 func intList(s string) ([]int, error) {
@@ -71,7 +74,7 @@ func main() {
 		return
 	}
 	cfg := &config{args: os.Args[1:]}
-	var sizes, modes, only, dnsSizes, upArgs, apiSizes string
+	var sizes, modes, only, dnsSizes, upArgs, apiSizes, impls string
 	flag.StringVar(&cfg.root, "root", "../..", "svcnet repository root")
 	flag.StringVar(&cfg.out, "out", "", "report file (default ROOT/docs/benchmarks.md; plots beside it in ROOT/docs/benchmarks/)")
 	flag.StringVar(&cfg.bin, "bin", "", "where to build the binaries (default ROOT/bin/bench)")
@@ -83,6 +86,12 @@ func main() {
 	flag.IntVar(&cfg.maxConnSize, "connect-max-services", 30000, "measure connect latency only up to this many Services")
 	flag.IntVar(&cfg.iptablesMax, "iptables-max-services", 0, "run iptables mode only up to this many Services (0: every size); its full syncs take minutes at 10k on a loaded machine")
 	flag.DurationVar(&cfg.syncTimeout, "sync-timeout", 10*time.Minute, "give up on a proxy's first sync after this long")
+	flag.StringVar(&impls, "impls", strings.Join(proxyImpls, ","), "proxy implementations of the proxy part (a profiling run may keep one; the report then has no ratios)")
+	flag.StringVar(&cfg.perfDir, "perf", "", "diagnostics: run each svcnet proxy under `perf record -g` writing DIR/svcnet-MODE-N-NANOS.data (its RSS is then not measured)")
+	flag.Func("svcnet-env", "diagnostics: an extra VAR=value in the svcnet proxy's environment (repeatable), e.g. GOGC=off", func(v string) error {
+		cfg.svcnetEnv = append(cfg.svcnetEnv, v)
+		return nil
+	})
 	flag.StringVar(&only, "only", "proxy,ipvs,userspace,dns,netprog,api", "which benchmarks to run")
 	flag.StringVar(&dnsSizes, "dns-sizes", "1000,10000", "Service counts for the DNS comparison")
 	flag.DurationVar(&cfg.dnsDuration, "dns-duration", 5*time.Second, "dnsperf run length per server and size")
@@ -114,6 +123,7 @@ func main() {
 		fail(fmt.Errorf("-api-sizes: %v", err))
 	}
 	cfg.modes = strings.Split(modes, ",")
+	cfg.impls = strings.Split(impls, ",")
 	cfg.only = map[string]bool{}
 	for _, o := range strings.Split(only, ",") {
 		cfg.only[strings.TrimSpace(o)] = true

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,9 @@ type proxyBed struct {
 	cs         *kubernetes.Clientset
 	dir        string
 	clusterIPs []string // of svc-00000 .. svc-N-1, in creation order
+	n          int
+	perfDir    string
+	env        []string
 }
 
 func newProxyBed(tb *benchTB, bins *peers, n int) (*proxyBed, error) {
@@ -249,7 +253,15 @@ func (b *proxyBed) proxyArgs(bins *peers, impl, mode string) []string {
 	if impl == "kube-proxy" {
 		return append(append([]string{bins.kubeProxy}, common...), "--v", "1")
 	}
-	return append(append([]string{bins.svcnetProxy, "proxy"}, common...), extra...)
+	args := append(append([]string{bins.svcnetProxy, "proxy"}, common...), extra...)
+	if len(b.env) > 0 {
+		args = append(append([]string{"env"}, b.env...), args...)
+	}
+	if b.perfDir != "" {
+		out := filepath.Join(b.perfDir, fmt.Sprintf("svcnet-%s-%d-%d.data", mode, b.n, time.Now().UnixNano()))
+		args = append([]string{"perf", "record", "-g", "-o", out, "--"}, args...)
+	}
+	return args
 }
 
 // flush removes whatever the previous proxy left in the node namespace
@@ -336,10 +348,12 @@ func (b *proxyBed) runProxy(res *results, bins *peers, impl, mode string, n int,
 	if c := m.v("kubeproxy_sync_proxy_rules_duration_seconds_count"); c == 1 {
 		res.add(m.v("kubeproxy_sync_proxy_rules_duration_seconds_sum"), "proxy", mode, n, "firstsync", impl)
 	}
-	res.add(rssMB(p.cmd.Process.Pid), "proxy", mode, n, "rss", impl)
-	anon, file := rssParts(p.cmd.Process.Pid)
-	res.add(anon, "proxy", mode, n, "rss-anon", impl)
-	res.add(file, "proxy", mode, n, "rss-file", impl)
+	if b.perfDir == "" || impl != "svcnet" { // under perf, the PID is perf's
+		res.add(rssMB(p.cmd.Process.Pid), "proxy", mode, n, "rss", impl)
+		anon, file := rssParts(p.cmd.Process.Pid)
+		res.add(anon, "proxy", mode, n, "rss-anon", impl)
+		res.add(file, "proxy", mode, n, "rss-file", impl)
+	}
 	logf("  %s %s n=%d: programmed after %.2fs, RSS %.0f MB", impl, mode, n, full, rssMB(p.cmd.Process.Pid))
 
 	if n <= o.maxConn && o.connects > 0 {
@@ -455,6 +469,7 @@ func benchProxies(res *results, bins *peers, cfg *config) error {
 			if err != nil {
 				return err
 			}
+			b.n, b.perfDir, b.env = n, cfg.perfDir, cfg.svcnetEnv
 			rate, err := b.populate(n)
 			if err != nil {
 				return fmt.Errorf("populate: %w", err)
@@ -468,9 +483,10 @@ func benchProxies(res *results, bins *peers, cfg *config) error {
 					continue
 				}
 				for rep := 0; rep < cfg.reps; rep++ {
-					order := proxyImpls
+					order := cfg.impls
 					if rep%2 == 1 {
-						order = []string{proxyImpls[1], proxyImpls[0]}
+						order = slices.Clone(order)
+						slices.Reverse(order)
 					}
 					for _, impl := range order {
 						if err := b.runProxy(res, bins, impl, mode, n, proxyOpts{changes: cfg.changes, connects: cfg.connects,

@@ -58,7 +58,15 @@ type netlinkApplier struct {
 	// later batch's). sndBuf is its send buffer size.
 	sock   *mnl.Conn
 	sndBuf int
+	// seq numbers the messages sent on sock; out is the datagram buffer,
+	// kept between the transactions of a sync (see send).
+	seq uint32
+	out []byte
 }
+
+// keptSendBuf is the largest datagram buffer kept after a transaction; a
+// full sync's larger ones are dropped when it ends.
+const keptSendBuf = 1 << 20
 
 // minSendBuf is the smallest send buffer of the batch socket; a larger
 // batch grows it (the kernel refuses a datagram larger than the buffer).
@@ -131,6 +139,7 @@ func (a *netlinkApplier) table() *gnft.Table {
 func (a *netlinkApplier) apply(ctx context.Context, ops []op) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	defer a.releaseSendBuf()
 	msgs, err := a.encode(ops)
 	if err != nil {
 		return err
@@ -144,6 +153,7 @@ func (a *netlinkApplier) apply(ctx context.Context, ops []op) error {
 func (a *netlinkApplier) applyParts(ctx context.Context, parts [][]op) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	defer a.releaseSendBuf()
 	type encoded struct {
 		msgs []mnl.Message
 		err  error
@@ -317,29 +327,78 @@ func (a *netlinkApplier) send(msgs []mnl.Message) error {
 	}
 	size := 0
 	for i := range msgs {
-		h := &msgs[i].Header
-		h.Sequence, h.PID, h.Length = 0, 0, 0
-		if i > 0 && i < len(msgs)-1 {
-			h.Flags &^= mnl.Acknowledge | unix.NLM_F_ECHO
-		}
-		size += unix.NLMSG_HDRLEN + len(msgs[i].Data) + 4
+		size += nlmsgAlign(unix.NLMSG_HDRLEN + len(msgs[i].Data))
 	}
-	msgs[len(msgs)-2].Header.Flags |= mnl.Acknowledge
 	c, err := a.socket(size)
 	if err != nil {
 		return err
 	}
-	sent, err := c.SendMessages(msgs)
-	if err != nil {
+	// The datagram is written here, into one buffer sized up front and
+	// kept for the next transaction: netlink's SendMessages marshals every
+	// message on its own and appends it to a growing buffer, a quarter of
+	// a full sync's allocations.
+	if cap(a.out) < size {
+		a.out = make([]byte, 0, size)
+	}
+	buf := a.out[:size]
+	first := a.seq + 1
+	off := 0
+	for i := range msgs {
+		h := msgs[i].Header
+		flags := uint16(h.Flags)
+		if i > 0 && i < len(msgs)-1 {
+			flags &^= uint16(mnl.Acknowledge) | unix.NLM_F_ECHO
+		}
+		if i == len(msgs)-2 {
+			flags |= uint16(mnl.Acknowledge)
+		}
+		a.seq++
+		n := unix.NLMSG_HDRLEN + len(msgs[i].Data)
+		binary.NativeEndian.PutUint32(buf[off:], uint32(n))
+		binary.NativeEndian.PutUint16(buf[off+4:], uint16(h.Type))
+		binary.NativeEndian.PutUint16(buf[off+6:], flags)
+		binary.NativeEndian.PutUint32(buf[off+8:], a.seq)
+		binary.NativeEndian.PutUint32(buf[off+12:], 0) // the kernel's port ID is the socket's
+		copy(buf[off+unix.NLMSG_HDRLEN:], msgs[i].Data)
+		end := off + nlmsgAlign(n)
+		clear(buf[off+n : end])
+		off = end
+	}
+	last := a.seq - 1 // the message before the batch end asks the ack
+	if err := sendDatagram(c, buf); err != nil {
 		a.dropSocket()
 		return fmt.Errorf("netlink batch of %d messages: %w", len(msgs)-2, err)
 	}
-	first, last := sent[0].Header.Sequence, sent[len(sent)-2].Header.Sequence
 	if err := a.readAnswers(c, first, last); err != nil {
 		a.dropSocket()
 		return fmt.Errorf("netlink batch of %d messages: %w", len(msgs)-2, err)
 	}
 	return nil
+}
+
+func nlmsgAlign(n int) int { return (n + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALIGNTO - 1) }
+
+// sendDatagram sends buf to the kernel on c in one sendto.
+func sendDatagram(c *mnl.Conn, buf []byte) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := raw.Write(func(fd uintptr) bool {
+		serr = unix.Sendto(int(fd), buf, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+		return serr != unix.EAGAIN
+	}); err != nil {
+		return err
+	}
+	return os.NewSyscallError("sendto", serr)
+}
+
+// releaseSendBuf drops a datagram buffer too large to keep between syncs.
+func (a *netlinkApplier) releaseSendBuf() {
+	if cap(a.out) > keptSendBuf {
+		a.out = nil
+	}
 }
 
 // readAnswers reads the batch's answers up to the ack of message last;
