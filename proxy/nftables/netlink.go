@@ -17,6 +17,7 @@ import (
 
 	gnft "github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	mnl "github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -198,7 +199,7 @@ func (a *netlinkApplier) applyParts(ctx context.Context, parts [][]op) error {
 // goroutine may encode while another sends.
 func (a *netlinkApplier) encode(ops []op) ([]mnl.Message, error) {
 	if a.enc == nil {
-		enc, err := gnft.New(gnft.WithTestDial(a.capture))
+		enc, err := gnft.New(gnft.WithTestDial(a.capture), gnft.AsLasting()) // one test socket, not one (and a random source) per flush
 		if err != nil {
 			return nil, err
 		}
@@ -206,6 +207,7 @@ func (a *netlinkApplier) encode(ops []op) ([]mnl.Message, error) {
 	}
 	b := &batch{a: a, c: a.enc, table: a.table()}
 	b.comp = newCompiler(a.v6, b.table, b.addAnon)
+	a.captured = append(a.captured[:0], batchMsg(unix.NFNL_MSG_BATCH_BEGIN))
 	for i := 0; i < len(ops); i++ {
 		// Consecutive element ops on one set go in one message.
 		j := i
@@ -215,20 +217,26 @@ func (a *netlinkApplier) encode(ops []op) ([]mnl.Message, error) {
 			}
 		}
 		if err := b.op(ops[i : j+1]); err != nil {
-			a.enc.Flush() // drop what was encoded
+			_ = a.enc.Flush() // drop what was encoded
 			a.captured = nil
 			return nil, err
 		}
 		i = j
 	}
-	a.captured = nil
 	if err := a.enc.Flush(); err != nil {
+		a.captured = nil
 		return nil, fmt.Errorf("encode netlink batch: %w", err)
 	}
-	msgs := a.captured
+	msgs := append(a.captured, batchMsg(unix.NFNL_MSG_BATCH_END))
 	a.captured = nil
 	elementsByID(msgs)
 	return msgs, nil
+}
+
+// batchMsg is a batch's begin or end message.
+func batchMsg(typ int) mnl.Message {
+	return mnl.Message{Header: mnl.Header{Type: mnl.HeaderType(typ), Flags: mnl.Request},
+		Data: []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, unix.NFNL_SUBSYS_NFTABLES}}
 }
 
 // nftMsg is the netlink message type of a nf_tables message.
@@ -307,11 +315,20 @@ func dropAttr(data []byte, typ uint16) []byte {
 // would send and answers every read with an acknowledgement.
 func (a *netlinkApplier) capture(req []mnl.Message) ([]mnl.Message, error) {
 	if req != nil {
+		// google/nftables wraps every flush in a batch of its own; encode
+		// makes one batch of all the flushes.
+		if n := len(req); n >= 2 && req[0].Header.Type == unix.NFNL_MSG_BATCH_BEGIN && req[n-1].Header.Type == unix.NFNL_MSG_BATCH_END {
+			req = req[1 : n-1]
+		}
 		a.captured = append(a.captured, req...)
 		return nil, nil
 	}
-	return []mnl.Message{{Header: mnl.Header{Type: mnl.Error}, Data: make([]byte, 4+unix.SizeofNlMsghdr)}}, nil
+	return ackAnswer, nil
 }
+
+// ackAnswer is capture's answer to every read: an acknowledgement
+// (google/nftables reads its error code only).
+var ackAnswer = []mnl.Message{{Header: mnl.Header{Type: mnl.Error}, Data: make([]byte, 4+unix.SizeofNlMsghdr)}}
 
 // send sends one batch (begin, messages, end) in one datagram and waits
 // for the kernel's answer. google/nftables asks an acknowledgement of
@@ -646,12 +663,87 @@ func (b *batch) rule(r *knftables.Rule) error {
 	if err != nil {
 		return err
 	}
-	nr := &gnft.Rule{Table: b.table, Chain: &gnft.Chain{Name: r.Chain, Table: b.table}, Exprs: exprs}
-	if r.Comment != nil {
-		nr.UserData = userdata.AppendString(nil, userdata.TypeComment, *r.Comment)
+	// The rule's message is written here, into one buffer of its size;
+	// google/nftables' AddRule copies a rule's bytes five times over, the
+	// largest part of a full sync's allocations. The expressions are
+	// google/nftables' own encodings. Whatever the library holds goes into
+	// the batch first, to keep the order.
+	if err := b.c.Flush(); err != nil {
+		return err
 	}
-	b.c.AddRule(nr)
+	enc := make([][]byte, len(exprs))
+	size := nfgenmsgLen + attrLen(len(b.table.Name)+1) + attrLen(len(r.Chain)+1) + unix.NLA_HDRLEN
+	for i, e := range exprs {
+		if enc[i], err = expr.Marshal(byte(b.table.Family), e); err != nil {
+			return fmt.Errorf("rule %q: %w", r.Rule, err)
+		}
+		size += attrLen(len(enc[i]))
+	}
+	var comment []byte
+	if r.Comment != nil {
+		comment = userdata.AppendString(nil, userdata.TypeComment, *r.Comment)
+		size += attrLen(len(comment))
+	}
+	if size > 0xffff { // an attribute's length is 16 bits
+		return fmt.Errorf("rule %q: %d bytes encoded, more than a netlink attribute holds", r.Rule, size)
+	}
+	w := attrWriter{buf: make([]byte, 0, size)}
+	w.buf = append(w.buf, byte(b.table.Family), unix.NFNETLINK_V0, 0, 0)
+	w.str(unix.NFTA_RULE_TABLE, b.table.Name)
+	w.str(unix.NFTA_RULE_CHAIN, r.Chain)
+	nest := w.open(unix.NLA_F_NESTED | unix.NFTA_RULE_EXPRESSIONS)
+	for _, e := range enc {
+		w.attr(unix.NLA_F_NESTED|unix.NFTA_LIST_ELEM, e)
+	}
+	w.close(nest)
+	if comment != nil {
+		w.attr(unix.NFTA_RULE_USERDATA, comment)
+	}
+	b.a.captured = append(b.a.captured, mnl.Message{
+		Header: mnl.Header{Type: nftMsg(unix.NFT_MSG_NEWRULE), Flags: mnl.Request | mnl.Create | unix.NLM_F_APPEND},
+		Data:   w.buf,
+	})
 	return nil
+}
+
+// nfgenmsgLen is the size of the header of every nf_tables message.
+const nfgenmsgLen = 4
+
+// attrLen is the size of an attribute with n bytes of payload, padded.
+func attrLen(n int) int { return unix.NLA_HDRLEN + (n+unix.NLA_ALIGNTO-1)&^(unix.NLA_ALIGNTO-1) }
+
+// attrWriter appends netlink attributes to buf.
+type attrWriter struct{ buf []byte }
+
+func (w *attrWriter) attr(typ uint16, payload []byte) {
+	w.buf = binary.NativeEndian.AppendUint16(w.buf, uint16(unix.NLA_HDRLEN+len(payload)))
+	w.buf = binary.NativeEndian.AppendUint16(w.buf, typ)
+	w.buf = append(w.buf, payload...)
+	for len(w.buf)%unix.NLA_ALIGNTO != 0 {
+		w.buf = append(w.buf, 0)
+	}
+}
+
+// str appends a NUL-terminated string attribute.
+func (w *attrWriter) str(typ uint16, s string) {
+	w.buf = binary.NativeEndian.AppendUint16(w.buf, uint16(unix.NLA_HDRLEN+len(s)+1))
+	w.buf = binary.NativeEndian.AppendUint16(w.buf, typ)
+	w.buf = append(append(w.buf, s...), 0)
+	for len(w.buf)%unix.NLA_ALIGNTO != 0 {
+		w.buf = append(w.buf, 0)
+	}
+}
+
+// open starts a nested attribute; close sets its length.
+func (w *attrWriter) open(typ uint16) int {
+	at := len(w.buf)
+	w.buf = binary.NativeEndian.AppendUint16(w.buf, 0)
+	w.buf = binary.NativeEndian.AppendUint16(w.buf, typ)
+	return at
+}
+
+func (w *attrWriter) close(at int) {
+	binary.NativeEndian.PutUint16(w.buf[at:], uint16(len(w.buf)-at))
 }
 
 // datatypes are the set key and value types the plan uses.
