@@ -180,6 +180,14 @@ func (t *EndpointsChangeTracker) endpointsLocked(name types.NamespacedName) Endp
 	}
 	slices.Sort(sliceNames)
 	seen := map[ServicePortName]map[netip.AddrPort]int{} // index in out[pn]
+	// The endpoints are allocated together, in one array: a Service's are
+	// replaced together, and one allocation instead of one per endpoint
+	// keeps the heap of 100,000 endpoints compact.
+	n := 0
+	for _, s := range t.slices[name] {
+		n += len(s.Endpoints) * len(s.Ports)
+	}
+	slab := make([]Endpoint, 0, n)
 	for _, sn := range sliceNames {
 		s := t.slices[name][sn]
 		for _, port := range s.Ports {
@@ -208,13 +216,14 @@ func (t *EndpointsChangeTracker) endpointsLocked(name types.NamespacedName) Endp
 				if err != nil {
 					continue
 				}
-				ep := &Endpoint{
+				slab = append(slab, Endpoint{
 					Addr:        addr.Unmap(),
 					Port:        int(*port.Port),
 					Ready:       e.Conditions.Ready == nil || *e.Conditions.Ready,
 					Terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
 					Weight:      1,
-				}
+				})
+				ep := &slab[len(slab)-1]
 				if w, ok := weights[ep.Addr]; ok {
 					ep.Weight, ep.Quiesced = w, w == 0
 				}
@@ -252,9 +261,28 @@ func (t *EndpointsChangeTracker) endpointsLocked(name types.NamespacedName) Endp
 	// 10.0.0.10 comes before 10.0.0.9); the order decides the probability
 	// each rule gets, so svcnet keeps exactly that order.
 	for pn := range out {
-		slices.SortFunc(out[pn], func(a, b *Endpoint) int { return strings.Compare(a.String(), b.String()) })
+		sortByString(out[pn])
 	}
 	return out
+}
+
+// sortByString sorts eps by their "IP:port" strings, each made once.
+func sortByString(eps []*Endpoint) {
+	if len(eps) < 2 {
+		return
+	}
+	type keyed struct {
+		key string
+		ep  *Endpoint
+	}
+	ks := make([]keyed, len(eps))
+	for i, ep := range eps {
+		ks[i] = keyed{ep.String(), ep}
+	}
+	slices.SortFunc(ks, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
+	for i := range ks {
+		eps[i] = ks[i].ep
+	}
 }
 
 func endpointsMapsEqual(a, b EndpointsMap) bool {

@@ -165,18 +165,10 @@ func (p *ServicePort) equal(q *ServicePort) bool {
 
 // Endpoint is one backend of a ServicePort.
 type Endpoint struct {
-	Addr netip.Addr
-	Port int
-	// Ready, Serving and Terminating are the EndpointSlice conditions with
-	// Kubernetes' defaults applied (unset ready/serving mean true, unset
-	// terminating means false).
-	Ready       bool
-	Serving     bool
-	Terminating bool
-	NodeName    string
-	Zone        string
-	// IsLocal is true when NodeName is this proxy's node.
-	IsLocal bool
+	Addr     netip.Addr
+	Port     int
+	NodeName string
+	Zone     string
 	// ZoneHints and NodeHints are the endpoint's topology hints (zones and
 	// nodes that should prefer it).
 	ZoneHints []string
@@ -186,9 +178,19 @@ type Endpoint struct {
 	// svcnet.io/endpoint-weights); 0 stands for the default 1, so that a
 	// zero Endpoint is an ordinary one. Read it through EffectiveWeight.
 	Weight int
+	// Ready, Serving and Terminating are the EndpointSlice conditions with
+	// Kubernetes' defaults applied (unset ready/serving mean true, unset
+	// terminating means false).
+	Ready       bool
+	Serving     bool
+	Terminating bool
+	// IsLocal is true when NodeName is this proxy's node.
+	IsLocal bool
 	// Quiesced is true for weight 0: the endpoint takes no new
 	// connections in any mode; established ones continue.
 	Quiesced bool
+	// (The booleans come last, together: 128 bytes, a size class, where
+	// they cost a word each between the other fields.)
 }
 
 // String returns "ip:port" ("[ip]:port" for IPv6), the form kube-proxy uses

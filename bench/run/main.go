@@ -51,6 +51,7 @@ type config struct {
 	impls          []string // proxy implementations to run (profiling runs one)
 	perfDir        string   // record svcnet proxy starts with perf into this directory
 	svcnetEnv      []string // extra environment of the svcnet proxy (diagnostics)
+	heapDir        string   // save the svcnet proxy's heap profile after its first sync here
 }
 
 func intList(s string) ([]int, error) {
@@ -92,6 +93,7 @@ func main() {
 		cfg.svcnetEnv = append(cfg.svcnetEnv, v)
 		return nil
 	})
+	flag.StringVar(&cfg.heapDir, "heap", "", "diagnostics: run the svcnet proxy with --profiling and save its heap profile, taken when RSS is measured, as DIR/svcnet-MODE-N-NANOS.heap")
 	flag.StringVar(&only, "only", "proxy,ipvs,userspace,dns,netprog,api", "which benchmarks to run")
 	flag.StringVar(&dnsSizes, "dns-sizes", "1000,10000", "Service counts for the DNS comparison")
 	flag.DurationVar(&cfg.dnsDuration, "dns-duration", 5*time.Second, "dnsperf run length per server and size")

@@ -50,6 +50,7 @@ type proxyBed struct {
 	n          int
 	perfDir    string
 	env        []string
+	heapDir    string
 }
 
 func newProxyBed(tb *benchTB, bins *peers, n int) (*proxyBed, error) {
@@ -254,6 +255,9 @@ func (b *proxyBed) proxyArgs(bins *peers, impl, mode string) []string {
 		return append(append([]string{bins.kubeProxy}, common...), "--v", "1")
 	}
 	args := append(append([]string{bins.svcnetProxy, "proxy"}, common...), extra...)
+	if b.heapDir != "" {
+		args = append(args, "--profiling")
+	}
 	if len(b.env) > 0 {
 		args = append(append([]string{"env"}, b.env...), args...)
 	}
@@ -354,7 +358,15 @@ func (b *proxyBed) runProxy(res *results, bins *peers, impl, mode string, n int,
 		res.add(anon, "proxy", mode, n, "rss-anon", impl)
 		res.add(file, "proxy", mode, n, "rss-file", impl)
 	}
-	logf("  %s %s n=%d: programmed after %.2fs, RSS %.0f MB", impl, mode, n, full, rssMB(p.cmd.Process.Pid))
+	if b.heapDir != "" && impl == "svcnet" {
+		if resp, err := hc.Get("http://127.0.0.1:10249/debug/pprof/heap"); err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			_ = os.WriteFile(filepath.Join(b.heapDir, fmt.Sprintf("svcnet-%s-%d-%d.heap", mode, n, time.Now().UnixNano())), body, 0o644)
+		}
+	}
+	logf("  %s %s n=%d: programmed after %.2fs, RSS %.0f MB, anon %.0f MB (Go heap: %.0f MB in use, %.0f MB live objects, %.0f MB released)", impl, mode, n, full, rssMB(p.cmd.Process.Pid), func() float64 { a, _ := rssParts(p.cmd.Process.Pid); return a }(),
+		m.v("go_memstats_heap_inuse_bytes")/(1<<20), m.v("go_memstats_heap_alloc_bytes")/(1<<20), m.v("go_memstats_heap_released_bytes")/(1<<20))
 
 	if n <= o.maxConn && o.connects > 0 {
 		for _, t := range []struct {
@@ -469,7 +481,7 @@ func benchProxies(res *results, bins *peers, cfg *config) error {
 			if err != nil {
 				return err
 			}
-			b.n, b.perfDir, b.env = n, cfg.perfDir, cfg.svcnetEnv
+			b.n, b.perfDir, b.env, b.heapDir = n, cfg.perfDir, cfg.svcnetEnv, cfg.heapDir
 			rate, err := b.populate(n)
 			if err != nil {
 				return fmt.Errorf("populate: %w", err)

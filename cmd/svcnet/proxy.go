@@ -206,8 +206,12 @@ func runProxy(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	restoreGC := func() {}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(proxyGCPercent)
+		if os.Getenv("GOMEMLIMIT") == "" {
+			restoreGC = relaxGCForStart(proxyGCPercent)
+		}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(a.logLevel)); err != nil {
@@ -330,7 +334,9 @@ func runProxy(ctx context.Context, args []string) error {
 			// it to the kernel only slowly. And the svcnet binary carries
 			// every subcommand: starting it faulted in code and data of
 			// all of them, which proxy never touches again (see
-			// pageOutExecutable).
+			// pageOutExecutable). The collector was off until now
+			// (relaxGCForStart).
+			restoreGC()
 			debug.FreeOSMemory()
 			log.Info("first sync done; returned free heap and paged out unused parts of the executable", "bytes", pageOutExecutable())
 		},
