@@ -69,7 +69,7 @@ func parseProxyArgs(args []string) (*proxyArgs, error) {
 	fs.StringVar(&nodePortAddrs, "nodeport-addresses", "", "comma-separated CIDRs and keywords (primary, localhost, all) of the local addresses that accept NodePorts (default: all; primary in nftables mode)")
 	fs.BoolVar(&a.masqueradeAll, "masquerade-all", false, "SNAT all traffic sent to Service cluster IPs")
 	fs.IntVar(&a.masqueradeBit, "iptables-masquerade-bit", 14, "fwmark bit marking packets to masquerade (0-31)")
-	fs.StringVar(&a.nftablesChoice, "nftables-endpoint-choice", "map", "svcnet extension, nftables mode: how a Service's chain picks an endpoint, map (kube-proxy's: an anonymous map per chain) or rules (one rule per endpoint and no set: programming time linear in the number of Services)")
+	fs.StringVar(&a.nftablesChoice, "nftables-endpoint-choice", "map", "svcnet extension, nftables mode: how a Service's chain picks an endpoint, map (kube-proxy's: an anonymous map per chain), rules (one rule per endpoint and no set: programming time linear in the number of Services) or shared (one map of every Service's endpoints, each chain a range of its keys: linear programming time and few rules)")
 	fs.StringVar(&a.iptablesDispatch, "iptables-dispatch", "linear", "svcnet extension, iptables mode: layout of nat KUBE-SERVICES, linear (kube-proxy's) or tree (sub-chains by destination prefix: connection set-up cost independent of the number of Services)")
 	fs.DurationVar(&a.minSyncPeriod, "min-sync-period", time.Second, "minimum interval between rule syncs")
 	fs.DurationVar(&a.syncPeriod, "sync-period", 30*time.Second, "maximum interval between rule syncs (partial; a full sync comes once an hour in iptables and nftables modes, every period in ipvs)")

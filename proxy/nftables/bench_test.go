@@ -37,8 +37,9 @@ func bigWorld(n int) (proxy.ServicePortMap, proxy.EndpointsMap) {
 // BenchmarkSyncRealNFT measures, in a test-made network namespace, a full
 // sync and a one-Service partial sync for 1k, 10k and 50k Services of 10
 // endpoints, programmed through netlink (the mode's default), through
-// netlink with one rule per endpoint (--nftables-endpoint-choice=rules)
-// and through the nft binary (`nft -f -`, the text path), e.g.
+// netlink with one rule per endpoint (--nftables-endpoint-choice=rules),
+// through netlink with the shared endpoint maps (=shared) and through the
+// nft binary (`nft -f -`, the text path), e.g.
 //
 //	go test -run XXX -bench 'SyncRealNFT/apply=netlink' -benchtime 1x ./proxy/nftables
 //
@@ -46,13 +47,13 @@ func bigWorld(n int) (proxy.ServicePortMap, proxy.EndpointsMap) {
 // known state), measured after a GC.
 func BenchmarkSyncRealNFT(b *testing.B) {
 	testbed.RequireCommand(b, "nft")
-	for _, apply := range []string{"netlink", "netlink-rules", "nft"} {
+	for _, apply := range []string{"netlink", "netlink-rules", "netlink-shared", "nft"} {
 		for _, n := range benchSizes {
 			b.Run(fmt.Sprintf("apply=%s/services=%d", apply, n), func(b *testing.B) {
 				ns := testbed.NewNetNS(b, "nftbench")
 				svcs, eps := bigWorld(n)
 				for i := 0; i < b.N; i++ {
-					cfg := Config{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, ChoiceRules: apply == "netlink-rules"}
+					cfg := Config{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, ChoiceRules: apply == "netlink-rules", ChoiceShared: apply == "netlink-shared"}
 					p := NewNetlinkProxier(cfg, ns.Name, nil)
 					if apply == "nft" {
 						p = NewProxier(cfg, NewExecNFT(knftables.IPv4Family, TableName, proxy.OSExecutor{NetNS: ns.Name}))
@@ -124,12 +125,13 @@ var benchSizes = []int{1000, 10000, 50000}
 //	go test -run XXX -bench OneChangeNetlink -benchtime 200x ./proxy/nftables
 func BenchmarkOneChangeNetlink(b *testing.B) {
 	testbed.RequireCommand(b, "nft")
-	for _, rules := range []bool{false, true} {
+	for _, choice := range []string{"map", "rules", "shared"} {
 		for _, n := range []int{1000, 10000} {
-			b.Run(fmt.Sprintf("rules=%v/services=%d", rules, n), func(b *testing.B) {
+			b.Run(fmt.Sprintf("choice=%s/services=%d", choice, n), func(b *testing.B) {
 				ns := testbed.NewNetNS(b, "nftbench")
 				svcs, eps := bigWorld(n)
-				p := NewNetlinkProxier(Config{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, ChoiceRules: rules}, ns.Name, nil)
+				p := NewNetlinkProxier(Config{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+					ChoiceRules: choice == "rules", ChoiceShared: choice == "shared"}, ns.Name, nil)
 				if err := p.Sync(context.Background(), &proxy.SyncRequest{Full: true, Services: svcs, Endpoints: eps}); err != nil {
 					b.Fatal(err)
 				}

@@ -544,6 +544,9 @@ func (c *compiler) dnat(s *ruleState) error {
 	if err := s.expect(c.ipX(), "addr", ".", "port", "to"); err != nil {
 		return err
 	}
+	if slices.ContainsFunc(s.toks[s.i:], func(t string) bool { return strings.HasPrefix(t, "@") }) {
+		return c.dnatNamedMap(s)
+	}
 	dataType, err := gnft.ConcatSetType(c.addrType(), gnft.TypeInetService)
 	if err != nil {
 		return err
@@ -565,6 +568,28 @@ func (c *compiler) dnat(s *ruleState) error {
 		return err
 	}
 	s.out = append(s.out, &expr.NAT{Type: expr.NATTypeDestNAT, Family: c.natFamily(), RegAddrMin: 1, RegProtoMin: 8 + c.addrLen/4})
+	return nil
+}
+
+// dnatNamedMap compiles the rest of "dnat ip addr . port to GEN map @NAME"
+// (--nftables-endpoint-choice=shared): the generator's value is the key
+// as it is (host byte order, as nft keys a map declared with typeof
+// numgen), the value the address and port of the DNAT.
+func (c *compiler) dnatNamedMap(s *ruleState) error {
+	gen, err := c.generator(s)
+	if err != nil {
+		return err
+	}
+	if err := s.expect("map"); err != nil {
+		return err
+	}
+	name, ok := strings.CutPrefix(s.next(), "@")
+	if !ok || name == "" {
+		return fmt.Errorf("expected a map name")
+	}
+	s.out = append(s.out, gen...)
+	s.out = append(s.out, &expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: name},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: c.natFamily(), RegAddrMin: 1, RegProtoMin: 8 + c.addrLen/4})
 	return nil
 }
 
@@ -715,7 +740,14 @@ func (c *compiler) generator(s *ruleState) ([]expr.Any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return []expr.Any{&expr.Numgen{Register: 1, Modulus: n, Type: typ}}, nil
+		var off uint32
+		if s.peek(0) == "offset" {
+			s.next()
+			if off, err = parseUint32(s.next()); err != nil {
+				return nil, err
+			}
+		}
+		return []expr.Any{&expr.Numgen{Register: 1, Modulus: n, Type: typ, Offset: off}}, nil
 	case "jhash":
 		fs, err := c.keyFields(s)
 		if err != nil || len(fs) != 1 {

@@ -35,13 +35,24 @@ func TestKernelScenariosChoiceRules(t *testing.T) {
 	})
 }
 
+// TestKernelScenariosChoiceShared runs the same scenarios with
+// --nftables-endpoint-choice=shared (the Services' endpoints in one map
+// per protocol), programmed through netlink.
+func TestKernelScenariosChoiceShared(t *testing.T) {
+	testbed.RequireCommand(t, "nft")
+	proxytest.RunKernelScenarios(t, func(_ *proxytest.Node, cfg proxy.ModeConfig) (proxy.Provider, error) {
+		cfg.NFTablesEndpointChoice = "shared"
+		return NewModeWithServiceCIDRs(cfg, []netip.Prefix{proxytest.ServiceCIDR}, nil)
+	})
+}
+
 // TestKernelSchedulers checks the per-Service schedulers on real nftables,
 // with kube-proxy's maps and with --nftables-endpoint-choice=rules: rr (numgen
 // inc) alternates exactly, wrr follows the weights, and sh and mh (jhash
 // of the source) pin one client to one endpoint.
 func TestKernelSchedulers(t *testing.T) {
 	testbed.RequireCommand(t, "nft")
-	for _, choice := range []string{"map", "rules"} {
+	for _, choice := range []string{"map", "rules", "shared"} {
 		t.Run(choice, func(t *testing.T) { kernelSchedulers(t, choice) })
 	}
 }
@@ -69,6 +80,8 @@ func kernelSchedulers(t *testing.T, choice string) {
 		slice := proxytest.Slice(svc, proxytest.PodTCPPort, servers...)
 		c.Apply(svc, slice)
 	}
+	random := proxytest.Service("random", "10.96.5.5", 80, v1.ProtocolTCP) // kube-proxy's choice (the shared map's)
+	c.Apply(random, proxytest.Slice(random, proxytest.PodTCPPort, servers...))
 	c.Sync(t)
 	var seq []string
 	for i := 0; i < 6; i++ {
@@ -95,6 +108,13 @@ func kernelSchedulers(t *testing.T, choice string) {
 	if len(seen) != 2 {
 		t.Errorf("wrr reached %v", seen)
 	}
+	seen = map[string]bool{}
+	for i := 0; i < 40; i++ {
+		seen[ask("10.96.5.5")] = true
+	}
+	if len(seen) != 2 {
+		t.Errorf("random reached %v", seen)
+	}
 }
 
 // TestGoldenRulesLoadIntoNFT feeds every golden dump to the real nft (in a
@@ -102,7 +122,7 @@ func kernelSchedulers(t *testing.T, choice string) {
 // refuses (IPv6 DNAT, weighted jhash intervals, Maglev vmaps...).
 func TestGoldenRulesLoadIntoNFT(t *testing.T) {
 	testbed.RequireCommand(t, "nft")
-	for _, g := range []string{"overall", "ipv6", "rules"} {
+	for _, g := range []string{"overall", "ipv6", "rules", "shared"} {
 		data, err := os.ReadFile(filepath.Join("testdata", g+".golden"))
 		if err != nil {
 			t.Fatal(err)

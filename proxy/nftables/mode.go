@@ -66,7 +66,7 @@ func NewModeWithServiceCIDRs(cfg proxy.ModeConfig, serviceCIDRs []netip.Prefix, 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	rules, err := ParseEndpointChoice(cfg.NFTablesEndpointChoice)
+	choice, err := ParseEndpointChoice(cfg.NFTablesEndpointChoice)
 	if err != nil {
 		return nil, err
 	}
@@ -75,23 +75,39 @@ func NewModeWithServiceCIDRs(cfg proxy.ModeConfig, serviceCIDRs []netip.Prefix, 
 			IPv6: v6, MasqueradeAll: cfg.MasqueradeAll, MasqueradeMark: fmt.Sprintf("%#08x", cfg.MasqueradeValue()),
 			PodCIDRs: ofFamily(cfg.ClusterCIDRs, v6), ServiceCIDRs: ofFamily(serviceCIDRs, v6),
 			NodePortAddresses: ofFamily(cfg.NodePortAddresses, v6), Log: log,
-			UnsupportedScheduler: m.unsupported, Metrics: cfg.Metrics, ChoiceRules: rules,
+			UnsupportedScheduler: m.unsupported, Metrics: cfg.Metrics, ChoiceRules: choice == ChoiceRules, ChoiceShared: choice == ChoiceShared,
 		}
 		m.families = append(m.families, newModeProxier(c, cfg.Exec, nfts, v6))
 	}
 	return m, nil
 }
 
+// EndpointChoice is how a Service chain picks an endpoint
+// (--nftables-endpoint-choice).
+type EndpointChoice uint8
+
+const (
+	// ChoiceMap is kube-proxy's: an anonymous map per Service chain.
+	ChoiceMap EndpointChoice = iota
+	// ChoiceRules: one rule per endpoint, no set.
+	ChoiceRules
+	// ChoiceShared: one map for every Service, each chain a range of its
+	// keys.
+	ChoiceShared
+)
+
 // ParseEndpointChoice validates an --nftables-endpoint-choice value (""
-// is map) and reports whether it asks for rules.
-func ParseEndpointChoice(v string) (rules bool, err error) {
+// is map).
+func ParseEndpointChoice(v string) (EndpointChoice, error) {
 	switch v {
 	case "", "map":
-		return false, nil
+		return ChoiceMap, nil
 	case "rules":
-		return true, nil
+		return ChoiceRules, nil
+	case "shared":
+		return ChoiceShared, nil
 	}
-	return false, fmt.Errorf("unknown nftables endpoint choice %q (map or rules)", v)
+	return ChoiceMap, fmt.Errorf("unknown nftables endpoint choice %q (map, rules or shared)", v)
 }
 
 // newModeProxier returns one family's Proxier: over the test's NFT when

@@ -600,6 +600,9 @@ func (b *batch) op(run []op) error {
 	case *knftables.Set:
 		return b.setOp(o.verb, obj.Name, obj.Type, obj.Flags, obj.Timeout, obj.Comment, false)
 	case *knftables.Map:
+		if obj.TypeOf != "" {
+			return b.typeOfMapOp(o.verb, obj)
+		}
 		return b.setOp(o.verb, obj.Name, obj.Type, obj.Flags, obj.Timeout, obj.Comment, true)
 	case *knftables.Element:
 		return b.elements(run)
@@ -750,6 +753,7 @@ func (w *attrWriter) close(at int) {
 var datatypes = map[string]gnft.SetDatatype{
 	"ipv4_addr": gnft.TypeIPAddr, "ipv6_addr": gnft.TypeIP6Addr,
 	"inet_proto": gnft.TypeInetProto, "inet_service": gnft.TypeInetService, "verdict": gnft.TypeVerdict,
+	"integer": gnft.TypeInteger,
 }
 
 func (b *batch) setOp(v verb, name, typ string, flags []knftables.SetFlag, timeout *time.Duration, comment *string, isMap bool) error {
@@ -779,6 +783,122 @@ func (b *batch) setOp(v verb, name, typ string, flags []knftables.SetFlag, timeo
 	return nil
 }
 
+// typeOfMapOp adds (or flushes, or deletes) a map declared with typeof
+// (the shared endpoints map): google/nftables writes no typeof, so the
+// set's user data is replaced by the one nft writes for the declaration,
+// which nft needs to print the map as it was declared.
+func (b *batch) typeOfMapOp(v verb, m *knftables.Map) error {
+	typ, err := typeOfTypes(m.TypeOf)
+	if err != nil {
+		return fmt.Errorf("map %s: %w", m.Name, err)
+	}
+	if err := b.setOp(v, m.Name, typ, m.Flags, m.Timeout, m.Comment, true); err != nil || v != opAdd {
+		return err
+	}
+	ud, err := typeOfUserData(m.TypeOf, ptrDeref(m.Comment))
+	if err != nil {
+		return fmt.Errorf("map %s: %w", m.Name, err)
+	}
+	if err := b.c.Flush(); err != nil { // the set's message is now the last captured
+		return err
+	}
+	last := &b.a.captured[len(b.a.captured)-1]
+	if last.Header.Type != nftMsg(unix.NFT_MSG_NEWSET) {
+		return fmt.Errorf("map %s: no set message to complete", m.Name)
+	}
+	var w attrWriter
+	w.buf = dropAttr(last.Data, unix.NFTA_SET_USERDATA)
+	w.attr(unix.NFTA_SET_USERDATA, ud)
+	last.Data = w.buf
+	return nil
+}
+
+func ptrDeref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// typeOfUserData is the set user data nft (1.0) writes for a map declared
+// `typeof numgen random mod 1 : ip[6] daddr . P dport` (P tcp, udp or
+// sctp): key in host byte
+// order, and the key's and value's typeof expressions (nft's expression,
+// protocol and field numbers), then the comment. These are the only
+// typeof declarations the plan makes.
+func typeOfUserData(typeOf, comment string) ([]byte, error) {
+	tlv := func(t byte, v []byte) []byte { return append([]byte{t, byte(len(v))}, v...) }
+	u32 := func(t byte, v uint32) []byte { return tlv(t, binary.NativeEndian.AppendUint32(nil, v)) }
+	const (
+		udKeyByteOrder, udDataByteOrder, udKeyTypeOf, udDataTypeOf, udDataInterval, udComment = 0, 1, 3, 4, 6, 7
+		exprPayload, exprConcat, exprNumgen                                                   = 7, 13, 23
+		protoIP, protoIP6                                                                     = 12, 13
+		fieldIPDaddr, fieldIP6Daddr, fieldDport                                               = 12, 9, 2
+	)
+	protos := map[string]uint32{"tcp": 8, "udp": 6, "sctp": 10}
+	payload := func(proto, field uint32) []byte {
+		return concatBytes(u32(0, exprPayload), tlv(1, concatBytes(u32(0, proto), u32(1, field))))
+	}
+	// numgen random mod 1 : ip daddr . tcp dport
+	f := strings.Fields(typeOf)
+	if len(f) != 10 || strings.Join(f[:5], " ") != "numgen random mod 1 :" || f[6] != "daddr" || f[7] != "." || f[9] != "dport" {
+		return nil, fmt.Errorf("no user data for typeof %q", typeOf)
+	}
+	var addr []byte
+	switch f[5] {
+	case "ip":
+		addr = payload(protoIP, fieldIPDaddr)
+	case "ip6":
+		addr = payload(protoIP6, fieldIP6Daddr)
+	default:
+		return nil, fmt.Errorf("no user data for typeof %q", typeOf)
+	}
+	l4, ok := protos[f[8]]
+	if !ok {
+		return nil, fmt.Errorf("no user data for typeof %q", typeOf)
+	}
+	key := concatBytes(u32(0, exprNumgen), tlv(1, concatBytes(u32(0, unix.NFT_NG_RANDOM), u32(1, 1), u32(2, 0))))
+	data := concatBytes(u32(0, exprConcat), tlv(1, concatBytes(tlv(0, addr), tlv(1, payload(l4, fieldDport)))))
+	out := concatBytes(u32(udKeyByteOrder, 1), u32(udDataByteOrder, 0), tlv(udKeyTypeOf, key), tlv(udDataTypeOf, data), u32(udDataInterval, 0))
+	if comment != "" {
+		out = append(out, tlv(udComment, append([]byte(comment), 0))...)
+	}
+	return out, nil
+}
+
+func concatBytes(bs ...[]byte) []byte {
+	var out []byte
+	for _, b := range bs {
+		out = append(out, b...)
+	}
+	return out
+}
+
+// typeOfTypes translates the typeof declarations the plan uses into nft
+// types ("numgen random mod 1 : ip daddr . tcp dport" is "integer :
+// ipv4_addr . inet_service").
+func typeOfTypes(typeOf string) (string, error) {
+	exprTypes := map[string]string{"numgen random mod 1": "integer", "ip daddr": "ipv4_addr", "ip6 daddr": "ipv6_addr", "tcp dport": "inet_service", "udp dport": "inet_service", "sctp dport": "inet_service"}
+	var out strings.Builder
+	keyS, valS, isMap := strings.Cut(typeOf, " : ")
+	for i, part := range []string{keyS, valS}[:1+b2i(isMap)] {
+		if i == 1 {
+			out.WriteString(" : ")
+		}
+		for j, f := range strings.Split(part, " . ") {
+			t, ok := exprTypes[strings.TrimSpace(f)]
+			if !ok {
+				return "", fmt.Errorf("unsupported typeof %q", f)
+			}
+			if j > 0 {
+				out.WriteString(" . ")
+			}
+			out.WriteString(t)
+		}
+	}
+	return out.String(), nil
+}
+
 // newSet builds a named set from its nft type ("ipv4_addr . inet_proto .
 // inet_service : verdict").
 func newSet(name, typ string, flags []knftables.SetFlag, timeout *time.Duration, comment *string, isMap bool) (*gnft.Set, error) {
@@ -792,6 +912,9 @@ func newSet(name, typ string, flags []knftables.SetFlag, timeout *time.Duration,
 		keys = append(keys, t)
 	}
 	s := &gnft.Set{Name: name, IsMap: isMap, KeyType: keys[0], KeyByteOrder: binaryutil.BigEndian}
+	if keys[0].Name == gnft.TypeInteger.Name {
+		s.KeyByteOrder = binaryutil.NativeEndian // a generator's value, as nft keys typeof numgen
+	}
 	if len(keys) > 1 {
 		kt, err := gnft.ConcatSetType(keys...)
 		if err != nil {
@@ -800,11 +923,22 @@ func newSet(name, typ string, flags []knftables.SetFlag, timeout *time.Duration,
 		s.KeyType, s.Concatenation = kt, true
 	}
 	if isMap {
-		t, ok := datatypes[strings.TrimSpace(valS)]
-		if !ok {
-			return nil, fmt.Errorf("map %s: unsupported value type %q", name, valS)
+		var vals []gnft.SetDatatype
+		for _, v := range strings.Split(valS, " . ") {
+			t, ok := datatypes[strings.TrimSpace(v)]
+			if !ok {
+				return nil, fmt.Errorf("map %s: unsupported value type %q", name, v)
+			}
+			vals = append(vals, t)
 		}
-		s.DataType = t
+		s.DataType = vals[0]
+		if len(vals) > 1 {
+			vt, err := gnft.ConcatSetType(vals...)
+			if err != nil {
+				return nil, err
+			}
+			s.DataType = vt
+		}
 	}
 	for _, f := range flags {
 		switch f {
@@ -839,10 +973,14 @@ func (b *batch) elements(run []op) error {
 	if !s.Concatenation {
 		types = []gnft.SetDatatype{s.KeyType}
 	}
+	var valTypes []gnft.SetDatatype // of a map of data (not verdicts)
+	if s.IsMap && s.DataType.Name != gnft.TypeVerdict.Name {
+		valTypes = gnft.ConcatSetTypeElements(s.DataType)
+	}
 	var elems []gnft.SetElement
 	for _, o := range run {
 		e := o.obj.(*knftables.Element)
-		se, err := encodeElement(e, types, s.Concatenation)
+		se, err := encodeElement(e, types, s.Concatenation, valTypes)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -868,27 +1006,20 @@ func (b *batch) elements(run []op) error {
 }
 
 // encodeElement encodes a key (each field padded to 4 bytes in a
-// concatenation) and a verdict value.
-func encodeElement(e *knftables.Element, types []gnft.SetDatatype, concat bool) (gnft.SetElement, error) {
-	if len(e.Key) != len(types) {
-		return gnft.SetElement{}, fmt.Errorf("key %v does not match the set type", e.Key)
-	}
-	var key []byte
-	for i, k := range e.Key {
-		f, err := encodeField(k, types[i])
-		if err != nil {
-			return gnft.SetElement{}, err
-		}
-		if concat {
-			for len(f)%4 != 0 {
-				f = append(f, 0)
-			}
-		}
-		key = append(key, f...)
+// concatenation) and a value: a verdict, or data of valTypes.
+func encodeElement(e *knftables.Element, types []gnft.SetDatatype, concat bool, valTypes []gnft.SetDatatype) (gnft.SetElement, error) {
+	key, err := encodeFields(e.Key, types, concat)
+	if err != nil {
+		return gnft.SetElement{}, err
 	}
 	se := gnft.SetElement{Key: key}
 	if e.Comment != nil {
 		se.Comment = *e.Comment
+	}
+	if len(e.Value) > 0 && valTypes != nil {
+		// "10.1.0.1 . 80"
+		se.Val, err = encodeFields(strings.Split(strings.Join(e.Value, " . "), " . "), valTypes, len(valTypes) > 1)
+		return se, err
 	}
 	if len(e.Value) > 0 {
 		v, err := (&compiler{}).verdict(&ruleState{toks: strings.Fields(strings.Join(e.Value, " "))})
@@ -900,8 +1031,34 @@ func encodeElement(e *knftables.Element, types []gnft.SetDatatype, concat bool) 
 	return se, nil
 }
 
+// encodeFields encodes the fields of a key or value, each padded to 4
+// bytes in a concatenation.
+func encodeFields(fs []string, types []gnft.SetDatatype, concat bool) ([]byte, error) {
+	if len(fs) != len(types) {
+		return nil, fmt.Errorf("%v does not match the set's type", fs)
+	}
+	var out []byte
+	for i, k := range fs {
+		f, err := encodeField(strings.TrimSpace(k), types[i])
+		if err != nil {
+			return nil, err
+		}
+		if concat {
+			for len(f)%4 != 0 {
+				f = append(f, 0)
+			}
+		}
+		out = append(out, f...)
+	}
+	return out, nil
+}
+
 func encodeField(k string, t gnft.SetDatatype) ([]byte, error) {
 	switch t.Name {
+	case "integer":
+		// A generator's value, in host byte order (typeof numgen).
+		v, err := parseUint32(k)
+		return binary.NativeEndian.AppendUint32(nil, v), err
 	case "ipv4_addr", "ipv6_addr":
 		a, err := netip.ParseAddr(k)
 		if err != nil {

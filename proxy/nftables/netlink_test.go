@@ -65,11 +65,12 @@ func nftList(t *testing.T, ns string, fam knftables.Family) string {
 // namespace and as nft scripts in another, and compares what the kernel
 // holds (`nft list table`), after a full sync and after partial ones: the
 // rule compiler must produce what nft itself does from the same text. It
-// runs with kube-proxy's layout and with --nftables-endpoint-choice=rules.
+// runs with kube-proxy's layout and with --nftables-endpoint-choice=rules
+// and shared.
 func TestNetlinkMatchesNFT(t *testing.T) {
 	testbed.RequireCommand(t, "nft")
-	for _, rules := range []bool{false, true} {
-		t.Run(map[bool]string{false: "map", true: "rules"}[rules], func(t *testing.T) { netlinkMatchesNFT(t, rules) })
+	for _, choice := range []string{"map", "rules", "shared"} {
+		t.Run(choice, func(t *testing.T) { netlinkMatchesNFT(t, choice) })
 	}
 	// A table written from nothing in parts (applyTx; netlink encodes the
 	// next part while the kernel commits one): here a part per Service.
@@ -88,11 +89,11 @@ func TestNetlinkMatchesNFT(t *testing.T) {
 		}())); n != 5 {
 			t.Fatalf("5 Services with a map each: %d parts, want 5", n)
 		}
-		netlinkMatchesNFT(t, false)
+		netlinkMatchesNFT(t, "map")
 	})
 }
 
-func netlinkMatchesNFT(t *testing.T, rules bool) {
+func netlinkMatchesNFT(t *testing.T, choice string) {
 	ctx := context.Background()
 	for _, v6 := range []bool{false, true} {
 		nsText, nsNL := testbed.NewNetNS(t, "nfttext"), testbed.NewNetNS(t, "nftnl")
@@ -112,7 +113,7 @@ func netlinkMatchesNFT(t *testing.T, rules bool) {
 				Status: v1.ServiceStatus{LoadBalancer: v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: "2001:db8:99::1"}}}},
 			}, ep("fd00:10::1", 53, true), ep("fd00:10::2", 53, false))
 		}
-		cfg.ChoiceRules = rules
+		cfg.ChoiceRules, cfg.ChoiceShared = choice == "rules", choice == "shared"
 		text := NewProxier(cfg, NewExecNFT(fam, TableName, proxy.OSExecutor{NetNS: nsText.Name}))
 		nl := NewNetlinkProxier(cfg, nsNL.Name, nil)
 		req := func(full bool, changed ...string) *proxy.SyncRequest {

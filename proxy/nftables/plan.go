@@ -75,11 +75,79 @@ type known struct {
 	stale map[string]time.Time
 	// noLocalInternal/External are the totals over ports.
 	noLocalInternal, noLocalExternal int
+	// spans are the key ranges of the shared endpoints map
+	// (--nftables-endpoint-choice=shared), by Service chain.
+	spans spanAlloc
 }
 
 func newKnown() *known {
-	return &known{services: map[types.NamespacedName][]*proxy.PortPolicy{}, refs: map[elemID]int32{}, stale: map[string]time.Time{}}
+	return &known{services: map[types.NamespacedName][]*proxy.PortPolicy{}, refs: map[elemID]int32{}, stale: map[string]time.Time{},
+		spans: spanAlloc{byChain: map[string]span{}, free: map[uint32][]uint32{}}}
 }
+
+// span is a range of keys of the shared endpoints map: a chain with n
+// endpoints uses keys off .. off+n-1 of its span's size keys.
+type span struct{ off, size uint32 }
+
+// spanAlloc gives each Service chain of the shared layout a range of keys:
+// the smallest power of two (at least minSpan) that holds its endpoints,
+// kept while its endpoints fit. A range given up becomes free at the next
+// sync, after the transaction that deletes its elements (if that
+// transaction fails, the next sync is full and starts afresh).
+type spanAlloc struct {
+	byChain map[string]span
+	next    uint32
+	free    map[uint32][]uint32 // offsets of free ranges, by size
+	pending []span              // given up in this sync
+}
+
+const minSpan = 4
+
+// of returns the span chain holds.
+func (a *spanAlloc) of(chain string) span { return a.byChain[chain] }
+
+// alloc returns chain's span for n endpoints: its own if it fits, else a
+// new one (its old span is given up).
+func (a *spanAlloc) alloc(chain string, n int) span {
+	if sp, ok := a.byChain[chain]; ok {
+		if uint32(n) <= sp.size {
+			return sp
+		}
+		a.pending = append(a.pending, sp)
+	}
+	size := uint32(minSpan)
+	for size < uint32(n) {
+		size *= 2
+	}
+	sp := span{size: size}
+	if offs := a.free[size]; len(offs) > 0 {
+		sp.off, a.free[size] = offs[len(offs)-1], offs[:len(offs)-1]
+	} else {
+		sp.off, a.next = a.next, a.next+size
+	}
+	a.byChain[chain] = sp
+	return sp
+}
+
+// release gives up chain's span.
+func (a *spanAlloc) release(chain string) {
+	if sp, ok := a.byChain[chain]; ok {
+		a.pending = append(a.pending, sp)
+		delete(a.byChain, chain)
+	}
+}
+
+// reuse makes the spans given up by earlier syncs free.
+func (a *spanAlloc) reuse() {
+	for _, sp := range a.pending {
+		a.free[sp.size] = append(a.free[sp.size], sp.off)
+	}
+	a.pending = a.pending[:0]
+}
+
+// spanFunc gives the span of a Service chain with n endpoints in the
+// shared endpoints map (the old state's, or the new one's).
+type spanFunc func(chain string, n int) span
 
 // planner holds one family's constant facts; its methods are pure.
 type planner struct {
@@ -122,8 +190,9 @@ func elementObject(id elemID, value, comment string, isMap bool) *knftables.Elem
 // sets).
 func isMapName(name string) bool { return name != clusterIPsSet && name != hairpinConnectionsSet }
 
-// desired computes the desired state of one Service port from its policy.
-func (pl *planner) desired(name proxy.ServicePortName, pol *proxy.PortPolicy) *desiredPort {
+// desired computes the desired state of one Service port from its policy
+// (and, in the shared layout, the key ranges spans gives it).
+func (pl *planner) desired(name proxy.ServicePortName, pol *proxy.PortPolicy, spans spanFunc) *desiredPort {
 	sp := pol.Port
 	d := &desiredPort{}
 	n := pl.names(name, pol)
@@ -160,10 +229,10 @@ func (pl *planner) desired(name proxy.ServicePortName, pol *proxy.PortPolicy) *d
 		}
 	}
 	if pol.UsesCluster {
-		pl.endpointChoice(d, sp, n, n.cluster, pol.Cluster)
+		pl.endpointChoice(d, sp, n, n.cluster, pol.Cluster, spans)
 	}
 	if pol.UsesLocal {
-		pl.endpointChoice(d, sp, n, n.local, pol.Local)
+		pl.endpointChoice(d, sp, n, n.local, pol.Local, spans)
 	}
 	if affinity {
 		for _, ep := range pol.Reachable {

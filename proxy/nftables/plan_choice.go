@@ -43,7 +43,18 @@ import (
 // Service makes programming N Services O(N²) (the set-name walks were 60%
 // of the kernel's time in a full sync of 10k Services here). rr (numgen
 // inc, whose counter is per expression) and mh (251 slots) keep the map.
-func (pl *planner) endpointChoice(d *desiredPort, sp *proxy.ServicePort, n *portNames, chain string, eps []*proxy.Endpoint) {
+//
+// With Config.ChoiceShared (--nftables-endpoint-choice=shared) the random
+// choice without affinity looks the endpoint up in one map shared by every
+// Service chain of a protocol, `service-endpoints-tcp` (-udp, -sctp), keyed
+// by `numgen random mod N offset O`: the chain owns keys O .. O+N-1 (a
+// range of spanAlloc, unique across the maps), whose values
+// are its endpoints' DNAT targets. Like the rules layout the table then has
+// no set per Service, so programming N Services is O(N) in the kernel; unlike
+// it, a chain keeps one rule, so a commit's validation of the table (which
+// walks every rule on each change) stays as cheap as with kube-proxy's maps.
+// The other schedulers and session affinity keep the per-chain map.
+func (pl *planner) endpointChoice(d *desiredPort, sp *proxy.ServicePort, n *portNames, chain string, eps []*proxy.Endpoint, spans spanFunc) {
 	affinity := sp.SessionAffinity == v1.ServiceAffinityClientIP
 	rule := func(text string) { d.rules = append(d.rules, &knftables.Rule{Chain: chain, Rule: text}) }
 	if affinity {
@@ -73,6 +84,17 @@ func (pl *planner) endpointChoice(d *desiredPort, sp *proxy.ServicePort, n *port
 		return
 	}
 	if pl.cfg.ChoiceRules && len(eps) <= maxChoiceRules && pl.choiceRules(bal, eps, n, affinity, rule) {
+		return
+	}
+	if pl.cfg.ChoiceShared && !affinity && bal.Scheduler == lb.Random {
+		// The chain's endpoints are keys off .. off+N-1 of the shared map.
+		span := spans(chain, len(eps))
+		m := sharedEndpointsMap + "-" + n.protocol
+		for i, ep := range eps {
+			d.elems = append(d.elems, desiredElem{id: elemID{m, strconv.FormatUint(uint64(span.off)+uint64(i), 10)}, value: target(ep)})
+		}
+		rule(knftables.Concat("meta l4proto", n.protocol, "dnat", pl.ipX, "addr . port to numgen random mod", strconv.Itoa(len(eps)),
+			"offset", strconv.FormatUint(uint64(span.off), 10), "map @"+m))
 		return
 	}
 	gen, parts := pl.schedule(sp, bal, eps, target)

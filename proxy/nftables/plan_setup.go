@@ -55,6 +55,18 @@ func (pl *planner) setup(tx *txn, node proxy.NodeInfo, recreated bool) {
 	for _, m := range []string{serviceIPsMap, firewallIPsMap, noEndpointServicesMap, noEndpointNodePortsMap, serviceNodePortsMap} {
 		tx.flush(&knftables.Map{Name: m})
 	}
+	if pl.cfg.ChoiceShared {
+		// One map per protocol (nft 1.0 refuses a rule of one protocol on a
+		// map typed by another's, or by th), keyed by `numgen random mod N
+		// offset O`: nft's typeof gives the key the generator's type (a
+		// host-order integer); the value is a DNAT target.
+		for _, proto := range sharedMapProtocols {
+			m := sharedEndpointsMap + "-" + proto
+			tx.add(&knftables.Map{Name: m, TypeOf: "numgen random mod 1 : " + pl.ipX + " daddr . " + proto + " dport",
+				Comment: ptrTo("endpoints of every " + strings.ToUpper(proto) + " Service port, a range of keys per Service chain")})
+			tx.flush(&knftables.Map{Name: m})
+		}
+	}
 }
 
 // setupMasquerading: marked connections (see masqueradeRule) and hairpin

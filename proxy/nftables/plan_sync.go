@@ -31,6 +31,7 @@ type input struct {
 // in.req.ChangedServices().
 func (pl *planner) planSync(in input, k *known) *txn {
 	tx := &txn{}
+	k.spans.reuse()
 	if in.full {
 		pl.setup(tx, in.req.Node, in.recreated)
 		seen := map[elemID]string{}
@@ -94,10 +95,10 @@ type desiredService struct {
 	elems  map[elemID]desiredElem
 }
 
-func (pl *planner) desiredService(pols []*proxy.PortPolicy) *desiredService {
+func (pl *planner) desiredService(pols []*proxy.PortPolicy, spans spanFunc) *desiredService {
 	d := &desiredService{chains: map[string]bool{}, sets: map[string]bool{}, elems: map[elemID]desiredElem{}}
 	for _, pol := range pols {
-		dp := pl.desired(pol.Port.Name, pol)
+		dp := pl.desired(pol.Port.Name, pol, spans)
 		d.ports = append(d.ports, dp)
 		for _, c := range dp.chains {
 			d.chains[c] = true
@@ -121,8 +122,22 @@ func (pl *planner) desiredService(pols []*proxy.PortPolicy) *desiredService {
 // (then deleted a second later) or deleted. seen, in a full sync, holds
 // the values of the elements written so far.
 func (pl *planner) syncService(tx *txn, k *known, nn types.NamespacedName, pols []*proxy.PortPolicy, seen map[elemID]string, now time.Time) {
-	d := pl.desiredService(pols)
-	old := pl.desiredService(k.services[nn])
+	// The old state first: its spans are read before the new state's are
+	// allocated; a chain the new state does not use gives its span up.
+	var oldSpans, newSpans []string
+	old := pl.desiredService(k.services[nn], func(c string, _ int) span {
+		oldSpans = append(oldSpans, c)
+		return k.spans.of(c)
+	})
+	d := pl.desiredService(pols, func(c string, n int) span {
+		newSpans = append(newSpans, c)
+		return k.spans.alloc(c, n)
+	})
+	for _, c := range oldSpans {
+		if !slices.Contains(newSpans, c) {
+			k.spans.release(c)
+		}
+	}
 	for _, dp := range d.ports {
 		for _, c := range dp.chains {
 			tx.add(&knftables.Chain{Name: c})

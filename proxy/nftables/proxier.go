@@ -16,6 +16,9 @@ import (
 	"github.com/svcnet/svcnet/proxy"
 )
 
+// sharedMapProtocols are the protocols of the shared endpoint maps.
+var sharedMapProtocols = []string{"tcp", "udp", "sctp"}
+
 // TableName is kube-proxy's table name; one table per family.
 const TableName = "kube-proxy"
 
@@ -36,6 +39,9 @@ const (
 	firewallCheckChain          = "firewall-check"
 	masqueradingChain           = "masquerading"
 	hairpinConnectionsSet       = "hairpin-connections"
+	// sharedEndpointsMap-PROTOCOL are svcnet's
+	// (--nftables-endpoint-choice=shared).
+	sharedEndpointsMap = "service-endpoints"
 
 	filterPreroutingPreDNATChain = "filter-prerouting-pre-dnat"
 	filterOutputPreDNATChain     = "filter-output-pre-dnat"
@@ -134,6 +140,10 @@ type Config struct {
 	// picks endpoints with one rule per endpoint instead of kube-proxy's
 	// anonymous map per Service chain: see plan_choice.go.
 	ChoiceRules bool
+	// ChoiceShared (--nftables-endpoint-choice=shared, a svcnet extension)
+	// keeps the endpoints of every Service chain in one map, each chain
+	// using a range of its keys: see plan_choice.go.
+	ChoiceShared bool
 }
 
 // Proxier programs one family's kube-proxy table: each sync plans (plan*.go,

@@ -122,9 +122,15 @@ func TestChoiceRulesProbabilities(t *testing.T) {
 // created, as partial syncs: after each, every Service traces as after a
 // full sync of the same world.
 func TestChoiceRulesPartialSyncs(t *testing.T) {
+	partialSyncsTraceAsFull(t, rulesConfig(), nil)
+}
+
+// partialSyncsTraceAsFull runs the steps of TestChoiceRulesPartialSyncs
+// with cfg; check, if set, looks at the table after each step.
+func partialSyncsTraceAsFull(t *testing.T, cfg Config, check func(t *testing.T, step string, nft *knftables.Fake)) {
 	ctx := context.Background()
 	nft := knftables.NewFake(knftables.IPv4Family, TableName)
-	p := NewProxier(rulesConfig(), nft)
+	p := NewProxier(cfg, nft)
 	w := newWorld()
 	w.add(service("ns", "a", "172.30.0.1"), ep("10.1.0.1", 80, false), ep("10.1.0.2", 80, false), ep("10.1.0.3", 80, false))
 	w.add(service("ns", "b", "172.30.0.2"), ep("10.2.0.1", 80, false), ep("10.2.0.2", 80, false))
@@ -170,8 +176,11 @@ func TestChoiceRulesPartialSyncs(t *testing.T) {
 		if err := p.Sync(ctx, w.request(false, st.changed...)); err != nil {
 			t.Fatalf("%s: %v", st.name, err)
 		}
+		if check != nil {
+			check(t, st.name, nft)
+		}
 		fresh := knftables.NewFake(knftables.IPv4Family, TableName)
-		if err := NewProxier(rulesConfig(), fresh).Sync(ctx, w.request(true)); err != nil {
+		if err := NewProxier(cfg, fresh).Sync(ctx, w.request(true)); err != nil {
 			t.Fatal(err)
 		}
 		for _, ip := range []string{"172.30.0.1", "172.30.0.2", "172.30.0.3"} {

@@ -1,6 +1,7 @@
 package nftables
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -342,6 +343,9 @@ func (tr *Tracer) action(s tpkt, toks []string, depth int) ([]tpkt, *tpkt, error
 // dnatMap follows `dnat ip addr . port to GEN map { K : IP . PORT , ... }`:
 // every endpoint the map holds is a possible outcome.
 func (tr *Tracer) dnatMap(s tpkt, toks []string) ([]tpkt, *tpkt, error) {
+	if n := len(toks); n > 2 && toks[n-2] == "map" && strings.HasPrefix(toks[n-1], "@") {
+		return tr.dnatNamedMap(s, toks)
+	}
 	j := 0
 	for j < len(toks) && toks[j] != "{" {
 		j++
@@ -377,6 +381,60 @@ func (tr *Tracer) dnatMap(s tpkt, toks []string) ([]tpkt, *tpkt, error) {
 		return nil, nil, fmt.Errorf("empty dnat map at %q", strings.Join(toks, " "))
 	}
 	return all, nil, nil
+}
+
+// dnatNamedMap follows `dnat ip addr . port to numgen random mod N offset
+// O map @NAME` (--nftables-endpoint-choice=shared): the possible outcomes
+// are the values of keys O .. O+N-1; a key the map lacks is an error (the
+// kernel would not DNAT such a packet: a sync bug).
+func (tr *Tracer) dnatNamedMap(s tpkt, toks []string) ([]tpkt, *tpkt, error) {
+	// dnat ip addr . port to numgen random mod N offset O map @NAME
+	if len(toks) != 14 || toks[6] != "numgen" || toks[8] != "mod" || toks[10] != "offset" {
+		return nil, nil, fmt.Errorf("unknown dnat form at %q", strings.Join(toks, " "))
+	}
+	n, err1 := strconv.ParseUint(toks[9], 10, 32)
+	off, err2 := strconv.ParseUint(toks[11], 10, 32)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, nil, err
+	}
+	name := strings.TrimPrefix(toks[13], "@")
+	var all []tpkt
+	seen := map[netip.AddrPort]bool{}
+	for k := off; k < off+n; k++ {
+		v, ok := tr.mapGet(name, strconv.FormatUint(k, 10))
+		if !ok {
+			return nil, nil, fmt.Errorf("map %s has no key %d (%s)", name, k, strings.Join(toks, " "))
+		}
+		ap, err := parseDNATTarget(v)
+		if err != nil {
+			return nil, nil, err
+		}
+		if seen[ap] {
+			continue
+		}
+		seen[ap] = true
+		o := s
+		o.dnat, o.dst, o.dport, o.verdict = ap.String(), ap.Addr(), int(ap.Port()), "accept"
+		all = append(all, o)
+	}
+	return all, nil, nil
+}
+
+// parseDNATTarget parses a map value "IP . PORT".
+func parseDNATTarget(v string) (netip.AddrPort, error) {
+	f := strings.Fields(v)
+	if len(f) != 3 || f[1] != "." {
+		return netip.AddrPort{}, fmt.Errorf("bad dnat target %q", v)
+	}
+	a, err := netip.ParseAddr(f[0])
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	port, err := strconv.ParseUint(f[2], 10, 16)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	return netip.AddrPortFrom(a, uint16(port)), nil
 }
 
 // generatorMatch returns the number of tokens of a generator match at the

@@ -1,0 +1,139 @@
+package nftables
+
+import (
+	"context"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/knftables"
+
+	"github.com/svcnet/svcnet/proxy"
+	"github.com/svcnet/svcnet/proxy/proxytest"
+)
+
+func sharedConfig() Config {
+	cfg := testConfig()
+	cfg.ChoiceShared = true
+	return cfg
+}
+
+// TestChoiceShared: the overall world with --nftables-endpoint-choice=shared
+// (golden: the random choices look their endpoints up in the shared map),
+// and the behaviour table through that map.
+func TestChoiceShared(t *testing.T) {
+	nft := knftables.NewFake(knftables.IPv4Family, TableName)
+	p := NewProxier(sharedConfig(), nft)
+	if err := p.Sync(context.Background(), overallWorld().request(true)); err != nil {
+		t.Fatal(err)
+	}
+	dump := nft.Dump()
+	golden(t, "shared", dump)
+	if !strings.Contains(dump, "map @"+sharedEndpointsMap+"-tcp") {
+		t.Errorf("no chain uses the shared map:\n%s", dump)
+	}
+	checkSharedMap(t, "full sync", nft)
+
+	nft = knftables.NewFake(knftables.IPv4Family, TableName)
+	p = NewProxier(Config{PodCIDRs: []netip.Prefix{proxytest.ClusterCIDR}, ServiceCIDRs: []netip.Prefix{proxytest.ServiceCIDR},
+		ChoiceShared: true}, nft)
+	svcs, eps := proxytest.Scenario()
+	if err := p.Sync(context.Background(), &proxy.SyncRequest{Full: true, Services: svcs, Endpoints: eps,
+		Node: proxytest.ScenarioNodeInfo()}); err != nil {
+		t.Fatal(err)
+	}
+	proxytest.RunBehaviour(t, &Tracer{Fake: nft, LocalAddrs: []netip.Addr{proxytest.Node1IP}})
+}
+
+// TestChoiceSharedPartialSyncs: the partial syncs of the rules layout's
+// test (endpoints removed and added beyond a chain's range, affinity and
+// weighted schedulers switched on and off, Services gone and new) trace
+// as full syncs do, and after each the shared map holds exactly the keys
+// the rules use, in ranges that do not overlap.
+func TestChoiceSharedPartialSyncs(t *testing.T) {
+	partialSyncsTraceAsFull(t, sharedConfig(), checkSharedMap)
+}
+
+// checkSharedMap checks that the rules using the shared maps own disjoint
+// ranges of keys and that each map holds its rules' keys and no other.
+func checkSharedMap(t *testing.T, step string, nft *knftables.Fake) {
+	t.Helper()
+	used := map[string]map[string]string{} // map -> key -> chain
+	owner := map[int]string{}              // key -> chain, across the maps
+	for name, ch := range nft.Table.Chains {
+		for _, r := range ch.Rules {
+			// ... numgen random mod N offset O map @service-endpoints-P
+			f := strings.Fields(r.Rule)
+			if len(f) < 6 || !strings.HasPrefix(f[len(f)-1], "@"+sharedEndpointsMap+"-") {
+				continue
+			}
+			m := strings.TrimPrefix(f[len(f)-1], "@")
+			n, err1 := strconv.Atoi(f[len(f)-5])
+			off, err2 := strconv.Atoi(f[len(f)-3])
+			if err1 != nil || err2 != nil || f[len(f)-4] != "offset" {
+				t.Fatalf("%s: rule %q: no range", step, r.Rule)
+			}
+			if used[m] == nil {
+				used[m] = map[string]string{}
+			}
+			for k := off; k < off+n; k++ {
+				if other, dup := owner[k]; dup {
+					t.Errorf("%s: key %d used by %s and %s", step, k, other, name)
+				}
+				owner[k] = name
+				used[m][strconv.Itoa(k)] = name
+			}
+		}
+	}
+	for _, proto := range sharedMapProtocols {
+		name := sharedEndpointsMap + "-" + proto
+		m := nft.Table.Maps[name]
+		if m == nil {
+			t.Fatalf("%s: no map %s", step, name)
+		}
+		held := map[string]bool{}
+		for _, e := range m.Elements {
+			k := strings.Join(e.Key, " . ")
+			held[k] = true
+			if _, ok := used[name][k]; !ok {
+				t.Errorf("%s: key %s of %s is used by no rule (a leak)", step, k, name)
+			}
+		}
+		for k, chain := range used[name] {
+			if !held[k] {
+				t.Errorf("%s: key %s of chain %s is missing from %s", step, k, chain, name)
+			}
+		}
+	}
+}
+
+// TestSpanAlloc: a chain keeps its range while its endpoints fit, moves to
+// a larger one when they do not, and a range given up is reused from the
+// next sync on.
+func TestSpanAlloc(t *testing.T) {
+	a := newKnown().spans
+	if sp := a.alloc("x", 3); sp != (span{0, 4}) {
+		t.Fatalf("x(3) = %v, want {0 4}", sp)
+	}
+	if sp := a.alloc("y", 5); sp != (span{4, 8}) {
+		t.Fatalf("y(5) = %v, want {4 8}", sp)
+	}
+	if sp := a.alloc("x", 4); sp != (span{0, 4}) {
+		t.Fatalf("x(4) = %v, want its own {0 4}", sp)
+	}
+	if sp := a.alloc("x", 5); sp != (span{12, 8}) {
+		t.Fatalf("x(5) = %v, want a new {12 8}", sp)
+	}
+	a.release("y")
+	if sp := a.alloc("z", 6); sp != (span{20, 8}) {
+		t.Fatalf("z(6) in the same sync = %v, want a new {20 8} (y's is not free before the next sync)", sp)
+	}
+	a.reuse()
+	if sp := a.alloc("w", 2); sp != (span{0, 4}) {
+		t.Fatalf("w(2) after the sync = %v, want x's old {0 4}", sp)
+	}
+	if sp := a.alloc("v", 8); sp != (span{4, 8}) {
+		t.Fatalf("v(8) after the sync = %v, want y's old {4 8}", sp)
+	}
+}
