@@ -56,7 +56,11 @@ func (a *textApplier) list(ctx context.Context) (chains, sets []string, err erro
 	if err != nil && !knftables.IsNotFound(err) {
 		return chains, nil, err
 	}
-	return chains, sets, nil
+	maps, err := a.nft.List(ctx, "maps")
+	if err != nil && !knftables.IsNotFound(err) {
+		return chains, sets, err
+	}
+	return chains, append(sets, maps...), nil
 }
 
 // Script renders ops as the nft script the text applier would run (for

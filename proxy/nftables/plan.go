@@ -51,6 +51,7 @@ type desiredPort struct {
 	// jump to them); sets are the affinity sets.
 	chains []string
 	sets   []*knftables.Set
+	maps   []*knftables.Map // shared endpoint maps the rules use
 	rules  []*knftables.Rule
 	elems  []desiredElem
 	// noLocalInternal/External: a Local policy without local endpoints
@@ -75,14 +76,29 @@ type known struct {
 	stale map[string]time.Time
 	// noLocalInternal/External are the totals over ports.
 	noLocalInternal, noLocalExternal int
-	// spans are the key ranges of the shared endpoints map
-	// (--nftables-endpoint-choice=shared), by Service chain.
-	spans spanAlloc
+	// maps are the shared endpoint maps added since the last full sync,
+	// spans the key ranges of each (--nftables-endpoint-choice=shared).
+	maps  map[string]bool
+	spans map[string]*spanAlloc
 }
 
 func newKnown() *known {
 	return &known{services: map[types.NamespacedName][]*proxy.PortPolicy{}, refs: map[elemID]int32{}, stale: map[string]time.Time{},
-		spans: spanAlloc{byChain: map[string]span{}, free: map[uint32][]uint32{}}}
+		maps: map[string]bool{}, spans: map[string]*spanAlloc{}}
+}
+
+// spansOf returns the key ranges of shared map m.
+func (k *known) spansOf(m string) *spanAlloc {
+	a := k.spans[m]
+	if a == nil {
+		a = newSpanAlloc()
+		k.spans[m] = a
+	}
+	return a
+}
+
+func newSpanAlloc() *spanAlloc {
+	return &spanAlloc{byChain: map[string]span{}, free: map[uint32][]uint32{}}
 }
 
 // span is a range of keys of the shared endpoints map: a chain with n
@@ -145,9 +161,9 @@ func (a *spanAlloc) reuse() {
 	a.pending = a.pending[:0]
 }
 
-// spanFunc gives the span of a Service chain with n endpoints in the
-// shared endpoints map (the old state's, or the new one's).
-type spanFunc func(chain string, n int) span
+// spanFunc gives the span of a Service chain with n endpoints in shared
+// endpoint map m (the old state's, or the new one's).
+type spanFunc func(m, chain string, n int) span
 
 // planner holds one family's constant facts; its methods are pure.
 type planner struct {

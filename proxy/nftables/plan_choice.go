@@ -2,6 +2,7 @@ package nftables
 
 import (
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 
@@ -45,10 +46,12 @@ import (
 // inc, whose counter is per expression) and mh (251 slots) keep the map.
 //
 // With Config.ChoiceShared (--nftables-endpoint-choice=shared) the random
-// choice without affinity looks the endpoint up in one map shared by every
-// Service chain of a protocol, `service-endpoints-tcp` (-udp, -sctp), keyed
-// by `numgen random mod N offset O`: the chain owns keys O .. O+N-1 (a
-// range of spanAlloc, unique across the maps), whose values
+// choice without affinity looks the endpoint up in a map shared by many
+// Service chains of a protocol, `service-endpoints-tcp-XX` (one of
+// sharedMapGroups per protocol, by a hash of the chain's name; one map per
+// protocol because nft 1.0 refuses a rule of one protocol on a map typed by
+// another's), keyed by `numgen random mod N offset O`: the chain owns keys
+// O .. O+N-1 (a range of spanAlloc), whose values
 // are its endpoints' DNAT targets. Like the rules layout the table then has
 // no set per Service, so programming N Services is O(N) in the kernel; unlike
 // it, a chain keeps one rule, so a commit's validation of the table (which
@@ -88,8 +91,8 @@ func (pl *planner) endpointChoice(d *desiredPort, sp *proxy.ServicePort, n *port
 	}
 	if pl.cfg.ChoiceShared && !affinity && bal.Scheduler == lb.Random {
 		// The chain's endpoints are keys off .. off+N-1 of the shared map.
-		span := spans(chain, len(eps))
-		m := sharedEndpointsMap + "-" + n.protocol
+		m := pl.sharedMap(d, n.protocol, chain)
+		span := spans(m, chain, len(eps))
 		for i, ep := range eps {
 			d.elems = append(d.elems, desiredElem{id: elemID{m, strconv.FormatUint(uint64(span.off)+uint64(i), 10)}, value: target(ep)})
 		}
@@ -99,6 +102,26 @@ func (pl *planner) endpointChoice(d *desiredPort, sp *proxy.ServicePort, n *port
 	}
 	gen, parts := pl.schedule(sp, bal, eps, target)
 	emit(gen, parts)
+}
+
+// sharedMapGroups is how many shared endpoint maps a protocol's chains are
+// spread over (by a hash of the chain's name). The kernel checks a map's
+// data against every rule bound to it, once per rule bound (the rule
+// against all elements) and once per element added (the element against
+// all rules): with one map for all N Services both are O(N²) (31 s for a
+// full sync of 10k Services here); with G maps O(N²/G), while every
+// lookup of a set by name walks the table's sets, O(G).
+const sharedMapGroups = 256
+
+// sharedMap returns the shared endpoint map of chain (adding its
+// declaration to d).
+func (pl *planner) sharedMap(d *desiredPort, protocol, chain string) string {
+	h := fnv.New32a()
+	h.Write([]byte(chain))
+	name := fmt.Sprintf("%s-%s-%02x", sharedEndpointsMap, protocol, h.Sum32()%sharedMapGroups)
+	d.maps = append(d.maps, &knftables.Map{Name: name, TypeOf: "numgen random mod 1 : " + pl.ipX + " daddr . " + protocol + " dport",
+		Comment: ptrTo("endpoints of " + strings.ToUpper(protocol) + " Service chains, a range of keys per chain")})
+	return name
 }
 
 // maxChoiceRules bounds the rules of one choice: a new connection walks

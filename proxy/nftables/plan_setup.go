@@ -14,8 +14,9 @@ import (
 // setup writes the table, its base chains and jumps, and the fixed sets,
 // maps and rules every full sync rewrites; the dispatch maps and sets are
 // flushed (every Service's elements follow). recreated says the base
-// chains were created by this process already.
-func (pl *planner) setup(tx *txn, node proxy.NodeInfo, recreated bool) {
+// chains were created by this process already; listedSets are the sets
+// and maps the table holds.
+func (pl *planner) setup(tx *txn, node proxy.NodeInfo, recreated bool, listedSets []string) {
 	tx.add(&knftables.Table{Comment: ptrTo("rules for kube-proxy")})
 	if !recreated {
 		// Base chains are deleted once so that a table left by another
@@ -55,15 +56,10 @@ func (pl *planner) setup(tx *txn, node proxy.NodeInfo, recreated bool) {
 	for _, m := range []string{serviceIPsMap, firewallIPsMap, noEndpointServicesMap, noEndpointNodePortsMap, serviceNodePortsMap} {
 		tx.flush(&knftables.Map{Name: m})
 	}
-	if pl.cfg.ChoiceShared {
-		// One map per protocol (nft 1.0 refuses a rule of one protocol on a
-		// map typed by another's, or by th), keyed by `numgen random mod N
-		// offset O`: nft's typeof gives the key the generator's type (a
-		// host-order integer); the value is a DNAT target.
-		for _, proto := range sharedMapProtocols {
-			m := sharedEndpointsMap + "-" + proto
-			tx.add(&knftables.Map{Name: m, TypeOf: "numgen random mod 1 : " + pl.ipX + " daddr . " + proto + " dport",
-				Comment: ptrTo("endpoints of every " + strings.ToUpper(proto) + " Service port, a range of keys per Service chain")})
+	// Shared endpoint maps (--nftables-endpoint-choice=shared) are added
+	// when a chain first uses them; those of an earlier run are emptied.
+	for _, m := range listedSets {
+		if strings.HasPrefix(m, sharedEndpointsMap+"-") {
 			tx.flush(&knftables.Map{Name: m})
 		}
 	}

@@ -31,9 +31,11 @@ type input struct {
 // in.req.ChangedServices().
 func (pl *planner) planSync(in input, k *known) *txn {
 	tx := &txn{}
-	k.spans.reuse()
+	for _, a := range k.spans {
+		a.reuse()
+	}
 	if in.full {
-		pl.setup(tx, in.req.Node, in.recreated)
+		pl.setup(tx, in.req.Node, in.recreated, in.listedSets)
 		seen := map[elemID]string{}
 		names := proxy.SortedServicePorts(in.req.Services)
 		for i := 0; i < len(names); {
@@ -124,18 +126,19 @@ func (pl *planner) desiredService(pols []*proxy.PortPolicy, spans spanFunc) *des
 func (pl *planner) syncService(tx *txn, k *known, nn types.NamespacedName, pols []*proxy.PortPolicy, seen map[elemID]string, now time.Time) {
 	// The old state first: its spans are read before the new state's are
 	// allocated; a chain the new state does not use gives its span up.
-	var oldSpans, newSpans []string
-	old := pl.desiredService(k.services[nn], func(c string, _ int) span {
-		oldSpans = append(oldSpans, c)
-		return k.spans.of(c)
+	type use struct{ m, chain string }
+	var oldSpans, newSpans []use
+	old := pl.desiredService(k.services[nn], func(m, c string, _ int) span {
+		oldSpans = append(oldSpans, use{m, c})
+		return k.spansOf(m).of(c)
 	})
-	d := pl.desiredService(pols, func(c string, n int) span {
-		newSpans = append(newSpans, c)
-		return k.spans.alloc(c, n)
+	d := pl.desiredService(pols, func(m, c string, n int) span {
+		newSpans = append(newSpans, use{m, c})
+		return k.spansOf(m).alloc(c, n)
 	})
-	for _, c := range oldSpans {
-		if !slices.Contains(newSpans, c) {
-			k.spans.release(c)
+	for _, u := range oldSpans {
+		if !slices.Contains(newSpans, u) {
+			k.spansOf(u.m).release(u.chain)
 		}
 	}
 	for _, dp := range d.ports {
@@ -146,6 +149,12 @@ func (pl *planner) syncService(tx *txn, k *known, nn types.NamespacedName, pols 
 		}
 		for _, s := range dp.sets {
 			tx.add(s)
+		}
+		for _, m := range dp.maps {
+			if !k.maps[m.Name] {
+				k.maps[m.Name] = true
+				tx.add(m)
+			}
 		}
 		for _, r := range dp.rules {
 			tx.add(r)

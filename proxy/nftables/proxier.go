@@ -16,9 +16,6 @@ import (
 	"github.com/svcnet/svcnet/proxy"
 )
 
-// sharedMapProtocols are the protocols of the shared endpoint maps.
-var sharedMapProtocols = []string{"tcp", "udp", "sctp"}
-
 // TableName is kube-proxy's table name; one table per family.
 const TableName = "kube-proxy"
 
@@ -39,7 +36,7 @@ const (
 	firewallCheckChain          = "firewall-check"
 	masqueradingChain           = "masquerading"
 	hairpinConnectionsSet       = "hairpin-connections"
-	// sharedEndpointsMap-PROTOCOL are svcnet's
+	// sharedEndpointsMap-PROTOCOL-GROUP are svcnet's
 	// (--nftables-endpoint-choice=shared).
 	sharedEndpointsMap = "service-endpoints"
 

@@ -30,7 +30,7 @@ func TestChoiceShared(t *testing.T) {
 	}
 	dump := nft.Dump()
 	golden(t, "shared", dump)
-	if !strings.Contains(dump, "map @"+sharedEndpointsMap+"-tcp") {
+	if !strings.Contains(dump, "map @"+sharedEndpointsMap+"-tcp-") {
 		t.Errorf("no chain uses the shared map:\n%s", dump)
 	}
 	checkSharedMap(t, "full sync", nft)
@@ -55,12 +55,12 @@ func TestChoiceSharedPartialSyncs(t *testing.T) {
 	partialSyncsTraceAsFull(t, sharedConfig(), checkSharedMap)
 }
 
-// checkSharedMap checks that the rules using the shared maps own disjoint
-// ranges of keys and that each map holds its rules' keys and no other.
+// checkSharedMap checks that the rules using a shared map own disjoint
+// ranges of its keys and that each map holds its rules' keys and no other.
 func checkSharedMap(t *testing.T, step string, nft *knftables.Fake) {
 	t.Helper()
 	used := map[string]map[string]string{} // map -> key -> chain
-	owner := map[int]string{}              // key -> chain, across the maps
+	owner := map[string]string{}           // map and key -> chain
 	for name, ch := range nft.Table.Chains {
 		for _, r := range ch.Rules {
 			// ... numgen random mod N offset O map @service-endpoints-P
@@ -78,19 +78,23 @@ func checkSharedMap(t *testing.T, step string, nft *knftables.Fake) {
 				used[m] = map[string]string{}
 			}
 			for k := off; k < off+n; k++ {
-				if other, dup := owner[k]; dup {
-					t.Errorf("%s: key %d used by %s and %s", step, k, other, name)
+				mk := m + " " + strconv.Itoa(k)
+				if other, dup := owner[mk]; dup {
+					t.Errorf("%s: key %s used by %s and %s", step, mk, other, name)
 				}
-				owner[k] = name
+				owner[mk] = name
 				used[m][strconv.Itoa(k)] = name
 			}
 		}
 	}
-	for _, proto := range sharedMapProtocols {
-		name := sharedEndpointsMap + "-" + proto
-		m := nft.Table.Maps[name]
-		if m == nil {
-			t.Fatalf("%s: no map %s", step, name)
+	for name := range used {
+		if nft.Table.Maps[name] == nil {
+			t.Errorf("%s: no map %s", step, name)
+		}
+	}
+	for name, m := range nft.Table.Maps {
+		if !strings.HasPrefix(name, sharedEndpointsMap+"-") {
+			continue
 		}
 		held := map[string]bool{}
 		for _, e := range m.Elements {
@@ -112,7 +116,7 @@ func checkSharedMap(t *testing.T, step string, nft *knftables.Fake) {
 // a larger one when they do not, and a range given up is reused from the
 // next sync on.
 func TestSpanAlloc(t *testing.T) {
-	a := newKnown().spans
+	a := newSpanAlloc()
 	if sp := a.alloc("x", 3); sp != (span{0, 4}) {
 		t.Fatalf("x(3) = %v, want {0 4}", sp)
 	}
