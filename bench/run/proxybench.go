@@ -233,7 +233,8 @@ func (b *proxyBed) populate(n int) (float64, error) {
 // walk): the connect-latency comparison of the two layouts. Mode
 // "nftables-rules" runs both in nftables mode, svcnet with its opt-in
 // --nftables-endpoint-choice=rules (one rule per endpoint instead of an
-// anonymous map per Service).
+// anonymous map per Service); "nftables-shared" likewise with
+// --nftables-endpoint-choice=shared (shared endpoint maps).
 func (b *proxyBed) proxyArgs(bins *peers, impl, mode string) []string {
 	proxyMode, extra := mode, []string(nil)
 	switch mode {
@@ -242,10 +243,10 @@ func (b *proxyBed) proxyArgs(bins *peers, impl, mode string) []string {
 		if impl != "kube-proxy" {
 			extra = []string{"--iptables-dispatch", "tree"}
 		}
-	case "nftables-rules":
+	case "nftables-rules", "nftables-shared":
 		proxyMode = "nftables"
 		if impl != "kube-proxy" {
-			extra = []string{"--nftables-endpoint-choice", "rules"}
+			extra = []string{"--nftables-endpoint-choice", strings.TrimPrefix(mode, "nftables-")}
 		}
 	}
 	common := []string{"--kubeconfig", b.kubeconfig, "--hostname-override", benchNode, "--proxy-mode", proxyMode,

@@ -123,7 +123,8 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 		}
 		w("\nRatios are svcnet / kube-proxy (below 1: svcnet is faster). Mode nftables-rules is kube-proxy in nftables " +
 			"mode beside svcnet with its opt-in `--nftables-endpoint-choice=rules` (one rule per endpoint instead of an " +
-			"anonymous map per Service); iptables-tree is kube-proxy in iptables mode beside svcnet with " +
+			"anonymous map per Service), nftables-shared beside svcnet with `--nftables-endpoint-choice=shared` (a chain's " +
+			"endpoints are a range of keys in a map shared with other chains); iptables-tree is kube-proxy in iptables mode beside svcnet with " +
 			"`--iptables-dispatch=tree`.\n\n")
 		pooledPeerStarts(w, cfg, res)
 		w("### TCP connect latency through the rules\n\n")
@@ -332,7 +333,7 @@ func runtimeNumCPU() int { return runtime.NumCPU() }
 // peerMode is the kube-proxy mode a bench mode runs beside svcnet.
 func peerMode(mode string) string {
 	switch mode {
-	case "nftables-rules":
+	case "nftables-rules", "nftables-shared":
 		return "nftables"
 	case "iptables-tree":
 		return "iptables"

@@ -206,6 +206,9 @@ func elementObject(id elemID, value, comment string, isMap bool) *knftables.Elem
 // sets).
 func isMapName(name string) bool { return name != clusterIPsSet && name != hairpinConnectionsSet }
 
+// isSharedMap reports whether name is a shared endpoint map.
+func isSharedMap(name string) bool { return strings.HasPrefix(name, sharedEndpointsMap+"-") }
+
 // desired computes the desired state of one Service port from its policy
 // (and, in the shared layout, the key ranges spans gives it).
 func (pl *planner) desired(name proxy.ServicePortName, pol *proxy.PortPolicy, spans spanFunc) *desiredPort {

@@ -59,7 +59,7 @@ func (pl *planner) setup(tx *txn, node proxy.NodeInfo, recreated bool, listedSet
 	// Shared endpoint maps (--nftables-endpoint-choice=shared) are added
 	// when a chain first uses them; those of an earlier run are emptied.
 	for _, m := range listedSets {
-		if strings.HasPrefix(m, sharedEndpointsMap+"-") {
+		if isSharedMap(m) {
 			tx.flush(&knftables.Map{Name: m})
 		}
 	}

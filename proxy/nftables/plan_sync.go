@@ -198,6 +198,12 @@ func (pl *planner) ensureElem(tx *txn, k *known, e desiredElem, old map[elemID]d
 		}
 		return
 	}
+	if isSharedMap(e.id.set) {
+		// A chain's own key: no other Service holds it, so no count is
+		// kept (100,000 endpoints would be 100,000 entries).
+		tx.add(elementObject(e.id, e.value, e.comment, isMap))
+		return
+	}
 	refs := k.refs[e.id]
 	k.refs[e.id] = refs + 1
 	if refs == 0 {
@@ -224,7 +230,9 @@ func (pl *planner) release(tx *txn, k *known, old, d *desiredService, now time.T
 				continue
 			}
 			d.elems[e.id] = e // released once
-			if refs := k.refs[e.id] - 1; refs > 0 {
+			if isSharedMap(e.id.set) {
+				tx.delete(elementObject(e.id, "", "", true))
+			} else if refs := k.refs[e.id] - 1; refs > 0 {
 				k.refs[e.id] = refs
 			} else {
 				delete(k.refs, e.id)
