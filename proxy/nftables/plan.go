@@ -98,7 +98,7 @@ func (k *known) spansOf(m string) *spanAlloc {
 }
 
 func newSpanAlloc() *spanAlloc {
-	return &spanAlloc{byChain: map[string]span{}, free: map[uint32][]uint32{}}
+	return &spanAlloc{byChain: map[chainKey]span{}, free: map[uint32][]uint32{}}
 }
 
 // span is a range of keys of the shared endpoints map: a chain with n
@@ -111,7 +111,7 @@ type span struct{ off, size uint32 }
 // sync, after the transaction that deletes its elements (if that
 // transaction fails, the next sync is full and starts afresh).
 type spanAlloc struct {
-	byChain map[string]span
+	byChain map[chainKey]span
 	next    uint32
 	free    map[uint32][]uint32 // offsets of free ranges, by size
 	pending []span              // given up in this sync
@@ -120,11 +120,11 @@ type spanAlloc struct {
 const minSpan = 4
 
 // of returns the span chain holds.
-func (a *spanAlloc) of(chain string) span { return a.byChain[chain] }
+func (a *spanAlloc) of(chain chainKey) span { return a.byChain[chain] }
 
 // alloc returns chain's span for n endpoints: its own if it fits, else a
 // new one (its old span is given up).
-func (a *spanAlloc) alloc(chain string, n int) span {
+func (a *spanAlloc) alloc(chain chainKey, n int) span {
 	if sp, ok := a.byChain[chain]; ok {
 		if uint32(n) <= sp.size {
 			return sp
@@ -146,7 +146,7 @@ func (a *spanAlloc) alloc(chain string, n int) span {
 }
 
 // release gives up chain's span.
-func (a *spanAlloc) release(chain string) {
+func (a *spanAlloc) release(chain chainKey) {
 	if sp, ok := a.byChain[chain]; ok {
 		a.pending = append(a.pending, sp)
 		delete(a.byChain, chain)
@@ -163,7 +163,16 @@ func (a *spanAlloc) reuse() {
 
 // spanFunc gives the span of a Service chain with n endpoints in shared
 // endpoint map m (the old state's, or the new one's).
-type spanFunc func(m, chain string, n int) span
+type spanFunc func(m string, chain chainKey, n int) span
+
+// chainKey names a Service port's cluster or local policy chain by the
+// strings its policy holds already: the chain's name, made anew by each
+// sync among the sync's garbage, would keep that garbage's memory pages
+// in use for as long as the name is kept.
+type chainKey struct {
+	port  proxy.ServicePortName
+	local bool
+}
 
 // planner holds one family's constant facts; its methods are pure.
 type planner struct {

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/knftables"
@@ -92,7 +93,7 @@ func (pl *planner) endpointChoice(d *desiredPort, sp *proxy.ServicePort, n *port
 	if pl.cfg.ChoiceShared && !affinity && bal.Scheduler == lb.Random {
 		// The chain's endpoints are keys off .. off+N-1 of the shared map.
 		m := pl.sharedMap(d, n.protocol, chain)
-		span := spans(m, chain, len(eps))
+		span := spans(m, chainKey{n.svc, chain == n.local}, len(eps))
 		for i, ep := range eps {
 			d.elems = append(d.elems, desiredElem{id: elemID{m, strconv.FormatUint(uint64(span.off)+uint64(i), 10)}, value: target(ep)})
 		}
@@ -118,11 +119,28 @@ const sharedMapGroups = 256
 func (pl *planner) sharedMap(d *desiredPort, protocol, chain string) string {
 	h := fnv.New32a()
 	h.Write([]byte(chain))
-	name := fmt.Sprintf("%s-%s-%02x", sharedEndpointsMap, protocol, h.Sum32()%sharedMapGroups)
+	g := h.Sum32() % sharedMapGroups
+	name := fmt.Sprintf("%s-%s-%02x", sharedEndpointsMap, protocol, g)
+	if names := sharedMapNames()[protocol]; names != nil {
+		name = names[g]
+	}
 	d.maps = append(d.maps, &knftables.Map{Name: name, TypeOf: "numgen random mod 1 : " + pl.ipX + " daddr . " + protocol + " dport",
 		Comment: ptrTo("endpoints of " + strings.ToUpper(protocol) + " Service chains, a range of keys per chain")})
 	return name
 }
+
+// sharedMapNames are the names of the shared maps by protocol and group,
+// made once (the planner's state keeps them).
+var sharedMapNames = sync.OnceValue(func() map[string][]string {
+	out := map[string][]string{}
+	for _, p := range []v1.Protocol{v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP} {
+		proto := strings.ToLower(string(p))
+		for g := range sharedMapGroups {
+			out[proto] = append(out[proto], fmt.Sprintf("%s-%s-%02x", sharedEndpointsMap, proto, g))
+		}
+	}
+	return out
+})
 
 // maxChoiceRules bounds the rules of one choice: a new connection walks
 // them, so larger endpoint sets keep the map.

@@ -126,13 +126,16 @@ func (pl *planner) desiredService(pols []*proxy.PortPolicy, spans spanFunc) *des
 func (pl *planner) syncService(tx *txn, k *known, nn types.NamespacedName, pols []*proxy.PortPolicy, seen map[elemID]string, now time.Time) {
 	// The old state first: its spans are read before the new state's are
 	// allocated; a chain the new state does not use gives its span up.
-	type use struct{ m, chain string }
+	type use struct {
+		m     string
+		chain chainKey
+	}
 	var oldSpans, newSpans []use
-	old := pl.desiredService(k.services[nn], func(m, c string, _ int) span {
+	old := pl.desiredService(k.services[nn], func(m string, c chainKey, _ int) span {
 		oldSpans = append(oldSpans, use{m, c})
 		return k.spansOf(m).of(c)
 	})
-	d := pl.desiredService(pols, func(m, c string, n int) span {
+	d := pl.desiredService(pols, func(m string, c chainKey, n int) span {
 		newSpans = append(newSpans, use{m, c})
 		return k.spansOf(m).alloc(c, n)
 	})

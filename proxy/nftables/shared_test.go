@@ -117,27 +117,28 @@ func checkSharedMap(t *testing.T, step string, nft *knftables.Fake) {
 // next sync on.
 func TestSpanAlloc(t *testing.T) {
 	a := newSpanAlloc()
-	if sp := a.alloc("x", 3); sp != (span{0, 4}) {
+	key := func(name string) chainKey { return chainKey{port: proxy.ServicePortName{Port: name}} }
+	if sp := a.alloc(key("x"), 3); sp != (span{0, 4}) {
 		t.Fatalf("x(3) = %v, want {0 4}", sp)
 	}
-	if sp := a.alloc("y", 5); sp != (span{4, 8}) {
+	if sp := a.alloc(key("y"), 5); sp != (span{4, 8}) {
 		t.Fatalf("y(5) = %v, want {4 8}", sp)
 	}
-	if sp := a.alloc("x", 4); sp != (span{0, 4}) {
+	if sp := a.alloc(key("x"), 4); sp != (span{0, 4}) {
 		t.Fatalf("x(4) = %v, want its own {0 4}", sp)
 	}
-	if sp := a.alloc("x", 5); sp != (span{12, 8}) {
+	if sp := a.alloc(key("x"), 5); sp != (span{12, 8}) {
 		t.Fatalf("x(5) = %v, want a new {12 8}", sp)
 	}
-	a.release("y")
-	if sp := a.alloc("z", 6); sp != (span{20, 8}) {
+	a.release(key("y"))
+	if sp := a.alloc(key("z"), 6); sp != (span{20, 8}) {
 		t.Fatalf("z(6) in the same sync = %v, want a new {20 8} (y's is not free before the next sync)", sp)
 	}
 	a.reuse()
-	if sp := a.alloc("w", 2); sp != (span{0, 4}) {
+	if sp := a.alloc(key("w"), 2); sp != (span{0, 4}) {
 		t.Fatalf("w(2) after the sync = %v, want x's old {0 4}", sp)
 	}
-	if sp := a.alloc("v", 8); sp != (span{4, 8}) {
+	if sp := a.alloc(key("v"), 8); sp != (span{4, 8}) {
 		t.Fatalf("v(8) after the sync = %v, want y's old {4 8}", sp)
 	}
 }
