@@ -30,6 +30,7 @@ type config struct {
 	sizes          []int
 	modes          []string
 	reps           int
+	repsLarge      int // repetitions at 30,000 Services and more (0: reps)
 	changes        int
 	connects       int
 	maxConnSize    int
@@ -82,6 +83,7 @@ func main() {
 	flag.StringVar(&sizes, "sizes", "1000,10000", "Service counts for the proxy measurements (the issue's full set: 1000,10000,30000,50000)")
 	flag.StringVar(&modes, "modes", "nftables,iptables", "proxy modes; iptables-tree runs kube-proxy in iptables mode beside svcnet with --iptables-dispatch=tree, nftables-rules (nftables-shared) kube-proxy in nftables mode beside svcnet with --nftables-endpoint-choice=rules (shared)")
 	flag.IntVar(&cfg.reps, "reps", 3, "repetitions of every measurement (svcnet and peer alternate their order)")
+	flag.IntVar(&cfg.repsLarge, "reps-large", 0, "repetitions of the proxy measurements at 30,000 Services and more (0: -reps); kube-proxy's start takes minutes there")
 	flag.IntVar(&cfg.changes, "changes", 5, "one-change syncs per proxy run")
 	flag.IntVar(&cfg.connects, "connects", 1000, "TCP connects per latency measurement")
 	flag.IntVar(&cfg.maxConnSize, "connect-max-services", 30000, "measure connect latency only up to this many Services")

@@ -495,7 +495,11 @@ func benchProxies(res *results, bins *peers, cfg *config) error {
 					res.note(fmt.Sprintf("iptables mode not run at %d Services (-iptables-max-services %d)", n, cfg.iptablesMax))
 					continue
 				}
-				for rep := 0; rep < cfg.reps; rep++ {
+				reps := cfg.reps
+				if n >= 30000 && cfg.repsLarge > 0 {
+					reps = cfg.repsLarge
+				}
+				for rep := 0; rep < reps; rep++ {
 					order := cfg.impls
 					if rep%2 == 1 {
 						order = slices.Clone(order)
