@@ -66,4 +66,11 @@
 // endpoint (`numgen random mod R < W ...`, `jhash ... LO-HI ...`) instead of
 // an anonymous map per chain, so the table holds no set per Service and a
 // start costs the kernel O(N) rather than O(N²) (plan_choice.go).
+//
+// --nftables-endpoint-choice=shared (Config.ChoiceShared, opt-in) keeps the
+// random choice's endpoints in maps shared by many chains,
+// `service-endpoints-PROTO-XX`, each chain using a range of keys: `meta
+// l4proto tcp dnat ip addr . port to numgen random mod N offset O map
+// @service-endpoints-tcp-XX`. Neither a set per Service nor a rule per
+// endpoint: linear starts and one-change syncs as cheap as the map's.
 package nftables
