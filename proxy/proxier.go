@@ -267,6 +267,17 @@ func (p *Proxier) sync(ctx context.Context) error {
 	changed := req.ChangedServices()
 	p.policies.Update(node, func(n ServicePortName) bool { return changed.Has(n.NamespacedName) })
 	req.policies = p.policies
+	if req.Full {
+		// The policies are built before the mode plans, which would
+		// otherwise build them one by one among its own working data: they
+		// are kept and that data is not, and built together they share
+		// memory pages instead of keeping pages of garbage in use.
+		for name := range p.svcMap {
+			for _, v6 := range p.cfg.Families {
+				req.Policy(name, v6)
+			}
+		}
+	}
 	if err := p.cfg.Provider.Sync(ctx, req); err != nil {
 		p.needFull = true
 		// The changes were consumed from the trackers; a full sync will

@@ -899,45 +899,39 @@ func typeOfTypes(typeOf string) (string, error) {
 	return out.String(), nil
 }
 
+// parseDatatype parses an nft type, "ipv4_addr" or a concatenation
+// "ipv4_addr . inet_proto . inet_service".
+func parseDatatype(typ string) (t gnft.SetDatatype, concat bool, err error) {
+	var ts []gnft.SetDatatype
+	for _, f := range strings.Split(typ, " . ") {
+		ft, ok := datatypes[strings.TrimSpace(f)]
+		if !ok {
+			return t, false, fmt.Errorf("unsupported type %q", f)
+		}
+		ts = append(ts, ft)
+	}
+	if len(ts) == 1 {
+		return ts[0], false, nil
+	}
+	t, err = gnft.ConcatSetType(ts...)
+	return t, true, err
+}
+
 // newSet builds a named set from its nft type ("ipv4_addr . inet_proto .
 // inet_service : verdict").
 func newSet(name, typ string, flags []knftables.SetFlag, timeout *time.Duration, comment *string, isMap bool) (*gnft.Set, error) {
 	keyS, valS, _ := strings.Cut(typ, " : ")
-	var keys []gnft.SetDatatype
-	for _, k := range strings.Split(keyS, " . ") {
-		t, ok := datatypes[strings.TrimSpace(k)]
-		if !ok {
-			return nil, fmt.Errorf("set %s: unsupported type %q", name, k)
-		}
-		keys = append(keys, t)
+	key, concat, err := parseDatatype(keyS)
+	if err != nil {
+		return nil, fmt.Errorf("set %s: %w", name, err)
 	}
-	s := &gnft.Set{Name: name, IsMap: isMap, KeyType: keys[0], KeyByteOrder: binaryutil.BigEndian}
-	if keys[0].Name == gnft.TypeInteger.Name {
+	s := &gnft.Set{Name: name, IsMap: isMap, KeyType: key, Concatenation: concat, KeyByteOrder: binaryutil.BigEndian}
+	if key.Name == gnft.TypeInteger.Name {
 		s.KeyByteOrder = binaryutil.NativeEndian // a generator's value, as nft keys typeof numgen
 	}
-	if len(keys) > 1 {
-		kt, err := gnft.ConcatSetType(keys...)
-		if err != nil {
-			return nil, err
-		}
-		s.KeyType, s.Concatenation = kt, true
-	}
 	if isMap {
-		var vals []gnft.SetDatatype
-		for _, v := range strings.Split(valS, " . ") {
-			t, ok := datatypes[strings.TrimSpace(v)]
-			if !ok {
-				return nil, fmt.Errorf("map %s: unsupported value type %q", name, v)
-			}
-			vals = append(vals, t)
-		}
-		s.DataType = vals[0]
-		if len(vals) > 1 {
-			vt, err := gnft.ConcatSetType(vals...)
-			if err != nil {
-				return nil, err
-			}
-			s.DataType = vt
+		if s.DataType, _, err = parseDatatype(valS); err != nil {
+			return nil, fmt.Errorf("map %s: value: %w", name, err)
 		}
 	}
 	for _, f := range flags {
