@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -837,7 +838,7 @@ func typeOfUserData(typeOf, comment string) ([]byte, error) {
 	)
 	protos := map[string]uint32{"tcp": 8, "udp": 6, "sctp": 10}
 	payload := func(proto, field uint32) []byte {
-		return concatBytes(u32(0, exprPayload), tlv(1, concatBytes(u32(0, proto), u32(1, field))))
+		return slices.Concat(u32(0, exprPayload), tlv(1, slices.Concat(u32(0, proto), u32(1, field))))
 	}
 	// numgen random mod 1 : ip daddr . tcp dport
 	f := strings.Fields(typeOf)
@@ -857,21 +858,13 @@ func typeOfUserData(typeOf, comment string) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("no user data for typeof %q", typeOf)
 	}
-	key := concatBytes(u32(0, exprNumgen), tlv(1, concatBytes(u32(0, unix.NFT_NG_RANDOM), u32(1, 1), u32(2, 0))))
-	data := concatBytes(u32(0, exprConcat), tlv(1, concatBytes(tlv(0, addr), tlv(1, payload(l4, fieldDport)))))
-	out := concatBytes(u32(udKeyByteOrder, 1), u32(udDataByteOrder, 0), tlv(udKeyTypeOf, key), tlv(udDataTypeOf, data), u32(udDataInterval, 0))
+	key := slices.Concat(u32(0, exprNumgen), tlv(1, slices.Concat(u32(0, unix.NFT_NG_RANDOM), u32(1, 1), u32(2, 0))))
+	data := slices.Concat(u32(0, exprConcat), tlv(1, slices.Concat(tlv(0, addr), tlv(1, payload(l4, fieldDport)))))
+	out := slices.Concat(u32(udKeyByteOrder, 1), u32(udDataByteOrder, 0), tlv(udKeyTypeOf, key), tlv(udDataTypeOf, data), u32(udDataInterval, 0))
 	if comment != "" {
 		out = append(out, tlv(udComment, append([]byte(comment), 0))...)
 	}
 	return out, nil
-}
-
-func concatBytes(bs ...[]byte) []byte {
-	var out []byte
-	for _, b := range bs {
-		out = append(out, b...)
-	}
-	return out
 }
 
 // typeOfTypes translates the typeof declarations the plan uses into nft
