@@ -92,6 +92,29 @@ func setHairpin(hostIf string) error {
 	return nil
 }
 
+// deleteHostIf deletes the pod's veth pair by its host end, in the current
+// network namespace. Deleting the namespace alone frees the pair too, but
+// only when the kernel's namespace cleanup work runs, after `ip netns
+// delete` has returned; a caller that looks for the port right after a
+// teardown (or reuses the name) would still find it. A missing link is not
+// an error.
+func deleteHostIf(hostIf string) error {
+	if hostIf == "" {
+		return nil
+	}
+	link, err := netlink.LinkByName(hostIf)
+	if _, missing := err.(netlink.LinkNotFoundError); missing {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("veth %s: %w", hostIf, err)
+	}
+	if err := netlink.LinkDel(link); err != nil && !errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("delete veth %s: %w", hostIf, err)
+	}
+	return nil
+}
+
 // deleteNetNS removes a pod network namespace (its veth pair goes with it).
 // A missing namespace is not an error.
 func deleteNetNS(ctx context.Context, nsName string) error {

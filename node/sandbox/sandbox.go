@@ -244,6 +244,9 @@ func (sb *Sandbox) Destroy(ctx context.Context, cfg Config) error {
 	} else if sb.InfraPID > 0 && sb.sameInfra() {
 		_ = syscall.Kill(sb.InfraPID, syscall.SIGKILL)
 	}
+	if err := deleteHostIf(sb.HostIf); err != nil {
+		errs = append(errs, err)
+	}
 	if err := deleteNetNS(ctx, sb.NetNS); err != nil {
 		errs = append(errs, err)
 	}
