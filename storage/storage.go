@@ -20,8 +20,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"strconv"
 	"strings"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -309,11 +311,12 @@ func (s *Store) List(ctx context.Context, prefix string, opts ListOptions) (*Lis
 		if more {
 			kvs = kvs[:batch]
 		}
+		objs, err := s.decodeAll(kvs)
+		if err != nil {
+			return nil, err
+		}
 		for i, kv := range kvs {
-			obj, err := s.decode(kv.Value, kv.ModRevision)
-			if err != nil {
-				return nil, err
-			}
+			obj := objs[i]
 			if opts.Filter != nil && !opts.Filter(obj) {
 				continue
 			}
@@ -334,6 +337,50 @@ func (s *Store) List(ctx context.Context, prefix string, opts ListOptions) (*Lis
 	res.ResourceVersion = rev
 	return res, nil
 }
+
+// decodeAll decodes a range of stored objects, in parallel when it is large
+// enough to pay for it (a LIST of 10,000 Services spent most of its time
+// decoding on one core).
+func (s *Store) decodeAll(kvs []*mvccpb.KeyValue) ([]runtime.Object, error) {
+	objs := make([]runtime.Object, len(kvs))
+	workers := min(goruntime.GOMAXPROCS(0), len(kvs)/decodePerWorker)
+	if workers <= 1 {
+		for i, kv := range kvs {
+			obj, err := s.decode(kv.Value, kv.ModRevision)
+			if err != nil {
+				return nil, err
+			}
+			objs[i] = obj
+		}
+		return objs, nil
+	}
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	per := (len(kvs) + workers - 1) / workers
+	for w := range workers {
+		lo, hi := w*per, min((w+1)*per, len(kvs))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				obj, err := s.decode(kvs[i].Value, kvs[i].ModRevision)
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				objs[i] = obj
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return objs, nil
+}
+
+// decodePerWorker is the fewest objects a decoding goroutine is given.
+const decodePerWorker = 512
 
 // CurrentRevision is the newest etcd revision.
 func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {

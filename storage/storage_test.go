@@ -341,3 +341,57 @@ func TestRestartKeepsData(t *testing.T) {
 		t.Fatalf("after restart: %v %v", resp, err)
 	}
 }
+
+// TestListLarge lists enough objects for the parallel decoder: every item
+// comes back once, in key order, with its own resourceVersion, and one
+// undecodable value fails the whole list.
+func TestListLarge(t *testing.T) {
+	s, c := newStore(t)
+	ctx := context.Background()
+	const n = 3000
+	ops := make([]clientv3.Op, 0, 100)
+	flush := func() {
+		if _, err := c.Txn(ctx).Then(ops...).Commit(); err != nil {
+			t.Fatal(err)
+		}
+		ops = ops[:0]
+	}
+	info, _ := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	enc := scheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion)
+	for i := range n {
+		name := fmt.Sprintf("x%05d", i)
+		b, err := runtime.Encode(enc, cm("a", name, map[string]string{"i": strconv.Itoa(i)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, clientv3.OpPut(key("a", name), string(b)))
+		if len(ops) == cap(ops) {
+			flush()
+		}
+	}
+	flush()
+	res, err := s.List(ctx, storage.KeyPrefix(cmGR), storage.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Items) != n {
+		t.Fatalf("%d items, want %d", len(res.Items), n)
+	}
+	for i, it := range res.Items {
+		o := it.(*corev1.ConfigMap)
+		if want := fmt.Sprintf("x%05d", i); o.Name != want || o.Data["i"] != strconv.Itoa(i) {
+			t.Fatalf("item %d: %s %v, want %s", i, o.Name, o.Data, want)
+		}
+		// 100 objects per transaction: item i was written at revision
+		// first+i/100.
+		if d := rvOf(t, it) - rvOf(t, res.Items[0]); d != int64(i/100) {
+			t.Fatalf("item %d: resourceVersion %d after the first's, want %d", i, d, i/100)
+		}
+	}
+	if _, err := c.Put(ctx, key("a", "x01500z"), "not an object"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.List(ctx, storage.KeyPrefix(cmGR), storage.ListOptions{}); !apierrors.IsInternalError(err) {
+		t.Errorf("list with an undecodable value: %v, want an internal error", err)
+	}
+}
