@@ -76,6 +76,9 @@ type Config struct {
 	// NodePortAddresses is passed to every node's proxy as
 	// --nodeport-addresses (empty: the proxy's default for its mode).
 	NodePortAddresses string
+	// ProxyArgs are more flags for every node's proxy (svcnet up
+	// --proxy-arg), after those Up sets.
+	ProxyArgs []string
 	// NodeMonitorGracePeriod is passed to the controllers (0: their default).
 	NodeMonitorGracePeriod time.Duration
 	// Exe is the svcnet binary to run components with.
@@ -348,6 +351,7 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		if cfg.NodePortAddresses != "" {
 			proxyArgs = append(proxyArgs, "--nodeport-addresses", cfg.NodePortAddresses)
 		}
+		proxyArgs = append(proxyArgs, cfg.ProxyArgs...)
 		if err := c.start("proxy-"+strconv.Itoa(i), proxyArgs...); err != nil {
 			return nil, err
 		}

@@ -31,9 +31,12 @@ func TestDownWithoutState(t *testing.T) {
 	}
 }
 
-// svcnet up --nodes 2 inside a test namespace: the cluster comes up, a DNS
-// pod on one node answers a pod on the other across the node network, and
-// SIGTERM leaves no namespace, interface or process behind.
+// svcnet up --nodes 2 inside a test namespace, in nftables mode with a
+// proxy flag passed through (--proxy-arg): the cluster comes up, a DNS pod
+// on one node answers a pod on the other across the node network and
+// through the cluster DNS Service's ClusterIP, the nodes' rules use the
+// layout the flag chose, and SIGTERM leaves no namespace, interface or
+// process behind. (e2e/seeds runs up in every proxy mode.)
 func TestUpDown(t *testing.T) {
 	testbed.RequireRoot(t)
 	testbed.RequireCommand(t, "ip", "nsenter", "iptables-restore", "dig")
@@ -50,7 +53,8 @@ func TestUpDown(t *testing.T) {
 	_, _ = rand.Read(rb[:])
 	prefix := "svcnt-t" + hex.EncodeToString(rb[:])
 	dir := t.TempDir()
-	up := exec.Command("ip", "netns", "exec", lab.Name, bin, "up", "--nodes", "2", "--data-dir", dir, "--prefix", prefix, "--proxy-mode", "iptables")
+	up := exec.Command("ip", "netns", "exec", lab.Name, bin, "up", "--nodes", "2", "--data-dir", dir, "--prefix", prefix,
+		"--proxy-mode", "nftables", "--proxy-arg=--nftables-endpoint-choice=shared")
 	stdout, _ := up.StdoutPipe()
 	up.Stderr = os.Stderr
 	if err := up.Start(); err != nil {
@@ -97,6 +101,29 @@ func TestUpDown(t *testing.T) {
 	}
 	if got := exe("coredns-2", "dig", "+short", "+time=2", "@10.244.1.2", "kubernetes.default.svc.cluster.local"); got != "10.96.0.1\n" {
 		t.Errorf("cross-node DNS answer %q", got)
+	}
+	// Through the Service: the node's proxy DNATs the ClusterIP.
+	var got string
+	for i := 0; i < 30; i++ {
+		out, err := exec.Command(bin, "exec", "--data-dir", dir, "-n", "kube-system", "coredns-2", "--",
+			"dig", "+short", "+time=1", "+tries=1", "@10.96.0.10", "kubernetes.default.svc.cluster.local").CombinedOutput()
+		if got = string(out); err == nil && got == "10.96.0.1\n" {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if got != "10.96.0.1\n" {
+		t.Errorf("DNS through the ClusterIP 10.96.0.10: %q", got)
+	}
+	// --proxy-arg reached the proxies: Service chains pick endpoints from
+	// the shared maps.
+	nodeName := NodeName(prefix, 2)
+	out, err := exec.Command(bin, "node-exec", "--data-dir", dir, nodeName, "--", "nft", "list", "table", "ip", "kube-proxy").CombinedOutput()
+	if err != nil {
+		t.Fatalf("node-exec %s nft list: %v\n%s", nodeName, err, out)
+	}
+	if !strings.Contains(string(out), "map service-endpoints-udp-") || !strings.Contains(string(out), "numgen random mod") {
+		t.Errorf("node %s: no shared endpoint map in its kube-proxy table:\n%s", nodeName, out)
 	}
 	// Ctrl-C: everything goes.
 	_ = up.Process.Signal(syscall.SIGTERM)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/svcnet/svcnet/cluster"
@@ -41,7 +43,14 @@ func runUp(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.NodePortAddresses, "nodeport-addresses", "", "passed to every node's proxy: comma-separated CIDRs and keywords (primary, localhost, all) of the node addresses that accept NodePorts (default: the proxy mode's default)")
 	fs.StringVar(&cfg.Prefix, "prefix", "svcnet", "prefix of namespace, bridge and node names")
 	fs.DurationVar(&cfg.NodeMonitorGracePeriod, "node-monitor-grace-period", 50*time.Second, "passed to the controllers: how long a node agent may be silent before its Node turns NotReady (Unknown)")
+	fs.StringArrayVar(&cfg.ProxyArgs, "proxy-arg", nil, "passed to every node's proxy, repeatable: one --FLAG=VALUE of `svcnet proxy` (for example --proxy-arg=--nftables-endpoint-choice=shared); checked before anything starts")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if err := checkProxyArgs(cfg.ProxyMode, cfg.ProxyArgs); err != nil {
 		return err
 	}
 	abs, err := filepath.Abs(cfg.DataDir)
@@ -63,6 +72,39 @@ func runUp(ctx context.Context, args []string) error {
 	<-ctx.Done()
 	slog.Info("stopping the cluster")
 	c.Stop()
+	return nil
+}
+
+// upProxyFlags are the proxy flags that up sets itself from its own flags
+// (or that would stop the proxy from running as a node's proxy).
+var upProxyFlags = map[string]string{
+	"kubeconfig":               "up writes each component's kubeconfig",
+	"hostname-override":        "up names the nodes",
+	"proxy-mode":               "use up's --proxy-mode",
+	"cluster-cidr":             "use up's --cluster-cidr",
+	"service-cluster-ip-range": "use up's --service-cluster-ip-range",
+	"nodeport-addresses":       "use up's --nodeport-addresses",
+	"netns":                    "up runs each proxy in its node's namespace",
+	"cleanup":                  "the proxy would exit at once",
+	"dump":                     "the proxy would exit at once",
+}
+
+// checkProxyArgs checks up's --proxy-arg values the way the proxy will
+// read them, so that a typo fails `svcnet up` at once rather than every
+// node's proxy after the cluster has started.
+func checkProxyArgs(mode string, extra []string) error {
+	for _, a := range extra {
+		name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !strings.HasPrefix(a, "--") || name == "" {
+			return fmt.Errorf("--proxy-arg=%s: want one --FLAG=VALUE of svcnet proxy", a)
+		}
+		if why, ok := upProxyFlags[name]; ok {
+			return fmt.Errorf("--proxy-arg=%s: --%s is set by up (%s)", a, name, why)
+		}
+	}
+	if _, err := parseProxyArgs(append([]string{"--proxy-mode", mode}, extra...)); err != nil {
+		return fmt.Errorf("--proxy-arg: %w", err)
+	}
 	return nil
 }
 
