@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -83,24 +84,43 @@ func ipsetPayload(want, cur map[string][]string, ipv6 bool) []byte {
 				fmt.Fprintf(&b, "create %s %s family %s hashsize 1024 maxelem 65536 comment\n", n, s.Type, family)
 			}
 		}
-		have := map[string]bool{}
-		for _, e := range cur[n] {
-			have[e] = true
-		}
-		need := map[string]bool{}
-		for _, e := range want[n] {
-			need[e] = true
-			if !have[e] {
-				fmt.Fprintf(&b, "add %s %s\n", n, e)
+		// A merge of the sorted lists (the plan's are; the kernel's are
+		// sorted here): a one-Service change costs no map of every entry.
+		have, need := sortedEntries(cur[n]), sortedEntries(want[n])
+		var dels []string
+		i, j := 0, 0
+		for i < len(have) || j < len(need) {
+			switch {
+			case j == len(need) || (i < len(have) && have[i] < need[j]):
+				dels = append(dels, have[i])
+				i++
+			case i == len(have) || need[j] < have[i]:
+				fmt.Fprintf(&b, "add %s %s\n", n, need[j])
+				j++
+			default:
+				for e := have[i]; i < len(have) && have[i] == e; {
+					i++
+				}
+				j++
 			}
 		}
-		for _, e := range cur[n] {
-			if !need[e] {
-				fmt.Fprintf(&b, "del %s %s\n", n, e)
-			}
+		// Adds first: a set never holds fewer entries than it needs.
+		for _, e := range dels {
+			fmt.Fprintf(&b, "del %s %s\n", n, e)
 		}
 	}
 	return []byte(b.String())
+}
+
+// sortedEntries returns the entries sorted and without repeats, as they
+// are if they already were.
+func sortedEntries(es []string) []string {
+	if slices.IsSorted(es) {
+		return es
+	}
+	es = slices.Clone(es)
+	slices.Sort(es)
+	return slices.Compact(es)
 }
 
 // IPTables is the part of proxy/iptables' Interface IPVS mode uses.
@@ -135,6 +155,28 @@ type Applier struct {
 	// jumpsChecked: the jumps of a family (index: IPv6) were all in place
 	// at the last check.
 	jumpsChecked [2]bool
+	// last is the plan of each family the kernel was last brought to
+	// without an error: a partial sync writes only what differs from it.
+	// A failed sync forgets it, so the next one reads the kernel back.
+	last [2]*appliedPlan
+	// draining holds the virtual servers with real servers in graceful
+	// termination (quiesced, still carrying connections): every sync
+	// visits them until they are gone, partial syncs included.
+	draining [2]map[Key]bool
+}
+
+// appliedPlan is a plan with its virtual servers indexed by key.
+type appliedPlan struct {
+	plan  *Plan
+	byKey map[Key]*PlannedService
+}
+
+func indexPlan(p *Plan) *appliedPlan {
+	ap := &appliedPlan{plan: p, byKey: make(map[Key]*PlannedService, len(p.Services))}
+	for i := range p.Services {
+		ap.byKey[p.Services[i].VS.Key()] = &p.Services[i]
+	}
+	return ap
 }
 
 // ApplyIPVS makes the IPVS table of one family match plan. Stale real
@@ -143,66 +185,40 @@ type Applier struct {
 // does not hold are deleted. It keeps going after an error and returns all
 // errors joined.
 func ApplyIPVS(h Handle, plan *Plan, ipv6 bool, log *slog.Logger) error {
+	_, err := applyIPVS(h, plan, ipv6, log)
+	return err
+}
+
+// applyIPVS is ApplyIPVS returning the virtual servers left draining.
+func applyIPVS(h Handle, plan *Plan, ipv6 bool, log *slog.Logger) (map[Key]bool, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	cur, err := h.GetServices()
 	if err != nil {
-		return fmt.Errorf("list virtual servers: %w", err)
+		return nil, fmt.Errorf("list virtual servers: %w", err)
 	}
 	curByKey := map[Key]VirtualServer{}
 	for _, vs := range cur {
 		curByKey[vs.Key()] = vs
 	}
 	var errs []error
+	draining := map[Key]bool{}
 	want := map[Key]bool{}
-	for _, ps := range plan.Services {
-		vs := ps.VS
-		want[vs.Key()] = true
-		if old, ok := curByKey[vs.Key()]; !ok {
-			if err := h.AddService(vs); err != nil {
-				errs = append(errs, fmt.Errorf("add virtual server %s for %s: %w", vs, ps.Name, err))
-				continue
-			}
-		} else if !old.sameSettings(vs) {
-			if err := h.UpdateService(vs); err != nil {
-				errs = append(errs, fmt.Errorf("update virtual server %s for %s: %w", vs, ps.Name, err))
-			}
+	for i := range plan.Services {
+		ps := &plan.Services[i]
+		want[ps.VS.Key()] = true
+		old, ok := curByKey[ps.VS.Key()]
+		var oldp *VirtualServer
+		if ok {
+			oldp = &old
 		}
-		dests, err := h.GetDestinations(vs)
+		left, err := syncVS(h, ps, oldp, log)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("list real servers of %s: %w", vs, err))
-			continue
+			errs = append(errs, err)
 		}
-		have := map[netip.AddrPort]RealServer{}
-		for _, d := range dests {
-			have[d.AddrPort()] = d
-		}
-		need := map[netip.AddrPort]bool{}
-		// Add before delete: the service never has fewer real servers
-		// than necessary.
-		for _, d := range ps.Dests {
-			need[d.AddrPort()] = true
-			old, ok := have[d.AddrPort()]
-			switch {
-			case !ok:
-				err = h.AddDestination(vs, d)
-			case old.Weight != d.Weight:
-				err = h.UpdateDestination(vs, d)
-			default:
-				continue
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("real server %s of %s: %w", d.AddrPort(), vs, err))
-			}
-		}
-		for _, d := range dests {
-			if need[d.AddrPort()] {
-				continue
-			}
-			if err := drain(h, vs, d, log); err != nil {
-				errs = append(errs, err)
-			}
+		if left {
+			draining[ps.VS.Key()] = true
 		}
 	}
 	for _, vs := range cur {
@@ -213,31 +229,151 @@ func ApplyIPVS(h Handle, plan *Plan, ipv6 bool, log *slog.Logger) error {
 			errs = append(errs, fmt.Errorf("delete virtual server %s: %w", vs, err))
 		}
 	}
-	return errors.Join(errs...)
+	return draining, errors.Join(errs...)
 }
 
-// drain performs one step of graceful termination of a real server.
-func drain(h Handle, vs VirtualServer, d RealServer, log *slog.Logger) error {
+// syncVS brings one virtual server and its real servers to ps; old is its
+// state in the kernel (nil: it has none). Real servers are added before
+// stale ones are drained, so the service never has fewer than it needs.
+// It reports whether real servers are left draining.
+func syncVS(h Handle, ps *PlannedService, old *VirtualServer, log *slog.Logger) (draining bool, err error) {
+	vs := ps.VS
+	if old == nil {
+		if err := h.AddService(vs); err != nil {
+			return false, fmt.Errorf("add virtual server %s for %s: %w", vs, ps.Name, err)
+		}
+	} else if !old.sameSettings(vs) {
+		if err := h.UpdateService(vs); err != nil {
+			return false, fmt.Errorf("update virtual server %s for %s: %w", vs, ps.Name, err)
+		}
+	}
+	var dests []RealServer
+	if old != nil {
+		if dests, err = h.GetDestinations(vs); err != nil {
+			return false, fmt.Errorf("list real servers of %s: %w", vs, err)
+		}
+	}
+	have := make(map[netip.AddrPort]RealServer, len(dests))
+	for _, d := range dests {
+		have[d.AddrPort()] = d
+	}
+	need := make(map[netip.AddrPort]bool, len(ps.Dests))
+	var errs []error
+	for _, d := range ps.Dests {
+		need[d.AddrPort()] = true
+		old, ok := have[d.AddrPort()]
+		switch {
+		case !ok:
+			err = h.AddDestination(vs, d)
+		case old.Weight != d.Weight:
+			err = h.UpdateDestination(vs, d)
+		default:
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("real server %s of %s: %w", d.AddrPort(), vs, err))
+		}
+	}
+	for _, d := range dests {
+		if need[d.AddrPort()] {
+			continue
+		}
+		gone, err := drain(h, vs, d, log)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if !gone {
+			draining = true
+		}
+	}
+	return draining, errors.Join(errs...)
+}
+
+// applyIPVSChanges is a partial sync of the IPVS table: from the plan last
+// applied, it touches only the virtual servers that were added, removed or
+// changed, and those with real servers draining. It returns the virtual
+// servers left draining.
+func applyIPVSChanges(h Handle, prev *appliedPlan, plan *appliedPlan, draining map[Key]bool, log *slog.Logger) (map[Key]bool, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	var errs []error
+	left := map[Key]bool{}
+	for i := range plan.plan.Services {
+		ps := &plan.plan.Services[i]
+		k := ps.VS.Key()
+		was := prev.byKey[k]
+		if was != nil && !draining[k] && sameService(was, ps) {
+			continue
+		}
+		var old *VirtualServer
+		if was != nil {
+			old = &was.VS
+		}
+		d, err := syncVS(h, ps, old, log)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if d {
+			left[k] = true
+		}
+	}
+	for i := range prev.plan.Services {
+		vs := prev.plan.Services[i].VS
+		if plan.byKey[vs.Key()] != nil {
+			continue
+		}
+		if err := h.DelService(vs); err != nil && !errors.Is(err, ErrNotFound) {
+			errs = append(errs, fmt.Errorf("delete virtual server %s: %w", vs, err))
+		}
+	}
+	return left, errors.Join(errs...)
+}
+
+// sameService reports whether two planned virtual servers program the
+// same kernel state.
+func sameService(a, b *PlannedService) bool {
+	if a.VS != b.VS || len(a.Dests) != len(b.Dests) {
+		return false
+	}
+	for i := range a.Dests {
+		if a.Dests[i].AddrPort() != b.Dests[i].AddrPort() || a.Dests[i].Weight != b.Dests[i].Weight {
+			return false
+		}
+	}
+	return true
+}
+
+// drain performs one step of graceful termination of a real server and
+// reports whether it is gone.
+func drain(h Handle, vs VirtualServer, d RealServer, log *slog.Logger) (gone bool, err error) {
 	if vs.Protocol == v1.ProtocolUDP || vs.Protocol == v1.ProtocolSCTP || d.ActiveConn+d.InactiveConn == 0 {
 		if err := h.DelDestination(vs, d); err != nil && !errors.Is(err, ErrNotFound) {
-			return fmt.Errorf("delete real server %s of %s: %w", d.AddrPort(), vs, err)
+			return false, fmt.Errorf("delete real server %s of %s: %w", d.AddrPort(), vs, err)
 		}
 		log.Debug("deleted real server", "vs", vs.String(), "rs", d.AddrPort().String())
-		return nil
+		return true, nil
 	}
 	if d.Weight != 0 {
 		d.Weight = 0
 		if err := h.UpdateDestination(vs, d); err != nil {
-			return fmt.Errorf("quiesce real server %s of %s: %w", d.AddrPort(), vs, err)
+			return false, fmt.Errorf("quiesce real server %s of %s: %w", d.AddrPort(), vs, err)
 		}
 		log.Debug("real server terminating", "vs", vs.String(), "rs", d.AddrPort().String(), "active", d.ActiveConn, "inactive", d.InactiveConn)
 	}
-	return nil
+	return false, nil
 }
 
 // Apply writes a whole plan of one family: ipsets first (the iptables
 // rules refer to them), then kube-ipvs0's addresses, the iptables chains
 // and jumps, and finally the IPVS table.
+//
+// A full sync reads everything back from the kernel and repairs what
+// differs. A partial sync (full false, after a sync without errors) writes
+// only what differs from the plan last applied: the ipset entries and
+// addresses added and removed, the iptables payload only if it changed,
+// and only the virtual servers that changed or are draining. The periodic
+// full sync (--sync-period) repairs changes made behind the proxy's back.
 //
 // The jumps from the built-in chains live outside what the restore
 // rewrites, so they are checked (one `iptables -C` each) on full syncs and
@@ -245,11 +381,22 @@ func drain(h Handle, vs VirtualServer, d RealServer, log *slog.Logger) error {
 // mode does, a jump someone deleted comes back with the next full sync
 // (--sync-period), and a one-Service change costs no nine extra programs.
 func (a *Applier) Apply(ctx context.Context, plan *Plan, ipv6, full bool) error {
+	fam := b2i(ipv6)
+	prev := a.last[fam]
+	a.last[fam] = nil // until this sync has succeeded
+	if full {
+		prev = nil
+	}
 	var errs []error
 	if a.Sets != nil {
-		cur, err := a.Sets.List(ctx)
-		if err != nil {
-			return err
+		var cur map[string][]string
+		if prev != nil {
+			cur = prev.plan.IPSets
+		} else {
+			var err error
+			if cur, err = a.Sets.List(ctx); err != nil {
+				return err
+			}
 		}
 		if payload := ipsetPayload(plan.IPSets, cur, ipv6); len(payload) > 0 {
 			if err := a.Sets.Restore(ctx, payload); err != nil {
@@ -258,14 +405,23 @@ func (a *Applier) Apply(ctx context.Context, plan *Plan, ipv6, full bool) error 
 		}
 	}
 	if a.Iface != nil {
-		if err := a.syncAddrs(ctx, plan.Bind, ipv6); err != nil {
+		var err error
+		if prev != nil {
+			err = a.bindChanges(ctx, prev.plan.Bind, plan.Bind)
+		} else {
+			err = a.syncAddrs(ctx, plan.Bind, ipv6)
+		}
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if a.IPT != nil {
-		if err := a.IPT.Restore(ctx, ipv6, plan.IPTables); err != nil {
-			errs = append(errs, fmt.Errorf("iptables: %w", err))
-		} else if full || !a.jumpsChecked[b2i(ipv6)] {
+		if prev == nil || !bytes.Equal(prev.plan.IPTables, plan.IPTables) {
+			if err := a.IPT.Restore(ctx, ipv6, plan.IPTables); err != nil {
+				errs = append(errs, fmt.Errorf("iptables: %w", err))
+			}
+		}
+		if full || !a.jumpsChecked[fam] {
 			ok := true
 			for _, j := range jumps {
 				if err := a.IPT.EnsureRule(ctx, ipv6, j.table, j.from, "-m", "comment", "--comment", j.comment, "-j", j.to); err != nil {
@@ -273,11 +429,49 @@ func (a *Applier) Apply(ctx context.Context, plan *Plan, ipv6, full bool) error 
 					ok = false
 				}
 			}
-			a.jumpsChecked[b2i(ipv6)] = ok
+			a.jumpsChecked[fam] = ok
 		}
 	}
-	if err := ApplyIPVS(a.IPVS, plan, ipv6, a.Log); err != nil {
+	applied := indexPlan(plan)
+	var draining map[Key]bool
+	var err error
+	if prev != nil {
+		draining, err = applyIPVSChanges(a.IPVS, prev, applied, a.draining[fam], a.Log)
+	} else {
+		draining, err = applyIPVS(a.IPVS, plan, ipv6, a.Log)
+	}
+	if err != nil {
 		errs = append(errs, err)
+	}
+	a.draining[fam] = draining
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	a.last[fam] = applied
+	return nil
+}
+
+// bindChanges adds and removes kube-ipvs0's addresses from one sorted list
+// to the next.
+func (a *Applier) bindChanges(ctx context.Context, was, want []netip.Addr) error {
+	var errs []error
+	i, j := 0, 0
+	for i < len(was) || j < len(want) {
+		switch {
+		case j == len(want) || (i < len(was) && was[i].Less(want[j])):
+			if err := a.Iface.Del(ctx, was[i]); err != nil {
+				errs = append(errs, fmt.Errorf("unbind %s: %w", was[i], err))
+			}
+			i++
+		case i == len(was) || want[j].Less(was[i]):
+			if err := a.Iface.Add(ctx, want[j]); err != nil {
+				errs = append(errs, fmt.Errorf("bind %s: %w", want[j], err))
+			}
+			j++
+		default:
+			i++
+			j++
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -320,6 +514,7 @@ func (a *Applier) syncAddrs(ctx context.Context, want []netip.Addr, ipv6 bool) e
 // removed by the caller once for both families.
 func (a *Applier) Cleanup(ctx context.Context, ipv6 bool) error {
 	a.jumpsChecked[b2i(ipv6)] = false
+	a.last[b2i(ipv6)], a.draining[b2i(ipv6)] = nil, nil
 	var errs []error
 	if a.IPVS != nil {
 		svcs, err := a.IPVS.GetServices()

@@ -14,7 +14,9 @@
 //   - Apply (apply.go) reconciles the kernel with the plan through the
 //     small Handle interface (a netlink implementation on
 //     github.com/moby/ipvs, and Fake for tests), `ipset restore`,
-//     `iptables-restore --noflush` and `ip` for kube-ipvs0.
+//     `iptables-restore --noflush` and rtnetlink for kube-ipvs0. A full
+//     sync reads the kernel back; a partial one writes only what differs
+//     from the plan last applied.
 //   - Removed real servers terminate gracefully: their weight is set to 0
 //     so that no new connection picks them, and they are deleted on a later
 //     sync once their active and inactive connection counts are both zero

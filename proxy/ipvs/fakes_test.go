@@ -15,9 +15,14 @@ import (
 )
 
 // memSets is an in-memory IPSets that interprets restore payloads.
-type memSets struct{ sets map[string][]string }
+type memSets struct {
+	sets    map[string][]string
+	lists   int    // List calls
+	payload []byte // the last restore payload
+}
 
 func (m *memSets) List(context.Context) (map[string][]string, error) {
+	m.lists++
 	out := map[string][]string{}
 	for k, v := range m.sets {
 		out[k] = slices.Clone(v)
@@ -26,6 +31,7 @@ func (m *memSets) List(context.Context) (map[string][]string, error) {
 }
 
 func (m *memSets) Restore(_ context.Context, payload []byte) error {
+	m.payload = payload
 	for _, line := range strings.Split(strings.TrimSpace(string(payload)), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 2 {
@@ -53,11 +59,16 @@ func (m *memSets) Restore(_ context.Context, payload []byte) error {
 }
 
 type memIPT struct {
-	last  []byte
-	rules map[string]bool
+	last     []byte
+	restores int
+	rules    map[string]bool
 }
 
-func (m *memIPT) Restore(_ context.Context, _ bool, data []byte) error { m.last = data; return nil }
+func (m *memIPT) Restore(_ context.Context, _ bool, data []byte) error {
+	m.last = data
+	m.restores++
+	return nil
+}
 func (m *memIPT) EnsureRule(_ context.Context, _ bool, table, chain string, args ...string) error {
 	m.rules[table+" "+chain+" "+strings.Join(args, " ")] = true
 	return nil
@@ -68,10 +79,14 @@ func (m *memIPT) DeleteRule(_ context.Context, _ bool, table, chain string, args
 }
 func (m *memIPT) ChainExists(context.Context, bool, string, string) (bool, error) { return true, nil }
 
-type memIface struct{ addrs []netip.Addr }
+type memIface struct {
+	addrs []netip.Addr
+	reads int // Addrs calls
+}
 
 func (m *memIface) Ensure(context.Context) error { return nil }
 func (m *memIface) Addrs(_ context.Context, v6 bool) ([]netip.Addr, error) {
+	m.reads++
 	var out []netip.Addr
 	for _, a := range m.addrs {
 		if a.Is6() == v6 {
@@ -92,6 +107,7 @@ func (m *memIface) Delete(context.Context) error { m.addrs = nil; return nil }
 
 type testKernel struct {
 	ipvs  *Fake
+	calls *countingHandle
 	sets  *memSets
 	ipt   *memIPT
 	iface *memIface
@@ -104,10 +120,11 @@ var nodeIP = netip.MustParseAddr("192.168.0.11")
 func newTestKernel(t *testing.T, sched string) *testKernel {
 	t.Helper()
 	k := &testKernel{ipvs: NewFake(), sets: &memSets{sets: map[string][]string{}}, ipt: &memIPT{rules: map[string]bool{}}, iface: &memIface{}}
+	k.calls = &countingHandle{Handle: k.ipvs, n: map[string]int{}}
 	m, err := New(Config{
 		ModeConfig: proxy.ModeConfig{NodeName: "node-1", NodeIPs: []netip.Addr{nodeIP}, IPv4: true, Scheduler: sched,
 			ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}},
-		Handle: k.ipvs, Sets: k.sets, IPT: k.ipt, Iface: k.iface, SkipSysctls: true,
+		Handle: k.calls, Sets: k.sets, IPT: k.ipt, Iface: k.iface, SkipSysctls: true,
 		Report: func(svc proxy.ServicePortName, req, used string) {
 			k.fell = append(k.fell, svc.String()+" "+req+"->"+used)
 		},
@@ -151,7 +168,13 @@ func ep(ip string, port int, local bool) *proxy.Endpoint {
 
 func (k *testKernel) sync(t *testing.T, s *state) {
 	t.Helper()
-	req := &proxy.SyncRequest{Full: true, Services: s.svcs, Endpoints: s.eps, Node: proxy.NodeInfo{Name: "node-1", IPs: []netip.Addr{nodeIP}}}
+	k.syncFull(t, s, true)
+}
+
+// syncFull is a full (true) or partial sync.
+func (k *testKernel) syncFull(t *testing.T, s *state, full bool) {
+	t.Helper()
+	req := &proxy.SyncRequest{Full: full, Services: s.svcs, Endpoints: s.eps, Node: proxy.NodeInfo{Name: "node-1", IPs: []netip.Addr{nodeIP}}}
 	if err := k.mode.Sync(context.Background(), req); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
@@ -180,4 +203,82 @@ func norm(s string) string {
 		out = append(out, prefix+strings.Join(strings.Fields(l), " "))
 	}
 	return strings.Join(out, "\n")
+}
+
+// countingHandle counts the calls to each Handle method and can make the
+// next call of one fail.
+type countingHandle struct {
+	Handle
+	n    map[string]int
+	fail string
+}
+
+func (c *countingHandle) count(m string) error {
+	c.n[m]++
+	if c.fail == m {
+		c.fail = ""
+		return fmt.Errorf("%s: injected failure", m)
+	}
+	return nil
+}
+
+func (c *countingHandle) GetServices() ([]VirtualServer, error) {
+	if err := c.count("GetServices"); err != nil {
+		return nil, err
+	}
+	return c.Handle.GetServices()
+}
+func (c *countingHandle) AddService(vs VirtualServer) error {
+	if err := c.count("AddService"); err != nil {
+		return err
+	}
+	return c.Handle.AddService(vs)
+}
+func (c *countingHandle) UpdateService(vs VirtualServer) error {
+	if err := c.count("UpdateService"); err != nil {
+		return err
+	}
+	return c.Handle.UpdateService(vs)
+}
+func (c *countingHandle) DelService(vs VirtualServer) error {
+	if err := c.count("DelService"); err != nil {
+		return err
+	}
+	return c.Handle.DelService(vs)
+}
+func (c *countingHandle) GetDestinations(vs VirtualServer) ([]RealServer, error) {
+	if err := c.count("GetDestinations"); err != nil {
+		return nil, err
+	}
+	return c.Handle.GetDestinations(vs)
+}
+func (c *countingHandle) AddDestination(vs VirtualServer, rs RealServer) error {
+	if err := c.count("AddDestination"); err != nil {
+		return err
+	}
+	return c.Handle.AddDestination(vs, rs)
+}
+func (c *countingHandle) UpdateDestination(vs VirtualServer, rs RealServer) error {
+	if err := c.count("UpdateDestination"); err != nil {
+		return err
+	}
+	return c.Handle.UpdateDestination(vs, rs)
+}
+func (c *countingHandle) DelDestination(vs VirtualServer, rs RealServer) error {
+	if err := c.count("DelDestination"); err != nil {
+		return err
+	}
+	return c.Handle.DelDestination(vs, rs)
+}
+
+// take returns the calls counted since the last take, as "Method:n"
+// sorted, and resets the counts.
+func (c *countingHandle) take() string {
+	var out []string
+	for m, n := range c.n {
+		out = append(out, fmt.Sprintf("%s:%d", m, n))
+	}
+	slices.Sort(out)
+	clear(c.n)
+	return strings.Join(out, " ")
 }

@@ -155,9 +155,11 @@ func (m *Mode) PlanFor(req *proxy.SyncRequest, ipv6 bool) *Plan {
 	return BuildPlan(pc, req.Services, req.Endpoints)
 }
 
-// Sync implements proxy.Provider. Every sync is a full reconcile of the
-// IPVS table (it is read back from the kernel each time, which is also what
-// advances graceful termination).
+// Sync implements proxy.Provider. A full sync reconciles everything with
+// the kernel (read back); a partial one writes only what differs from the
+// last plan applied, plus the virtual servers whose real servers are
+// draining, which every sync visits to advance graceful termination
+// (Applier.Apply).
 func (m *Mode) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	if !m.cfg.SkipSysctls && !m.sysctlDone {
 		if _, err := m.cfg.Exec.Run(ctx, nil, "sysctl", append([]string{"-w"}, sysctls...)...); err != nil {
@@ -177,10 +179,9 @@ func (m *Mode) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	return errors.Join(errs...)
 }
 
-// FullSyncDue implements proxy.FullSyncScheduler: every sync of this mode
-// rewrites the whole IPVS table, so each periodic sync counts as full, as
-// in kube-proxy's IPVS proxier (its sync loop's longest interval is
-// --sync-period).
+// FullSyncDue implements proxy.FullSyncScheduler: each periodic sync is a
+// full one (read back and repaired), as every sync of kube-proxy's IPVS
+// proxier is; the syncs in between, for changes, are partial.
 func (m *Mode) FullSyncDue(sinceLastFull, syncPeriod time.Duration) bool {
 	return sinceLastFull >= syncPeriod
 }

@@ -3,6 +3,7 @@ package ipvs
 import (
 	"context"
 	"flag"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -222,7 +223,15 @@ func TestModeSchedulers(t *testing.T) {
 // while it has connections, deleted once they drain, re-added with weight 1
 // if the endpoint comes back; UDP real servers go at once; a deleted
 // Service takes its virtual server and address with it.
+// TestGracefulTermination runs the same steps with full syncs and with
+// partial ones: a partial sync must still visit the draining real servers.
 func TestGracefulTermination(t *testing.T) {
+	for _, full := range []bool{true, false} {
+		t.Run(fmt.Sprintf("full=%v", full), func(t *testing.T) { testGracefulTermination(t, full) })
+	}
+}
+
+func testGracefulTermination(t *testing.T, full bool) {
 	k := newTestKernel(t, "")
 	s := newState()
 	svc := clusterIP("myapp", "10.96.3.215", 38080, v1.ProtocolTCP)
@@ -280,9 +289,9 @@ UDP 10.96.0.10:53 rr
 		}, `UDP 10.96.0.10:53 rr
   -> 10.244.1.3:53 Masq 1 0 0`},
 	}
-	for _, st := range steps {
+	for i, st := range steps {
 		st.change()
-		k.sync(t, s)
+		k.syncFull(t, s, full || i == 0)
 		if got := norm(k.dump(t)); got != st.want {
 			t.Fatalf("step %q:\n%s\nwant:\n%s", st.name, got, st.want)
 		}

@@ -328,6 +328,9 @@ func run() error {
 		return err
 	}
 	defer held.Close()
+	// A partial sync, as the proxy's core sends for one change: it writes
+	// only the changed virtual server (Applier.Apply).
+	req.Full = false
 	req.Endpoints[spread.Name] = endpoints()[:1]
 	if err := m.Sync(ctx, req); err != nil {
 		return fmt.Errorf("sync after endpoint removal: %w", err)
