@@ -155,28 +155,10 @@ type Applier struct {
 	// jumpsChecked: the jumps of a family (index: IPv6) were all in place
 	// at the last check.
 	jumpsChecked [2]bool
-	// last is the plan of each family the kernel was last brought to
-	// without an error: a partial sync writes only what differs from it.
-	// A failed sync forgets it, so the next one reads the kernel back.
-	last [2]*appliedPlan
 	// draining holds the virtual servers with real servers in graceful
 	// termination (quiesced, still carrying connections): every sync
 	// visits them until they are gone, partial syncs included.
 	draining [2]map[Key]bool
-}
-
-// appliedPlan is a plan with its virtual servers indexed by key.
-type appliedPlan struct {
-	plan  *Plan
-	byKey map[Key]*PlannedService
-}
-
-func indexPlan(p *Plan) *appliedPlan {
-	ap := &appliedPlan{plan: p, byKey: make(map[Key]*PlannedService, len(p.Services))}
-	for i := range p.Services {
-		ap.byKey[p.Services[i].VS.Key()] = &p.Services[i]
-	}
-	return ap
 }
 
 // ApplyIPVS makes the IPVS table of one family match plan. Stale real
@@ -289,47 +271,6 @@ func syncVS(h Handle, ps *PlannedService, old *VirtualServer, log *slog.Logger) 
 	return draining, errors.Join(errs...)
 }
 
-// applyIPVSChanges is a partial sync of the IPVS table: from the plan last
-// applied, it touches only the virtual servers that were added, removed or
-// changed, and those with real servers draining. It returns the virtual
-// servers left draining.
-func applyIPVSChanges(h Handle, prev *appliedPlan, plan *appliedPlan, draining map[Key]bool, log *slog.Logger) (map[Key]bool, error) {
-	if log == nil {
-		log = slog.Default()
-	}
-	var errs []error
-	left := map[Key]bool{}
-	for i := range plan.plan.Services {
-		ps := &plan.plan.Services[i]
-		k := ps.VS.Key()
-		was := prev.byKey[k]
-		if was != nil && !draining[k] && sameService(was, ps) {
-			continue
-		}
-		var old *VirtualServer
-		if was != nil {
-			old = &was.VS
-		}
-		d, err := syncVS(h, ps, old, log)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if d {
-			left[k] = true
-		}
-	}
-	for i := range prev.plan.Services {
-		vs := prev.plan.Services[i].VS
-		if plan.byKey[vs.Key()] != nil {
-			continue
-		}
-		if err := h.DelService(vs); err != nil && !errors.Is(err, ErrNotFound) {
-			errs = append(errs, fmt.Errorf("delete virtual server %s: %w", vs, err))
-		}
-	}
-	return left, errors.Join(errs...)
-}
-
 // sameService reports whether two planned virtual servers program the
 // same kernel state.
 func sameService(a, b *PlannedService) bool {
@@ -364,16 +305,10 @@ func drain(h Handle, vs VirtualServer, d RealServer, log *slog.Logger) (gone boo
 	return false, nil
 }
 
-// Apply writes a whole plan of one family: ipsets first (the iptables
-// rules refer to them), then kube-ipvs0's addresses, the iptables chains
-// and jumps, and finally the IPVS table.
-//
-// A full sync reads everything back from the kernel and repairs what
-// differs. A partial sync (full false, after a sync without errors) writes
-// only what differs from the plan last applied: the ipset entries and
-// addresses added and removed, the iptables payload only if it changed,
-// and only the virtual servers that changed or are draining. The periodic
-// full sync (--sync-period) repairs changes made behind the proxy's back.
+// Apply writes a whole plan of one family, reading the kernel back: ipsets
+// first (the iptables rules refer to them), then kube-ipvs0's addresses,
+// the iptables chains and jumps, and finally the IPVS table. Partial syncs
+// go through applyDelta instead.
 //
 // The jumps from the built-in chains live outside what the restore
 // rewrites, so they are checked (one `iptables -C` each) on full syncs and
@@ -382,21 +317,11 @@ func drain(h Handle, vs VirtualServer, d RealServer, log *slog.Logger) (gone boo
 // (--sync-period), and a one-Service change costs no nine extra programs.
 func (a *Applier) Apply(ctx context.Context, plan *Plan, ipv6, full bool) error {
 	fam := b2i(ipv6)
-	prev := a.last[fam]
-	a.last[fam] = nil // until this sync has succeeded
-	if full {
-		prev = nil
-	}
 	var errs []error
 	if a.Sets != nil {
-		var cur map[string][]string
-		if prev != nil {
-			cur = prev.plan.IPSets
-		} else {
-			var err error
-			if cur, err = a.Sets.List(ctx); err != nil {
-				return err
-			}
+		cur, err := a.Sets.List(ctx)
+		if err != nil {
+			return err
 		}
 		if payload := ipsetPayload(plan.IPSets, cur, ipv6); len(payload) > 0 {
 			if err := a.Sets.Restore(ctx, payload); err != nil {
@@ -405,72 +330,115 @@ func (a *Applier) Apply(ctx context.Context, plan *Plan, ipv6, full bool) error 
 		}
 	}
 	if a.Iface != nil {
-		var err error
-		if prev != nil {
-			err = a.bindChanges(ctx, prev.plan.Bind, plan.Bind)
-		} else {
-			err = a.syncAddrs(ctx, plan.Bind, ipv6)
-		}
-		if err != nil {
+		if err := a.syncAddrs(ctx, plan.Bind, ipv6); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if a.IPT != nil {
-		if prev == nil || !bytes.Equal(prev.plan.IPTables, plan.IPTables) {
-			if err := a.IPT.Restore(ctx, ipv6, plan.IPTables); err != nil {
-				errs = append(errs, fmt.Errorf("iptables: %w", err))
-			}
-		}
-		if full || !a.jumpsChecked[fam] {
-			ok := true
-			for _, j := range jumps {
-				if err := a.IPT.EnsureRule(ctx, ipv6, j.table, j.from, "-m", "comment", "--comment", j.comment, "-j", j.to); err != nil {
-					errs = append(errs, fmt.Errorf("iptables jump %s -> %s: %w", j.from, j.to, err))
-					ok = false
-				}
-			}
-			a.jumpsChecked[fam] = ok
+		if err := a.IPT.Restore(ctx, ipv6, plan.IPTables); err != nil {
+			errs = append(errs, fmt.Errorf("iptables: %w", err))
+		} else {
+			errs = append(errs, a.checkJumps(ctx, ipv6, full)...)
 		}
 	}
-	applied := indexPlan(plan)
-	var draining map[Key]bool
-	var err error
-	if prev != nil {
-		draining, err = applyIPVSChanges(a.IPVS, prev, applied, a.draining[fam], a.Log)
-	} else {
-		draining, err = applyIPVS(a.IPVS, plan, ipv6, a.Log)
-	}
+	draining, err := applyIPVS(a.IPVS, plan, ipv6, a.Log)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	a.draining[fam] = draining
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	a.last[fam] = applied
-	return nil
+	return errors.Join(errs...)
 }
 
-// bindChanges adds and removes kube-ipvs0's addresses from one sorted list
-// to the next.
-func (a *Applier) bindChanges(ctx context.Context, was, want []netip.Addr) error {
+// checkJumps ensures the jumps from the built-in chains on full syncs and
+// until a check has passed.
+func (a *Applier) checkJumps(ctx context.Context, ipv6, full bool) []error {
+	fam := b2i(ipv6)
+	if !full && a.jumpsChecked[fam] {
+		return nil
+	}
 	var errs []error
-	i, j := 0, 0
-	for i < len(was) || j < len(want) {
-		switch {
-		case j == len(want) || (i < len(was) && was[i].Less(want[j])):
-			if err := a.Iface.Del(ctx, was[i]); err != nil {
-				errs = append(errs, fmt.Errorf("unbind %s: %w", was[i], err))
+	for _, j := range jumps {
+		if err := a.IPT.EnsureRule(ctx, ipv6, j.table, j.from, "-m", "comment", "--comment", j.comment, "-j", j.to); err != nil {
+			errs = append(errs, fmt.Errorf("iptables jump %s -> %s: %w", j.from, j.to, err))
+		}
+	}
+	a.jumpsChecked[fam] = len(errs) == 0
+	return errs
+}
+
+// applyDelta writes a partial sync: the ipset entries and addresses that
+// came and went, the iptables payload if it changed, and the virtual
+// servers that changed or have real servers draining (st holds the whole
+// plan they are looked up in). Nothing is read back but the real servers
+// of the virtual servers it touches.
+func (a *Applier) applyDelta(ctx context.Context, d *delta, st *planState, ipv6 bool) error {
+	fam := b2i(ipv6)
+	var errs []error
+	if a.Sets != nil {
+		if payload := d.payload(ipv6); len(payload) > 0 {
+			if err := a.Sets.Restore(ctx, payload); err != nil {
+				return err
 			}
-			i++
-		case i == len(was) || want[j].Less(was[i]):
-			if err := a.Iface.Add(ctx, want[j]); err != nil {
-				errs = append(errs, fmt.Errorf("bind %s: %w", want[j], err))
+		}
+	}
+	if a.Iface != nil {
+		for _, ip := range d.bindAdd {
+			if err := a.Iface.Add(ctx, ip); err != nil {
+				errs = append(errs, fmt.Errorf("bind %s: %w", ip, err))
 			}
-			j++
-		default:
-			i++
-			j++
+		}
+	}
+	if a.IPT != nil {
+		if d.iptables != nil {
+			if err := a.IPT.Restore(ctx, ipv6, d.iptables); err != nil {
+				errs = append(errs, fmt.Errorf("iptables: %w", err))
+			}
+		}
+		errs = append(errs, a.checkJumps(ctx, ipv6, false)...)
+	}
+	draining := map[Key]bool{}
+	visited := map[Key]bool{}
+	for _, c := range d.vs {
+		k := c.ps.VS.Key()
+		visited[k] = true
+		if c.same && !a.draining[fam][k] {
+			continue
+		}
+		left, err := syncVS(a.IPVS, c.ps, c.old, a.Log)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if left {
+			draining[k] = true
+		}
+	}
+	for _, vs := range d.delVS {
+		if err := a.IPVS.DelService(vs); err != nil && !errors.Is(err, ErrNotFound) {
+			errs = append(errs, fmt.Errorf("delete virtual server %s: %w", vs, err))
+		}
+	}
+	// Graceful termination goes on in the virtual servers this change did
+	// not touch.
+	for k := range a.draining[fam] {
+		ps := st.vs[k]
+		if visited[k] || ps == nil {
+			continue
+		}
+		left, err := syncVS(a.IPVS, ps, &ps.VS, a.Log)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if left {
+			draining[k] = true
+		}
+	}
+	a.draining[fam] = draining
+	// Addresses go last, after their virtual servers.
+	if a.Iface != nil {
+		for _, ip := range d.bindDel {
+			if err := a.Iface.Del(ctx, ip); err != nil {
+				errs = append(errs, fmt.Errorf("unbind %s: %w", ip, err))
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -514,7 +482,7 @@ func (a *Applier) syncAddrs(ctx context.Context, want []netip.Addr, ipv6 bool) e
 // removed by the caller once for both families.
 func (a *Applier) Cleanup(ctx context.Context, ipv6 bool) error {
 	a.jumpsChecked[b2i(ipv6)] = false
-	a.last[b2i(ipv6)], a.draining[b2i(ipv6)] = nil, nil
+	a.draining[b2i(ipv6)] = nil
 	var errs []error
 	if a.IPVS != nil {
 		svcs, err := a.IPVS.GetServices()

@@ -3,6 +3,7 @@ package ipvs
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/svcnet/svcnet/proxy"
 )
@@ -113,6 +115,9 @@ type testKernel struct {
 	iface *memIface
 	mode  *Mode
 	fell  []string
+	// synced is the state of the last sync (shallow copies), to tell
+	// partial syncs what changed as the proxy's core does.
+	synced *state
 }
 
 var nodeIP = netip.MustParseAddr("192.168.0.11")
@@ -174,10 +179,37 @@ func (k *testKernel) sync(t *testing.T, s *state) {
 // syncFull is a full (true) or partial sync.
 func (k *testKernel) syncFull(t *testing.T, s *state, full bool) {
 	t.Helper()
-	req := &proxy.SyncRequest{Full: full, Services: s.svcs, Endpoints: s.eps, Node: proxy.NodeInfo{Name: "node-1", IPs: []netip.Addr{nodeIP}}}
-	if err := k.mode.Sync(context.Background(), req); err != nil {
+	if err := k.mode.Sync(context.Background(), k.request(s, full)); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
+}
+
+// request is the SyncRequest the core would send for s, with what changed
+// since the last request.
+func (k *testKernel) request(s *state, full bool) *proxy.SyncRequest {
+	req := &proxy.SyncRequest{Full: full, Services: s.svcs, Endpoints: s.eps, Node: proxy.NodeInfo{Name: "node-1", IPs: []netip.Addr{nodeIP}}}
+	req.ServiceResult.UpdatedServices = k.changedSince(s)
+	k.synced = &state{svcs: maps.Clone(s.svcs), eps: maps.Clone(s.eps)}
+	return req
+}
+
+// changedSince returns the Services whose ports or endpoints differ from
+// the last sync's (by pointer, as the tests replace what they change).
+func (k *testKernel) changedSince(s *state) sets.Set[types.NamespacedName] {
+	out := sets.New[types.NamespacedName]()
+	prev := k.synced
+	if prev == nil {
+		prev = newState()
+	}
+	for _, pair := range [][2]*state{{prev, s}, {s, prev}} {
+		a, b := pair[0], pair[1]
+		for name, sp := range a.svcs {
+			if b.svcs[name] != sp || !slices.Equal(a.eps[name], b.eps[name]) {
+				out.Insert(name.NamespacedName)
+			}
+		}
+	}
+	return out
 }
 
 func (k *testKernel) dump(t *testing.T) string {

@@ -10,6 +10,9 @@ import (
 	"net/netip"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+
 	"github.com/svcnet/svcnet/proxy"
 	"github.com/svcnet/svcnet/proxy/iptables"
 	"github.com/svcnet/svcnet/proxy/lb"
@@ -56,6 +59,9 @@ type Mode struct {
 	mu         sync.Mutex
 	reported   map[proxy.ServicePortName]string
 	sysctlDone bool
+	// state is each family's plan as last applied without an error (nil
+	// after a failure): partial syncs update it.
+	state [2]*planState
 }
 
 var (
@@ -118,8 +124,14 @@ func New(cfg Config) (*Mode, error) {
 	return m, nil
 }
 
-// PlanFor returns the plan of one family for req (what Sync would apply).
+// PlanFor returns the plan of one family for req (what a full Sync would
+// apply).
 func (m *Mode) PlanFor(req *proxy.SyncRequest, ipv6 bool) *Plan {
+	return BuildPlan(m.planConfig(req, ipv6), req.Services, req.Endpoints)
+}
+
+// planConfig is the PlanConfig of one family for req.
+func (m *Mode) planConfig(req *proxy.SyncRequest, ipv6 bool) PlanConfig {
 	pc := PlanConfig{
 		IPv6: ipv6, Scheduler: m.cfg.Scheduler, MasqueradeAll: m.cfg.MasqueradeAll,
 		MasqueradeMark: fmt.Sprintf("%#08x", m.cfg.MasqueradeValue()),
@@ -152,7 +164,7 @@ func (m *Mode) PlanFor(req *proxy.SyncRequest, ipv6 bool) *Plan {
 			}
 		}
 	}
-	return BuildPlan(pc, req.Services, req.Endpoints)
+	return pc
 }
 
 // Sync implements proxy.Provider. A full sync reconciles everything with
@@ -168,13 +180,35 @@ func (m *Mode) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 		m.sysctlDone = true
 	}
 	var errs []error
+	var changed sets.Set[types.NamespacedName]
 	for _, v6 := range m.families {
-		plan := m.PlanFor(req, v6)
-		m.report(plan.Fallbacks)
-		req.Stats.AddNoLocal(v6, plan.NoLocalEndpointsInternal, plan.NoLocalEndpointsExternal)
-		if err := m.applier.Apply(ctx, plan, v6, req.Full); err != nil {
-			errs = append(errs, fmt.Errorf("sync ipvs (ipv6=%v): %w", v6, err))
+		fam := b2i(v6)
+		pc := m.planConfig(req, v6)
+		st := m.state[fam]
+		m.state[fam] = nil // until this sync has succeeded
+		var err error
+		if req.Full || st == nil {
+			plan, frags := buildPlan(pc, req.Services, req.Endpoints)
+			m.report(plan.Fallbacks)
+			req.Stats.AddNoLocal(v6, plan.NoLocalEndpointsInternal, plan.NoLocalEndpointsExternal)
+			if err = m.applier.Apply(ctx, plan, v6, true); err == nil {
+				st = newPlanState(frags, plan)
+			}
+		} else {
+			if changed == nil {
+				changed = req.ChangedServices()
+			}
+			d := st.update(pc, req, changed)
+			m.report(d.fallbacks)
+			req.Stats.AddNoLocal(v6, len(st.noLocalInt), len(st.noLocalExt))
+			req.Stats.Partial = true
+			err = m.applier.applyDelta(ctx, d, st, v6)
 		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sync ipvs (ipv6=%v): %w", v6, err))
+			continue
+		}
+		m.state[fam] = st
 	}
 	return errors.Join(errs...)
 }
@@ -205,6 +239,7 @@ func (m *Mode) report(fb []SchedulerFallback) {
 // Cleanup implements proxy.Provider: it deletes the virtual servers, the
 // iptables chains and jumps, the ipsets and kube-ipvs0.
 func (m *Mode) Cleanup(ctx context.Context) error {
+	m.state = [2]*planState{}
 	var errs []error
 	for _, v6 := range []bool{false, true} {
 		if err := m.applier.Cleanup(ctx, v6); err != nil {

@@ -2,6 +2,8 @@ package ipvs
 
 import (
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"strings"
@@ -70,8 +72,7 @@ func TestPartialSyncsTouchOnlyChanges(t *testing.T) {
 	// A failure forgets the last plan: the next partial sync reads back.
 	k.calls.fail = "AddService"
 	s.service(clusterIP("fails", "10.96.2.2", 80, v1.ProtocolTCP), ep("10.244.3.2", 8080, false))
-	req := &proxy.SyncRequest{Services: s.svcs, Endpoints: s.eps, Node: proxy.NodeInfo{Name: "node-1", IPs: []netip.Addr{nodeIP}}}
-	if err := k.mode.Sync(t.Context(), req); err == nil || !strings.Contains(err.Error(), "injected") {
+	if err := k.mode.Sync(t.Context(), k.request(s, false)); err == nil || !strings.Contains(err.Error(), "injected") {
 		t.Fatalf("sync with a failing AddService: %v", err)
 	}
 	k.calls.take()
@@ -99,3 +100,117 @@ func TestPartialSyncsTouchOnlyChanges(t *testing.T) {
 }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// TestPartialSyncsMatchFullSyncs drives random changes (Services of every
+// type added, changed and removed, ports shared by addresses, endpoints
+// coming and going, Local policies losing their local endpoint, source
+// ranges that exclude the node) through partial syncs, and after each one
+// compares the whole kernel state with that of a second kernel given the
+// same state by a full sync.
+func TestPartialSyncsMatchFullSyncs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	k := newTestKernel(t, "")
+	s := newState()
+	k.syncFull(t, s, true)
+	// Port k of Service i: every virtual server key is its own (as
+	// validation and allocation make them), while addresses, ipset
+	// entries and the health-check port are shared.
+	randomPort := func(name string, i, k int) (*proxy.ServicePort, []*proxy.Endpoint) {
+		proto := []v1.Protocol{v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP}[rng.IntN(3)]
+		sp := clusterIP(name, fmt.Sprintf("10.96.%d.%d", i/200, i%200+1), 1000+2*i+k, proto)
+		sp.Name.Port = fmt.Sprint("p", k)
+		if rng.IntN(3) == 0 {
+			sp.Type, sp.NodePort = v1.ServiceTypeNodePort, 30000+2*i+k
+		}
+		if rng.IntN(4) == 0 {
+			sp.Type = v1.ServiceTypeLoadBalancer
+			sp.LoadBalancerVIPs = []netip.Addr{netip.MustParseAddr(fmt.Sprintf("198.51.100.%d", rng.IntN(5)+1))}
+			if rng.IntN(2) == 0 {
+				sp.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix([]string{"203.0.113.0/24", "192.168.0.0/24"}[rng.IntN(2)])}
+			}
+		}
+		if rng.IntN(5) == 0 {
+			// Shared by several Services: the entries are reference counted.
+			sp.ExternalIPs = []netip.Addr{netip.MustParseAddr("203.0.113.7")}
+		}
+		if sp.Type != v1.ServiceTypeClusterIP && rng.IntN(2) == 0 {
+			sp.ExternalPolicyLocal = true
+			sp.HealthCheckNodePort = 32000 + i
+		}
+		if rng.IntN(4) == 0 {
+			sp.SessionAffinity, sp.StickyMaxAgeSeconds = v1.ServiceAffinityClientIP, 60
+		}
+		var eps []*proxy.Endpoint
+		for j := range rng.IntN(4) {
+			eps = append(eps, ep(fmt.Sprintf("10.244.%d.%d", j, i%250+1), 8080, rng.IntN(2) == 0))
+		}
+		return sp, eps
+	}
+	names := map[string]bool{}
+	for step := range 300 {
+		switch op := rng.IntN(10); {
+		case op < 4 || len(names) == 0: // a Service added or replaced
+			i := rng.IntN(40)
+			name := fmt.Sprint("svc", i)
+			for n := range s.svcs {
+				if n.Name == name {
+					delete(s.svcs, n)
+					delete(s.eps, n)
+				}
+			}
+			for k := range 1 + rng.IntN(2) {
+				sp, eps := randomPort(name, i, k)
+				s.service(sp, eps...)
+			}
+			names[name] = true
+		case op < 8: // endpoints of one port change
+			for _, sp := range s.svcs {
+				var i int
+				fmt.Sscanf(sp.Name.Name, "svc%d", &i)
+				var eps []*proxy.Endpoint
+				for j := range rng.IntN(4) {
+					eps = append(eps, ep(fmt.Sprintf("10.244.%d.%d", j, i%250+1), 8080, rng.IntN(2) == 0))
+				}
+				s.eps[sp.Name] = eps
+				break
+			}
+		default: // a Service removed
+			for n := range s.svcs {
+				for m := range s.svcs {
+					if m.NamespacedName == n.NamespacedName {
+						delete(s.svcs, m)
+						delete(s.eps, m)
+					}
+				}
+				break
+			}
+		}
+		k.syncFull(t, s, false)
+		ref := newTestKernel(t, "")
+		ref.syncFull(t, s, true)
+		if got, want := norm(k.dump(t)), norm(ref.dump(t)); got != want {
+			t.Fatalf("step %d: IPVS table after partial syncs:\n%s\nafter a full sync:\n%s", step, got, want)
+		}
+		if got, want := sortedSets(k.sets.sets), sortedSets(ref.sets.sets); got != want {
+			t.Fatalf("step %d: ipsets after partial syncs:\n%s\nafter a full sync:\n%s", step, got, want)
+		}
+		if got, want := sortedAddrs(k.iface.addrs), sortedAddrs(ref.iface.addrs); got != want {
+			t.Fatalf("step %d: kube-ipvs0 after partial syncs %s, after a full sync %s", step, got, want)
+		}
+		if string(k.ipt.last) != string(ref.ipt.last) {
+			t.Fatalf("step %d: iptables payload after partial syncs:\n%s\nafter a full sync:\n%s", step, k.ipt.last, ref.ipt.last)
+		}
+	}
+}
+
+func sortedSets(m map[string][]string) string {
+	var b strings.Builder
+	for _, n := range slices.Sorted(maps.Keys(m)) {
+		fmt.Fprintf(&b, "%s %v\n", n, slices.Sorted(slices.Values(m[n])))
+	}
+	return b.String()
+}
+
+func sortedAddrs(as []netip.Addr) string {
+	return fmt.Sprint(slices.SortedFunc(slices.Values(as), func(a, b netip.Addr) int { return a.Compare(b) }))
+}

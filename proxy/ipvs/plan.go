@@ -174,29 +174,80 @@ func ipPortEntry(a netip.Addr, p v1.Protocol, port int) string {
 // BuildPlan computes the desired state. It does no I/O and never fails:
 // ports without a cluster IP of the family are skipped.
 func BuildPlan(cfg PlanConfig, svcs proxy.ServicePortMap, eps proxy.EndpointsMap) *Plan {
-	pl := &planner{cfg: cfg, p: &Plan{IPSets: map[string][]string{}}, sets: map[string]map[string]bool{},
-		bind: map[netip.Addr]bool{}, noLocalInt: map[string]bool{}, noLocalExt: map[string]bool{}}
-	policy := func(name proxy.ServicePortName) *proxy.PortPolicy {
-		if cfg.Policy != nil {
-			return cfg.Policy(name, cfg.IPv6)
-		}
-		node := proxy.PolicyNode{Name: cfg.NodeName, Labels: cfg.NodeLabels}
-		if len(cfg.NodeIPs) > 0 {
-			node.IP = cfg.NodeIPs[0]
-		}
-		return proxy.NewPortPolicy(svcs[name], eps[name], node, cfg.IPv6)
-	}
-	for _, name := range proxy.SortedServicePorts(svcs) {
-		if pol := policy(name); pol != nil {
-			pl.port(name, pol, eps[name])
-		}
-	}
-	return pl.finish()
+	p, _ := buildPlan(cfg, svcs, eps)
+	return p
 }
 
-// planner accumulates one family's plan over the Service ports.
+// buildPlan is BuildPlan that also returns each port's fragment (the state
+// partial syncs start from).
+func buildPlan(cfg PlanConfig, svcs proxy.ServicePortMap, eps proxy.EndpointsMap) (*Plan, map[proxy.ServicePortName]*fragment) {
+	a := assembly{p: &Plan{IPSets: map[string][]string{}}, sets: map[string]map[string]bool{},
+		bind: map[netip.Addr]bool{}, noLocalInt: map[string]bool{}, noLocalExt: map[string]bool{}}
+	frags := make(map[proxy.ServicePortName]*fragment, len(svcs))
+	for _, name := range proxy.SortedServicePorts(svcs) {
+		if f := planPort(cfg, name, portPolicy(cfg, name, svcs, eps), eps[name]); f != nil {
+			frags[name] = f
+			a.merge(name, f)
+		}
+	}
+	return a.finish(cfg), frags
+}
+
+// portPolicy is the core's policy of a port (cfg.Policy), or one computed
+// from cfg's node fields.
+func portPolicy(cfg PlanConfig, name proxy.ServicePortName, svcs proxy.ServicePortMap, eps proxy.EndpointsMap) *proxy.PortPolicy {
+	if cfg.Policy != nil {
+		return cfg.Policy(name, cfg.IPv6)
+	}
+	node := proxy.PolicyNode{Name: cfg.NodeName, Labels: cfg.NodeLabels}
+	if len(cfg.NodeIPs) > 0 {
+		node.IP = cfg.NodeIPs[0]
+	}
+	return proxy.NewPortPolicy(svcs[name], eps[name], node, cfg.IPv6)
+}
+
+// fragment is what one Service port contributes to a family's plan. A
+// plan is the union of its ports' fragments; a partial sync replaces the
+// fragments of the changed ports (planState).
+type fragment struct {
+	services []PlannedService
+	// entries are (set, entry) pairs by the sets' short names; an entry
+	// may appear more than once.
+	entries []setEntry
+	// bind are the addresses kube-ipvs0 must carry for the port.
+	bind []netip.Addr
+	// lbNoNodeAccess are load-balancer virtual servers the node itself
+	// may not reach (a source-range firewall that excludes it).
+	lbNoNodeAccess         []Key
+	noLocalInt, noLocalExt bool
+	fallback               *SchedulerFallback
+}
+
+type setEntry struct{ set, entry string }
+
+// planner plans one Service port into a fragment.
 type planner struct {
-	cfg                    PlanConfig
+	cfg PlanConfig
+	f   *fragment
+}
+
+func (pl *planner) add(set, entry string) {
+	pl.f.entries = append(pl.f.entries, setEntry{set, entry})
+}
+
+// planPort plans one Service port; nil when the port has no policy for
+// the family.
+func planPort(cfg PlanConfig, name proxy.ServicePortName, pol *proxy.PortPolicy, endpoints []*proxy.Endpoint) *fragment {
+	if pol == nil {
+		return nil
+	}
+	pl := &planner{cfg: cfg, f: &fragment{}}
+	pl.port(name, pol, endpoints)
+	return pl.f
+}
+
+// assembly merges fragments into a Plan.
+type assembly struct {
 	p                      *Plan
 	sets                   map[string]map[string]bool
 	bind                   map[netip.Addr]bool
@@ -204,11 +255,27 @@ type planner struct {
 	noLocalInt, noLocalExt map[string]bool
 }
 
-func (pl *planner) add(set, entry string) {
-	if pl.sets[set] == nil {
-		pl.sets[set] = map[string]bool{}
+func (a *assembly) merge(name proxy.ServicePortName, f *fragment) {
+	a.p.Services = append(a.p.Services, f.services...)
+	for _, e := range f.entries {
+		if a.sets[e.set] == nil {
+			a.sets[e.set] = map[string]bool{}
+		}
+		a.sets[e.set][e.entry] = true
 	}
-	pl.sets[set][entry] = true
+	for _, ip := range f.bind {
+		a.bind[ip] = true
+	}
+	a.lbNoNodeAccess = append(a.lbNoNodeAccess, f.lbNoNodeAccess...)
+	if f.noLocalInt {
+		a.noLocalInt[name.NamespacedName.String()] = true
+	}
+	if f.noLocalExt {
+		a.noLocalExt[name.NamespacedName.String()] = true
+	}
+	if f.fallback != nil {
+		a.p.Fallbacks = append(a.p.Fallbacks, *f.fallback)
+	}
 }
 
 // portVS is one Service port's virtual-server maker: the scheduler and
@@ -240,7 +307,7 @@ func (v portVS) emit(a netip.Addr, port int, chosen []*proxy.Endpoint) {
 		ps.Dests = append(ps.Dests, RealServer{Addr: ep.Addr, Port: uint16(ep.Port), Weight: v.bal.Weight(ep)})
 	}
 	sortDests(ps.Dests)
-	v.pl.p.Services = append(v.pl.p.Services, ps)
+	v.pl.f.services = append(v.pl.f.services, ps)
 }
 
 // port plans one Service port: its virtual servers and set entries.
@@ -249,14 +316,10 @@ func (pl *planner) port(name proxy.ServicePortName, pol *proxy.PortPolicy, endpo
 	proto := svc.Protocol
 	bal := proxy.NewBalance(svc, ModeSchedulers(pl.cfg.Scheduler))
 	if bal.Fallback != "" {
-		pl.p.Fallbacks = append(pl.p.Fallbacks, SchedulerFallback{Service: name, Requested: svc.Scheduler, Used: bal.Scheduler, Reason: bal.Fallback})
+		pl.f.fallback = &SchedulerFallback{Service: name, Requested: svc.Scheduler, Used: bal.Scheduler, Reason: bal.Fallback}
 	}
-	if pol.Internal.Verdict == proxy.VerdictDrop {
-		pl.noLocalInt[name.NamespacedName.String()] = true
-	}
-	if pol.External.Verdict == proxy.VerdictDrop {
-		pl.noLocalExt[name.NamespacedName.String()] = true
-	}
+	pl.f.noLocalInt = pol.Internal.Verdict == proxy.VerdictDrop
+	pl.f.noLocalExt = pol.External.Verdict == proxy.VerdictDrop
 	// ClusterIP virtual servers get exactly the policy's internal
 	// endpoints: none when it drops or rejects. External ones serve
 	// external clients and, in the same virtual server, the pods and the
@@ -279,7 +342,7 @@ func (pl *planner) port(name proxy.ServicePortName, pol *proxy.PortPolicy, endpo
 	cip := svc.ClusterIP()
 	pl.add(SetClusterIP, ipPortEntry(cip, proto, svc.Port))
 	v.emit(cip, svc.Port, pol.Internal.Endpoints)
-	pl.bind[cip] = true
+	pl.f.bind = append(pl.f.bind, cip)
 	// externalIPs.
 	for _, ip := range svc.ExternalIPs {
 		if svc.ExternalPolicyLocal {
@@ -288,7 +351,7 @@ func (pl *planner) port(name proxy.ServicePortName, pol *proxy.PortPolicy, endpo
 			pl.add(SetExternalIP, ipPortEntry(ip, proto, svc.Port))
 		}
 		v.emit(ip, svc.Port, extEps)
-		pl.bind[ip] = true
+		pl.f.bind = append(pl.f.bind, ip)
 	}
 	pl.loadBalancer(v, pol, extEps)
 	pl.nodePort(v, extEps)
@@ -317,11 +380,11 @@ func (pl *planner) loadBalancer(v portVS, pol *proxy.PortPolicy, extEps []*proxy
 			if pol.FirewallAllowsNode {
 				pl.add(SetLoadBalancerSourceIP, e+","+ip.String())
 			} else {
-				pl.lbNoNodeAccess = append(pl.lbNoNodeAccess, Key{ip, proto, uint16(svc.Port)})
+				pl.f.lbNoNodeAccess = append(pl.f.lbNoNodeAccess, Key{ip, proto, uint16(svc.Port)})
 			}
 		}
 		v.emit(ip, svc.Port, extEps)
-		pl.bind[ip] = true
+		pl.f.bind = append(pl.f.bind, ip)
 	}
 }
 
@@ -359,33 +422,48 @@ func (pl *planner) nodePort(v portVS, extEps []*proxy.Endpoint) {
 
 // finish sorts what the ports produced into the Plan and writes its
 // iptables rules.
-func (pl *planner) finish() *Plan {
-	p := pl.p
-	for a := range pl.bind {
-		p.Bind = append(p.Bind, a)
-		pl.add(SetIPVSIPs, a.String())
+func (a *assembly) finish(cfg PlanConfig) *Plan {
+	p := a.p
+	for ip := range a.bind {
+		p.Bind = append(p.Bind, ip)
 	}
 	slices.SortFunc(p.Bind, func(a, b netip.Addr) int { return a.Compare(b) })
 	for _, s := range Sets {
 		var entries []string
-		for e := range pl.sets[s.Name] {
+		if s.Name == SetIPVSIPs {
+			for _, ip := range p.Bind {
+				entries = append(entries, ip.String())
+			}
+		}
+		for e := range a.sets[s.Name] {
 			entries = append(entries, e)
 		}
 		slices.Sort(entries)
-		p.IPSets[SetName(s.Name, pl.cfg.IPv6)] = entries
+		p.IPSets[SetName(s.Name, cfg.IPv6)] = slices.Compact(entries)
 	}
-	slices.SortStableFunc(p.Services, func(a, b PlannedService) int {
-		if c := strings.Compare(string(a.VS.Protocol), string(b.VS.Protocol)); c != 0 {
-			return c
-		}
-		if c := a.VS.Addr.Compare(b.VS.Addr); c != 0 {
-			return c
-		}
-		return int(a.VS.Port) - int(b.VS.Port)
-	})
-	p.NoLocalEndpointsInternal, p.NoLocalEndpointsExternal = len(pl.noLocalInt), len(pl.noLocalExt)
-	p.IPTables = buildIPTables(pl.cfg, p.IPSets, pl.lbNoNodeAccess)
+	slices.SortStableFunc(p.Services, func(a, b PlannedService) int { return compareKeys(a.VS.Key(), b.VS.Key()) })
+	p.NoLocalEndpointsInternal, p.NoLocalEndpointsExternal = len(a.noLocalInt), len(a.noLocalExt)
+	p.IPTables = buildIPTables(cfg, func(set string) bool { return len(p.IPSets[SetName(set, cfg.IPv6)]) > 0 }, sortedKeys(a.lbNoNodeAccess))
 	return p
+}
+
+// compareKeys orders virtual servers by protocol, address and port.
+func compareKeys(a, b Key) int {
+	if c := strings.Compare(string(a.Protocol), string(b.Protocol)); c != 0 {
+		return c
+	}
+	if c := a.Addr.Compare(b.Addr); c != 0 {
+		return c
+	}
+	return int(a.Port) - int(b.Port)
+}
+
+// sortedKeys returns keys sorted and without repeats (a plan's order does
+// not depend on the order the ports were planned in).
+func sortedKeys(keys []Key) []Key {
+	keys = slices.Clone(keys)
+	slices.SortFunc(keys, compareKeys)
+	return slices.Compact(keys)
 }
 
 // jumps are the rules linking the kernel's chains to ours, as kube-proxy
@@ -431,9 +509,10 @@ func setComment(set string) string {
 	return `""`
 }
 
-func buildIPTables(cfg PlanConfig, sets map[string][]string, lbNoNodeAccess []Key) []byte {
+// buildIPTables writes the iptables-restore payload; nonEmpty says which
+// sets (short names) have entries.
+func buildIPTables(cfg PlanConfig, nonEmpty func(set string) bool, lbNoNodeAccess []Key) []byte {
 	name := func(s string) string { return SetName(s, cfg.IPv6) }
-	nonEmpty := func(s string) bool { return len(sets[name(s)]) > 0 }
 	var nat, filter []string
 	w := func(table string, args ...string) {
 		line := strings.Join(args, " ")

@@ -397,8 +397,7 @@ func TestJumpsCheckedOnFullSyncs(t *testing.T) {
 	partial := func() {
 		t.Helper()
 		s.service(clusterIP("api", "10.96.0.11", 443, v1.ProtocolTCP), ep("10.244.1.6", 8443, false))
-		req := &proxy.SyncRequest{Services: s.svcs, Endpoints: s.eps, Node: proxy.NodeInfo{Name: "node-1", IPs: []netip.Addr{nodeIP}}}
-		if err := k.mode.Sync(context.Background(), req); err != nil {
+		if err := k.mode.Sync(context.Background(), k.request(s, false)); err != nil {
 			t.Fatal(err)
 		}
 	}

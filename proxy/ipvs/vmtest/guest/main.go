@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	k8ssets "k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/svcnet/svcnet/proxy"
 	"github.com/svcnet/svcnet/proxy/iptables"
@@ -332,6 +333,7 @@ func run() error {
 	// only the changed virtual server (Applier.Apply).
 	req.Full = false
 	req.Endpoints[spread.Name] = endpoints()[:1]
+	req.EndpointsResult.UpdatedServices = k8ssets.New(spread.Name.NamespacedName)
 	if err := m.Sync(ctx, req); err != nil {
 		return fmt.Errorf("sync after endpoint removal: %w", err)
 	}
