@@ -5,6 +5,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svcnet/svcnet/proxy/lb"
 )
@@ -269,21 +270,6 @@ type PolicyCache struct {
 // NewPolicyCache returns an empty cache.
 func NewPolicyCache() *PolicyCache { return &PolicyCache{policies: map[policyKey]*PortPolicy{}} }
 
-// Update drops the cached policies of the changed Services (all of them
-// when node differs from the last call), so they are computed anew on
-// their next Get.
-func (c *PolicyCache) Update(node NodeInfo, changed func(ServicePortName) bool) {
-	if !sameNodeFacts(c.node, node) {
-		clear(c.policies)
-		c.node = node
-		return
-	}
-	for k := range c.policies {
-		if changed(k.name) {
-			delete(c.policies, k)
-		}
-	}
-}
 
 func sameNodeFacts(a, b NodeInfo) bool {
 	if a.Name != b.Name || len(a.IPs) != len(b.IPs) || len(a.Labels) != len(b.Labels) {
@@ -300,6 +286,31 @@ func sameNodeFacts(a, b NodeInfo) bool {
 		}
 	}
 	return true
+}
+
+// UpdatePorts drops the cached policies of the ports of the changed
+// Services (ports, as SyncRequest.ChangedPorts returns them) and of the
+// ports that were removed (ServiceUpdateResult.Deleted), or all of them when
+// node differs from the last call, so they are computed anew on their next
+// Get. Its cost follows the change.
+func (c *PolicyCache) UpdatePorts(node NodeInfo, ports map[types.NamespacedName][]ServicePortName, deleted []*ServicePort) {
+	if !sameNodeFacts(c.node, node) {
+		clear(c.policies)
+		c.node = node
+		return
+	}
+	drop := func(n ServicePortName) {
+		delete(c.policies, policyKey{n, false})
+		delete(c.policies, policyKey{n, true})
+	}
+	for _, ps := range ports {
+		for _, n := range ps {
+			drop(n)
+		}
+	}
+	for _, sp := range deleted {
+		drop(sp.Name)
+	}
 }
 
 // Get returns the policy of name in one family, computing it if needed;

@@ -166,22 +166,29 @@ func TestPolicyCacheIncremental(t *testing.T) {
 	}
 	c := NewPolicyCache()
 	node := NodeInfo{Name: "n1"}
-	c.Update(node, func(ServicePortName) bool { return true })
+	c.UpdatePorts(node, nil, nil)
 	pa, pb := c.Get(a, false, svcs, eps), c.Get(b, false, svcs, eps)
 	if got := addrsOf(pa.Internal.Endpoints); !slices.Equal(got, []string{"10.0.1.1"}) {
 		t.Fatalf("a on n1: %v", got)
 	}
 	eps[b] = append(eps[b], polEP("10.0.2.3", "n2"))
-	c.Update(node, func(n ServicePortName) bool { return n == b })
+	c.UpdatePorts(node, map[types.NamespacedName][]ServicePortName{b.NamespacedName: {b}}, nil)
 	if c.Get(a, false, svcs, eps) != pa {
 		t.Errorf("unchanged Service a was recomputed")
 	}
 	if c.Get(b, false, svcs, eps) == pb || len(c.Get(b, false, svcs, eps).Internal.Endpoints) != 2 {
 		t.Errorf("changed Service b was not recomputed")
 	}
-	c.Update(NodeInfo{Name: "n2"}, func(ServicePortName) bool { return false })
+	c.UpdatePorts(NodeInfo{Name: "n2"}, nil, nil)
 	if got := addrsOf(c.Get(a, false, svcs, eps).Internal.Endpoints); !slices.Equal(got, []string{"10.0.2.1"}) {
 		t.Errorf("after the node changed, a: %v", got)
+	}
+	// A removed port's policy goes too (a port of that name added later
+	// must not find it).
+	pa = c.Get(a, false, svcs, eps)
+	c.UpdatePorts(NodeInfo{Name: "n2"}, nil, []*ServicePort{svcs[a]})
+	if c.Get(a, false, svcs, eps) == pa {
+		t.Errorf("the policy of a deleted port was kept")
 	}
 }
 

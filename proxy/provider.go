@@ -126,6 +126,32 @@ func (r *SyncRequest) ChangedServices() sets.Set[types.NamespacedName] {
 	return out
 }
 
+// ChangedPorts returns the current ports of the Services whose ports or
+// endpoints changed, by Service (a deleted Service has none). It reads the
+// service tracker's index when ServiceResult carries it, so its cost
+// follows the change; otherwise it scans Services.
+func (r *SyncRequest) ChangedPorts() map[types.NamespacedName][]ServicePortName {
+	changed := r.ChangedServices()
+	out := make(map[types.NamespacedName][]ServicePortName, len(changed))
+	if idx := r.ServiceResult.Ports; idx != nil {
+		for nn := range changed {
+			if ps := idx[nn]; len(ps) > 0 {
+				out[nn] = ps
+			}
+		}
+		return out
+	}
+	if len(changed) == 0 {
+		return out
+	}
+	for name := range r.Services {
+		if changed.Has(name.NamespacedName) {
+			out[name.NamespacedName] = append(out[name.NamespacedName], name)
+		}
+	}
+	return out
+}
+
 // SortedServicePorts returns the ServicePortNames of m in a stable order
 // (namespace, name, port, protocol), so plans are deterministic.
 func SortedServicePorts(m ServicePortMap) []ServicePortName {

@@ -264,8 +264,7 @@ func (p *Proxier) sync(ctx context.Context) error {
 		p.needFull = true
 	}
 	req := &SyncRequest{Full: p.needFull, Services: p.svcMap, Endpoints: p.epMap, ServiceResult: sr, EndpointsResult: er, Node: node}
-	changed := req.ChangedServices()
-	p.policies.Update(node, func(n ServicePortName) bool { return changed.Has(n.NamespacedName) })
+	p.policies.UpdatePorts(node, req.ChangedPorts(), sr.Deleted)
 	req.policies = p.policies
 	if req.Full {
 		// The policies are built before the mode plans, which would

@@ -94,6 +94,53 @@ func TestServiceChangeTracker(t *testing.T) {
 	}
 }
 
+// TestChangedPorts: the tracker's index gives a partial sync the current
+// ports of each changed Service, the same as a scan of the map, as ports
+// come, change and go.
+func TestChangedPorts(t *testing.T) {
+	tr := NewServiceChangeTracker()
+	m := ServicePortMap{}
+	a := types.NamespacedName{Namespace: "ns", Name: "a"}
+	b := types.NamespacedName{Namespace: "ns", Name: "b"}
+	svcA := testService("ns", "a", "10.96.0.5", v1.ServicePort{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP},
+		v1.ServicePort{Name: "dns-tcp", Port: 53, Protocol: v1.ProtocolTCP})
+	svcB := testService("ns", "b", "10.96.0.6", v1.ServicePort{Port: 80, Protocol: v1.ProtocolTCP})
+	check := func(step string, res ServiceUpdateResult, want map[types.NamespacedName]int) {
+		t.Helper()
+		req := &SyncRequest{Services: m, ServiceResult: res}
+		got := req.ChangedPorts()
+		req.ServiceResult.Ports = nil
+		scanned := req.ChangedPorts()
+		if len(got) != len(want) || len(scanned) != len(want) {
+			t.Fatalf("%s: index %v, scan %v, want %v ports", step, got, scanned, want)
+		}
+		for nn, n := range want {
+			if len(got[nn]) != n || len(scanned[nn]) != n {
+				t.Errorf("%s: %s has %v by the index, %v by a scan, want %d ports", step, nn, got[nn], scanned[nn], n)
+			}
+			for _, pn := range got[nn] {
+				if m[pn] == nil || !slices.Contains(scanned[nn], pn) {
+					t.Errorf("%s: index lists %v, not in the map", step, pn)
+				}
+			}
+		}
+	}
+	tr.Update(nil, svcA)
+	tr.Update(nil, svcB)
+	check("both added", tr.Apply(m), map[types.NamespacedName]int{a: 2, b: 1})
+	one := svcA.DeepCopy()
+	one.Spec.Ports = one.Spec.Ports[:1]
+	tr.Update(svcA, one)
+	res := tr.Apply(m)
+	check("a port removed", res, map[types.NamespacedName]int{a: 1})
+	if len(res.Deleted) != 1 || res.Deleted[0].Name.Port != "dns-tcp" {
+		t.Errorf("deleted ports %v", res.Deleted)
+	}
+	tr.Update(svcB, nil)
+	check("b deleted", tr.Apply(m), map[types.NamespacedName]int{})
+	check("nothing changed", tr.Apply(m), map[types.NamespacedName]int{})
+}
+
 func TestNewServicePortsPolicies(t *testing.T) {
 	svc := testService("ns", "lb", "10.96.0.7", v1.ServicePort{Name: "http", Port: 80, NodePort: 30080, Protocol: v1.ProtocolTCP})
 	svc.Spec.Type = v1.ServiceTypeLoadBalancer

@@ -15,7 +15,14 @@ import (
 type ServiceChangeTracker struct {
 	mu    sync.Mutex
 	items map[types.NamespacedName]*serviceChange
+	// ports lists the ports of every Service applied so far (Apply keeps
+	// it, so a partial sync finds a changed Service's ports without a scan
+	// of the whole ServicePortMap).
+	ports PortIndex
 }
+
+// PortIndex lists the ports of each Service of a ServicePortMap.
+type PortIndex map[types.NamespacedName][]ServicePortName
 
 type serviceChange struct {
 	previous ServicePortMap
@@ -24,7 +31,7 @@ type serviceChange struct {
 
 // NewServiceChangeTracker returns an empty tracker.
 func NewServiceChangeTracker() *ServiceChangeTracker {
-	return &ServiceChangeTracker{items: map[types.NamespacedName]*serviceChange{}}
+	return &ServiceChangeTracker{items: map[types.NamespacedName]*serviceChange{}, ports: PortIndex{}}
 }
 
 // Update records that a Service went from previous to current (nil previous
@@ -70,6 +77,9 @@ type ServiceUpdateResult struct {
 	DeletedUDPClusterIPs sets.Set[string]
 	// Deleted are the ports that were removed (with their last state).
 	Deleted []*ServicePort
+	// Ports is the tracker's index of every Service's ports after this
+	// Apply (not a copy: the next Apply changes it).
+	Ports PortIndex
 }
 
 // Apply moves every pending change into m and clears the tracker.
@@ -78,9 +88,18 @@ func (t *ServiceChangeTracker) Apply(m ServicePortMap) ServiceUpdateResult {
 	items := t.items
 	t.items = map[types.NamespacedName]*serviceChange{}
 	t.mu.Unlock()
-	res := ServiceUpdateResult{UpdatedServices: sets.New[types.NamespacedName](), DeletedUDPClusterIPs: sets.New[string]()}
+	res := ServiceUpdateResult{UpdatedServices: sets.New[types.NamespacedName](), DeletedUDPClusterIPs: sets.New[string](), Ports: t.ports}
 	for name, ch := range items {
 		res.UpdatedServices.Insert(name)
+		if len(ch.current) == 0 {
+			delete(t.ports, name)
+		} else {
+			ports := make([]ServicePortName, 0, len(ch.current))
+			for pn := range ch.current {
+				ports = append(ports, pn)
+			}
+			t.ports[name] = ports
+		}
 		for pn := range ch.previous {
 			delete(m, pn)
 		}

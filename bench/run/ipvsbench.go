@@ -276,8 +276,7 @@ func ipvsSvcnet(n, changes int) (ipvsResult, error) {
 		req := &proxy.SyncRequest{Full: full, Services: svcs, Endpoints: eps, Node: node}
 		req.ServiceResult = st.Apply(svcs)
 		req.EndpointsResult = et.Apply(eps)
-		changed := req.ChangedServices()
-		cache.Update(node, func(name proxy.ServicePortName) bool { return changed.Has(name.NamespacedName) })
+		cache.UpdatePorts(node, req.ChangedPorts(), req.ServiceResult.Deleted)
 		req.UsePolicyCache(cache)
 		err := m.Sync(ctx, req)
 		return time.Since(t0), err

@@ -176,7 +176,8 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 			"unit tests do) and synced through `OnEndpointSlicesSynced`, which runs `syncProxyRules`; svcnet's IPVS mode is fed "+
 			"through the proxy core's change trackers and policy cache. N ClusterIP Services × 10 ready endpoints of their own on "+
 			"another node; **one change** adds one Service with its slice and syncs (%d per run; kube-proxy's IPVS sync is always "+
-			"a full one). Heap: the live heap the proxy keeps after the first sync.\n\n", cfg.changes)
+			"a full one, svcnet's a partial one that replans and writes only the new Service). Heap: the live heap the proxy "+
+			"keeps after the first sync.\n\n", cfg.changes)
 		w("| Services | first sync: kube-proxy / svcnet | ratio | one change: kube-proxy / svcnet | ratio | heap MB: kube-proxy / svcnet |\n|---|---|---|---|---|---|\n")
 		for _, n := range cfg.sizes {
 			g := func(metric, impl string) stat { return stats(res.get("ipvs", impl, n, metric)) }
@@ -187,7 +188,9 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 				g("heap", "kube-proxy").format(""), g("heap", "svcnet").format(""))
 		}
 		w("\nWhat separates them at scale is how the ipsets are written: kube-proxy runs the `ipset` program once per " +
-			"entry it adds (one per Service port in KUBE-CLUSTER-IP), svcnet one `ipset restore` per sync.\n\n")
+			"entry it adds (one per Service port in KUBE-CLUSTER-IP), svcnet one `ipset restore` per sync; and, for one change, " +
+			"that kube-proxy rebuilds and compares everything while svcnet replans the changed Service only and writes its " +
+			"delta (one `ipset restore` of its entries, its address, its virtual server).\n\n")
 	})
 	section("userspace", func() {
 		w("## Userspace proxy against HAProxy\n\n")

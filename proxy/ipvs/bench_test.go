@@ -32,6 +32,12 @@ func BenchmarkPartialSync(b *testing.B) {
 			}
 			t := &testing.T{}
 			k.syncFull(t, s, true)
+			// The service tracker's index of ports, as the Proxier's
+			// requests carry it.
+			idx := proxy.PortIndex{}
+			for name := range s.svcs {
+				idx[name.NamespacedName] = append(idx[name.NamespacedName], name)
+			}
 			first := spn("default", "svc0", "", v1.ProtocolTCP)
 			all := s.eps[first]
 			i := 0
@@ -44,6 +50,7 @@ func BenchmarkPartialSync(b *testing.B) {
 				i++
 				req := &proxy.SyncRequest{Services: s.svcs, Endpoints: s.eps, Node: proxy.NodeInfo{Name: "node-1", IPs: []netip.Addr{nodeIP}}}
 				req.EndpointsResult.UpdatedServices = sets.New(first.NamespacedName)
+				req.ServiceResult.Ports = idx
 				if err := k.mode.Sync(b.Context(), req); err != nil {
 					b.Fatal(err)
 				}

@@ -170,11 +170,8 @@ func (st *planState) update(cfg PlanConfig, req *proxy.SyncRequest, changed sets
 			st.addFragment(name, st.frags[name], -1, t)
 		}
 	}
-	if len(changed) > 0 {
-		for name := range req.Services {
-			if !changed.Has(name.NamespacedName) {
-				continue
-			}
+	for _, names := range req.ChangedPorts() {
+		for _, name := range names {
 			f := planPort(cfg, name, portPolicy(cfg, name, req.Services, req.Endpoints), req.Endpoints[name])
 			if f == nil {
 				continue

@@ -102,7 +102,7 @@ func benchSync(b *testing.B, p *Proxier, svcs proxy.ServicePortMap, eps proxy.En
 		req := &proxy.SyncRequest{Services: svcs, Endpoints: eps}
 		req.EndpointsResult.UpdatedServices = sets.New(one.NamespacedName)
 		req.UsePolicyCache(cache)
-		cache.Update(proxy.NodeInfo{}, func(n proxy.ServicePortName) bool { return n.NamespacedName == one.NamespacedName })
+		cache.UpdatePorts(proxy.NodeInfo{}, req.ChangedPorts(), nil)
 		start = time.Now()
 		if err := p.Sync(context.Background(), req); err != nil {
 			b.Fatal(err)

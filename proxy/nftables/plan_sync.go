@@ -54,18 +54,14 @@ func (pl *planner) planSync(in input, k *known) *txn {
 	if len(changed) == 0 {
 		return tx
 	}
-	ports := map[types.NamespacedName][]proxy.ServicePortName{}
-	for name := range in.req.Services {
-		if changed.Has(name.NamespacedName) {
-			ports[name.NamespacedName] = append(ports[name.NamespacedName], name)
-		}
-	}
+	ports := in.req.ChangedPorts()
 	nns := changed.UnsortedList()
 	slices.SortFunc(nns, func(a, b types.NamespacedName) int {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
 	for _, nn := range nns {
-		names := ports[nn]
+		// A copy: the ports may be the service tracker's index.
+		names := slices.Clone(ports[nn])
 		slices.SortFunc(names, comparePorts)
 		pl.syncService(tx, k, nn, pl.policies(in.req, names), nil, in.now)
 	}
