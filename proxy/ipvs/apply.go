@@ -420,7 +420,7 @@ func (a *Applier) applyDelta(ctx context.Context, d *delta, st *planState, ipv6 
 	// Graceful termination goes on in the virtual servers this change did
 	// not touch.
 	for k := range a.draining[fam] {
-		ps := st.vs[k]
+		ps := st.vs[k].ps
 		if visited[k] || ps == nil {
 			continue
 		}

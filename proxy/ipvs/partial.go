@@ -19,14 +19,12 @@ import (
 // changed Services only and turns the counts that cross zero into a delta,
 // so its cost follows the change, not the number of Services.
 type planState struct {
-	frags map[proxy.ServicePortName]*fragment
-	// ports are the planned ports of each Service.
-	ports map[types.NamespacedName][]proxy.ServicePortName
+	// services holds the fragments of each Service's planned ports.
+	services map[types.NamespacedName][]*fragment
 	// sets: short set name -> entry -> references.
 	sets     map[string]map[string]int
 	bind     map[netip.Addr]int
-	vs       map[Key]*PlannedService
-	vsRefs   map[Key]int
+	vs       map[Key]vsRef
 	lbNoNode map[Key]int
 	// noLocalInt/Ext: Service -> ports whose Local policy found no local
 	// endpoint.
@@ -34,14 +32,22 @@ type planState struct {
 	iptables               []byte
 }
 
+// vsRef is a planned virtual server and how many ports plan it (one, but
+// for conflicting Services).
+type vsRef struct {
+	ps   *PlannedService
+	refs int32
+}
+
 // newPlanState is the state of a plan just applied in full.
 func newPlanState(frags map[proxy.ServicePortName]*fragment, plan *Plan) *planState {
-	st := &planState{frags: map[proxy.ServicePortName]*fragment{}, ports: map[types.NamespacedName][]proxy.ServicePortName{},
-		sets: map[string]map[string]int{}, bind: map[netip.Addr]int{}, vs: map[Key]*PlannedService{}, vsRefs: map[Key]int{},
+	st := &planState{services: map[types.NamespacedName][]*fragment{},
+		sets: map[string]map[string]int{}, bind: map[netip.Addr]int{}, vs: make(map[Key]vsRef, len(frags)),
 		lbNoNode: map[Key]int{}, noLocalInt: map[string]int{}, noLocalExt: map[string]int{}, iptables: plan.IPTables}
 	t := &touched{}
 	for name, f := range frags {
-		st.addFragment(name, f, +1, t)
+		st.services[name.NamespacedName] = append(st.services[name.NamespacedName], f)
+		st.count(name.NamespacedName, f, +1, t)
 	}
 	return st
 }
@@ -55,27 +61,10 @@ type touched struct {
 	lbNoNode bool
 }
 
-// addFragment adds (sign +1) or removes (-1) a port's fragment. When t
-// holds maps, what the fragment touches is recorded there first.
-func (st *planState) addFragment(name proxy.ServicePortName, f *fragment, sign int, t *touched) {
-	if sign > 0 {
-		st.frags[name] = f
-		st.ports[name.NamespacedName] = append(st.ports[name.NamespacedName], name)
-	} else {
-		delete(st.frags, name)
-		ps := st.ports[name.NamespacedName]
-		for i, n := range ps {
-			if n == name {
-				ps = append(ps[:i:i], ps[i+1:]...)
-				break
-			}
-		}
-		if len(ps) == 0 {
-			delete(st.ports, name.NamespacedName)
-		} else {
-			st.ports[name.NamespacedName] = ps
-		}
-	}
+// count adds (sign +1) or removes (-1) the references of a port's fragment
+// (of Service nn). When t holds maps, what the fragment touches is recorded
+// there first.
+func (st *planState) count(nn types.NamespacedName, f *fragment, sign int, t *touched) {
 	for _, e := range f.entries {
 		m := st.sets[e.set]
 		if m == nil {
@@ -104,17 +93,21 @@ func (st *planState) addFragment(name proxy.ServicePortName, f *fragment, sign i
 	for i := range f.services {
 		ps := &f.services[i]
 		k := ps.VS.Key()
+		r := st.vs[k]
 		if t.vs != nil {
 			if _, ok := t.vs[k]; !ok {
-				t.vs[k] = st.vs[k]
+				t.vs[k] = r.ps
 			}
 		}
-		if st.vsRefs[k] += sign; st.vsRefs[k] <= 0 {
-			delete(st.vsRefs, k)
+		r.refs += int32(sign)
+		switch {
+		case r.refs <= 0:
 			delete(st.vs, k)
-		} else if sign > 0 {
-			st.vs[k] = ps
+			continue
+		case sign > 0:
+			r.ps = ps
 		}
+		st.vs[k] = r
 	}
 	for _, k := range f.lbNoNodeAccess {
 		t.lbNoNode = true
@@ -126,7 +119,7 @@ func (st *planState) addFragment(name proxy.ServicePortName, f *fragment, sign i
 		if !on {
 			return
 		}
-		n := name.NamespacedName.String()
+		n := nn.String()
 		if m[n] += sign; m[n] <= 0 {
 			delete(m, n)
 		}
@@ -165,18 +158,20 @@ func (st *planState) update(cfg PlanConfig, req *proxy.SyncRequest, changed sets
 		wasNonEmpty[i] = nonEmpty(s.Name)
 	}
 	d := &delta{}
-	for n := range changed {
-		for _, name := range append([]proxy.ServicePortName(nil), st.ports[n]...) {
-			st.addFragment(name, st.frags[name], -1, t)
+	for nn := range changed {
+		for _, f := range st.services[nn] {
+			st.count(nn, f, -1, t)
 		}
+		delete(st.services, nn)
 	}
-	for _, names := range req.ChangedPorts() {
+	for nn, names := range req.ChangedPorts() {
 		for _, name := range names {
 			f := planPort(cfg, name, portPolicy(cfg, name, req.Services, req.Endpoints), req.Endpoints[name])
 			if f == nil {
 				continue
 			}
-			st.addFragment(name, f, +1, t)
+			st.services[nn] = append(st.services[nn], f)
+			st.count(nn, f, +1, t)
 			if f.fallback != nil {
 				d.fallbacks = append(d.fallbacks, *f.fallback)
 			}
@@ -201,7 +196,7 @@ func (st *planState) update(cfg PlanConfig, req *proxy.SyncRequest, changed sets
 		}
 	}
 	for k, was := range t.vs {
-		now := st.vs[k]
+		now := st.vs[k].ps
 		switch {
 		case now == nil && was != nil:
 			d.delVS = append(d.delVS, was.VS)

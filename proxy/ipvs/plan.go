@@ -297,16 +297,17 @@ func (v portVS) emit(a netip.Addr, port int, chosen []*proxy.Endpoint) {
 			vs.Timeout = persistenceDefaultSecs
 		}
 	}
-	ps := PlannedService{Name: v.name, VS: vs}
-	seen := map[netip.AddrPort]bool{}
+	// Sized once and deduplicated after sorting: a partial sync keeps
+	// these between syncs, one per virtual server.
+	ps := PlannedService{Name: v.name, VS: vs, Dests: make([]RealServer, 0, len(chosen))}
 	for _, ep := range chosen {
-		if ep.Addr.Is6() != v.pl.cfg.IPv6 || seen[ep.AddrPort()] {
-			continue
+		if ep.Addr.Is6() == v.pl.cfg.IPv6 {
+			ps.Dests = append(ps.Dests, RealServer{Addr: ep.Addr, Port: uint16(ep.Port), Weight: v.bal.Weight(ep)})
 		}
-		seen[ep.AddrPort()] = true
-		ps.Dests = append(ps.Dests, RealServer{Addr: ep.Addr, Port: uint16(ep.Port), Weight: v.bal.Weight(ep)})
 	}
-	sortDests(ps.Dests)
+	// Stable, so that of an endpoint listed twice the first is kept.
+	slices.SortStableFunc(ps.Dests, func(a, b RealServer) int { return a.AddrPort().Compare(b.AddrPort()) })
+	ps.Dests = slices.Clip(slices.CompactFunc(ps.Dests, func(a, b RealServer) bool { return a.AddrPort() == b.AddrPort() }))
 	v.pl.f.services = append(v.pl.f.services, ps)
 }
 
