@@ -161,17 +161,12 @@ type Applier struct {
 	draining [2]map[Key]bool
 }
 
-// ApplyIPVS makes the IPVS table of one family match plan. Stale real
-// servers are drained (weight 0) and deleted once they have no connections
-// (at once for UDP and SCTP). Virtual servers of the family that the plan
-// does not hold are deleted. It keeps going after an error and returns all
-// errors joined.
-func ApplyIPVS(h Handle, plan *Plan, ipv6 bool, log *slog.Logger) error {
-	_, err := applyIPVS(h, plan, ipv6, log)
-	return err
-}
-
-// applyIPVS is ApplyIPVS returning the virtual servers left draining.
+// applyIPVS makes the IPVS table of one family match plan, read back from
+// the kernel. Stale real servers are drained (weight 0) and deleted once
+// they have no connections (at once for UDP and SCTP). Virtual servers of
+// the family that the plan does not hold are deleted. It keeps going after
+// an error, returns all errors joined, and the virtual servers left
+// draining.
 func applyIPVS(h Handle, plan *Plan, ipv6 bool, log *slog.Logger) (map[Key]bool, error) {
 	if log == nil {
 		log = slog.Default()
