@@ -100,5 +100,10 @@ func ratio(a, b stat) string {
 	if a.n == 0 || b.n == 0 || b.med == 0 {
 		return "–"
 	}
-	return fmt.Sprintf("%.2f×", a.med/b.med)
+	r := a.med / b.med
+	if r < 0.01 {
+		// Two significant digits rather than "0.00×".
+		return fmt.Sprintf("%.2g×", r)
+	}
+	return fmt.Sprintf("%.2f×", r)
 }
