@@ -6,9 +6,8 @@ import (
 	"net/netip"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/util/sets"
-
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/svcnet/svcnet/proxy"
 )
