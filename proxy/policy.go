@@ -270,7 +270,6 @@ type PolicyCache struct {
 // NewPolicyCache returns an empty cache.
 func NewPolicyCache() *PolicyCache { return &PolicyCache{policies: map[policyKey]*PortPolicy{}} }
 
-
 func sameNodeFacts(a, b NodeInfo) bool {
 	if a.Name != b.Name || len(a.IPs) != len(b.IPs) || len(a.Labels) != len(b.Labels) {
 		return false

@@ -377,6 +377,12 @@ func (m *memAddrs) Addrs(_ context.Context, v6 bool) ([]netip.Addr, error) {
 func (m *memAddrs) Add(_ context.Context, a netip.Addr) error { m.addrs[a] = true; return nil }
 func (m *memAddrs) Del(_ context.Context, a netip.Addr) error { delete(m.addrs, a); return nil }
 func (m *memAddrs) Delete(context.Context) error              { clear(m.addrs); return nil }
+func (m *memAddrs) LocalAddrs(_ context.Context, v6 bool) ([]netip.Addr, error) {
+	if v6 {
+		return nil, nil
+	}
+	return []netip.Addr{netip.MustParseAddr(ipvsNodeIP)}, nil
+}
 
 // setField assigns an unexported field of kube-proxy's Proxier (its
 // dependencies are unexported; its own fake constructor is in a _test.go

@@ -14,13 +14,15 @@ import (
 //     "0x004000"; iptables-save prints 0x4000); empty built-in chains are
 //     dropped (one fake lists them, the other does not). Rule order is
 //     compared exactly, except in the dispatch chains that kube-proxy fills
-//     in Go map order (sharedChains), compared as multisets, and the jumps to KUBE-NODEPORTS must
+//     in Go map order (sharedChains, IPVS mode's KUBE-IPVS-OUT-FILTER too), compared as multisets, and the jumps to KUBE-NODEPORTS must
 //     come last.
 //   - nftables: knftables.Fake's dump line by line; set and map elements
 //     as a multiset (kube-proxy adds them in map order).
 
 var sharedChains = map[string]bool{
 	"KUBE-SERVICES": true, "KUBE-EXTERNAL-SERVICES": true, "KUBE-NODEPORTS": true, "KUBE-PROXY-FIREWALL": true,
+	// IPVS mode: one DROP per load-balancer IP the node may not reach.
+	"KUBE-IPVS-OUT-FILTER": true,
 }
 
 func nodePortsLast(rules []string) bool {

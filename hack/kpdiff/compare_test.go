@@ -56,3 +56,30 @@ func TestDiffNFT(t *testing.T) {
 		t.Error("element change not seen")
 	}
 }
+
+// IPVS outputs: sections compared as multisets, a missing real server, a
+// flag or a bound address is a difference.
+func TestDiffIPVS(t *testing.T) {
+	base := ipvsSections(
+		[]string{"TCP 172.30.1.1:80 mh flags=0x10", "TCP 172.30.1.1:80 -> 10.0.1.1:8080 weight=1"},
+		[]string{"KUBE-CLUSTER-IP hash:ip,port", "KUBE-CLUSTER-IP 172.30.1.1,tcp:80"},
+		[]string{"172.30.1.1"}, "*nat\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -j ACCEPT\nCOMMIT\n")
+	reordered := ipvsSections(
+		[]string{"TCP 172.30.1.1:80 -> 10.0.1.1:8080 weight=1", "TCP 172.30.1.1:80 mh flags=0x10"},
+		[]string{"KUBE-CLUSTER-IP 172.30.1.1,tcp:80", "KUBE-CLUSTER-IP hash:ip,port"},
+		[]string{"172.30.1.1"}, "*nat\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -j ACCEPT\nCOMMIT\n")
+	if d := diffIPVS(base, reordered); len(d) != 0 {
+		t.Errorf("same state, other order: %q", d)
+	}
+	for _, c := range []struct{ what, old, new string }{
+		{"flag", "flags=0x10", "flags=0x0"},
+		{"real server", "TCP 172.30.1.1:80 -> 10.0.1.1:8080 weight=1\n", ""},
+		{"bound address", "*bind\n172.30.1.1\n", "*bind\n"},
+		{"set entry", "KUBE-CLUSTER-IP 172.30.1.1,tcp:80\n", ""},
+		{"rule", "-A KUBE-SERVICES -j ACCEPT", "-A KUBE-SERVICES -j RETURN"},
+	} {
+		if d := diffIPVS(base, strings.Replace(base, c.old, c.new, 1)); len(d) == 0 {
+			t.Errorf("%s changed: no difference found", c.what)
+		}
+	}
+}

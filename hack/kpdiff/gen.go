@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"net/netip"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -223,7 +224,14 @@ func (g *gen) service(i int) {
 	external := s.Type != v1.ServiceTypeClusterIP
 	if !headless && g.chance(0.2) {
 		for _, f := range s.IPFamilies {
-			s.ExternalIPs = append(s.ExternalIPs, g.ip(f, "203.0.113.%d", "2001:db8::%x"))
+			ip := g.ip(f, "203.0.113.%d", "2001:db8::%x")
+			// Now and then the node's own address (IPVS mode binds no
+			// local address to kube-ipvs0); drawn from the id, so the
+			// random sequence stays what it was.
+			if i == 0 && sc.ID%11 == 3 {
+				ip = sc.primaryIP(f).String()
+			}
+			s.ExternalIPs = append(s.ExternalIPs, ip)
 		}
 		external = true
 	}
@@ -431,6 +439,11 @@ func (sc *Scenario) features() []string {
 		}
 		if len(sp.ExternalIPs) > 0 {
 			f["externalIPs"] = true
+		}
+		for _, ip := range sp.ExternalIPs {
+			if a, err := netip.ParseAddr(ip); err == nil && slices.Contains(sc.NodeIPs, a) {
+				f["externalIP is a node address"] = true
+			}
 		}
 		if len(s.Status.LoadBalancer.Ingress) > 0 {
 			f["LB ingress IP"] = true

@@ -44,8 +44,9 @@ func main() {
 	n := flag.Int("n", 1000, "scenarios to generate")
 	seed := flag.Int64("seed", 1, "generator seed (scenario i of a seed is always the same)")
 	start := flag.Int("start", 0, "first scenario id")
-	modes := flag.String("modes", "iptables,nftables", "modes to compare")
+	modes := flag.String("modes", "iptables,nftables,ipvs", "modes to compare")
 	show := flag.Int("show", 2, "differing scenarios to print in full per mode")
+	kinds := flag.Int("kinds", 15, "kinds of difference to list per mode")
 	one := flag.Int("scenario", -1, "run only this scenario id and print its input and both outputs")
 	flag.Parse()
 	// kube-proxy logs through klog (for example "Service has no
@@ -60,6 +61,7 @@ func main() {
 	all := map[string]*modeRun{
 		"iptables": {name: "iptables", kp: kubeProxyIPTables, sv: svcnetIPTables, diff: diffIPTables},
 		"nftables": {name: "nftables", kp: kubeProxyNFTables, sv: svcnetNFTables, diff: diffNFT},
+		"ipvs":     {name: "ipvs", kp: kubeProxyIPVS, sv: svcnetIPVS, diff: diffIPVS},
 	}
 	var runs []*modeRun
 	for _, m := range strings.Split(*modes, ",") {
@@ -149,7 +151,7 @@ func main() {
 			}
 			sort.Slice(list, func(i, j int) bool { return len(list[i].ids) > len(list[j].ids) })
 			for i, e := range list {
-				if i == 15 {
+				if i == *kinds {
 					fmt.Printf("  ... %d more kinds\n", len(list)-i)
 					break
 				}

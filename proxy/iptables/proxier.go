@@ -316,7 +316,7 @@ func (p *Proxier) planInput(ctx context.Context, req *proxy.SyncRequest, v6 bool
 			break
 		}
 	}
-	npCIDRs, matchAll, v4Loopback := NodePortCIDRs(p.cfg.NodePortAddresses, v6)
+	npCIDRs, matchAll, v4Loopback := proxy.NodePortCIDRs(p.cfg.NodePortAddresses, v6)
 	if !v4Loopback {
 		in.LocalhostNodePorts = false
 	}
@@ -325,46 +325,9 @@ func (p *Proxier) planInput(ctx context.Context, req *proxy.SyncRequest, v6 bool
 		if err != nil {
 			p.log.Error("listing local addresses for --nodeport-addresses; NodePorts may not work", "err", err)
 		}
-		in.NodePortIPs = []netip.Addr{}
-		for _, a := range addrs {
-			for _, c := range npCIDRs {
-				if c.Contains(a) {
-					in.NodePortIPs = append(in.NodePortIPs, a)
-					break
-				}
-			}
-		}
+		in.NodePortIPs = append([]netip.Addr{}, proxy.NodePortIPs(addrs, npCIDRs, false)...)
 	}
 	return in
-}
-
-// NodePortCIDRs selects the --nodeport-addresses CIDRs of one family as
-// kube-proxy does: CIDRs of the other family are ignored; if none of this
-// family remain, or one of them is the zero CIDR (0.0.0.0/0, ::/0), NodePorts
-// match every local address (matchAll). v4Loopback reports whether an IPv4
-// CIDR covers the loopback range (or the list is empty); without it
-// localhost NodePorts are off, as kube-proxy forces
-// --iptables-localhost-nodeports=false when --nodeport-addresses excludes
-// 127.0.0.0/8.
-func NodePortCIDRs(all []netip.Prefix, v6 bool) (cidrs []netip.Prefix, matchAll, v4Loopback bool) {
-	for _, c := range all {
-		if c.Addr().Is6() != v6 {
-			continue
-		}
-		cidrs = append(cidrs, c)
-	}
-	if len(cidrs) == 0 {
-		return nil, true, !v6
-	}
-	for _, c := range cidrs {
-		if !v6 && (c.Addr().IsLoopback() || c.Contains(netip.AddrFrom4([4]byte{127, 0, 0, 0}))) {
-			v4Loopback = true
-		}
-		if c.Bits() == 0 {
-			return nil, true, v4Loopback
-		}
-	}
-	return cidrs, false, v4Loopback
 }
 
 // LocalAddresses lists the addresses configured on the interfaces of the

@@ -84,6 +84,18 @@ func (m *memIPT) ChainExists(context.Context, bool, string, string) (bool, error
 type memIface struct {
 	addrs []netip.Addr
 	reads int // Addrs calls
+	// local are the node's other addresses (LocalAddrs).
+	local []netip.Addr
+}
+
+func (m *memIface) LocalAddrs(_ context.Context, v6 bool) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, a := range m.local {
+		if a.Is6() == v6 {
+			out = append(out, a)
+		}
+	}
+	return out, nil
 }
 
 func (m *memIface) Ensure(context.Context) error { return nil }
@@ -124,7 +136,7 @@ var nodeIP = netip.MustParseAddr("192.168.0.11")
 
 func newTestKernel(t *testing.T, sched string) *testKernel {
 	t.Helper()
-	k := &testKernel{ipvs: NewFake(), sets: &memSets{sets: map[string][]string{}}, ipt: &memIPT{rules: map[string]bool{}}, iface: &memIface{}}
+	k := &testKernel{ipvs: NewFake(), sets: &memSets{sets: map[string][]string{}}, ipt: &memIPT{rules: map[string]bool{}}, iface: &memIface{local: []netip.Addr{nodeIP}}}
 	k.calls = &countingHandle{Handle: k.ipvs, n: map[string]int{}}
 	m, err := New(Config{
 		ModeConfig: proxy.ModeConfig{NodeName: "node-1", NodeIPs: []netip.Addr{nodeIP}, IPv4: true, Scheduler: sched,

@@ -16,6 +16,12 @@ import (
 // client on the same real server for Timeout seconds.
 const FlagPersistent = 0x1
 
+// FlagSchedPort is IP_VS_SVC_F_SCHED2, for the mh scheduler "mh-port": the
+// client's port is hashed with its address, so one client's connections
+// spread over the real servers. kube-proxy sets it on every virtual server
+// when the scheduler is mh.
+const FlagSchedPort = 0x10
+
 // VirtualServer is one IPVS service: the address, protocol and port
 // clients connect to, and how it picks a real server.
 type VirtualServer struct {
@@ -26,6 +32,8 @@ type VirtualServer struct {
 	// Persistent and Timeout (seconds) express ClientIP session affinity.
 	Persistent bool
 	Timeout    uint32
+	// HashPort is FlagSchedPort (with the mh scheduler).
+	HashPort bool
 }
 
 // Key identifies a virtual server in the kernel (address, protocol, port).
@@ -46,7 +54,8 @@ func (v VirtualServer) String() string {
 // sameSettings reports whether two virtual servers with the same Key need
 // no update.
 func (v VirtualServer) sameSettings(w VirtualServer) bool {
-	return v.Scheduler == w.Scheduler && v.Persistent == w.Persistent && (!v.Persistent || v.Timeout == w.Timeout)
+	return v.Scheduler == w.Scheduler && v.Persistent == w.Persistent && (!v.Persistent || v.Timeout == w.Timeout) &&
+		v.HashPort == w.HashPort
 }
 
 // RealServer is one IPVS destination, always with masquerade (NAT)
@@ -280,7 +289,7 @@ func sortDests(d []RealServer) {
 
 // Dump returns the table in `ipvsadm -Ln` form: the header, then each
 // virtual server ("TCP  10.96.3.215:38080 rr", with " persistent N" for
-// affinity) followed by its real servers ("  -> 10.244.1.5:8080 Masq 1 0 0"
+// affinity and " (mh-port)" for FlagSchedPort) followed by its real servers ("  -> 10.244.1.5:8080 Masq 1 0 0"
 // in ipvsadm's columns). Services are sorted by protocol, address and port,
 // real servers by address and port (ipvsadm prints the kernel's hash
 // order).
@@ -298,6 +307,9 @@ func Dump(h Handle) (string, error) {
 		fmt.Fprintf(&b, "%-3s  %s %s", vs.Protocol, netip.AddrPortFrom(vs.Addr, vs.Port), vs.Scheduler)
 		if vs.Persistent {
 			fmt.Fprintf(&b, " persistent %d", vs.Timeout)
+		}
+		if vs.HashPort {
+			b.WriteString(" (mh-port)")
 		}
 		b.WriteByte('\n')
 		dests, err := h.GetDestinations(vs)

@@ -34,9 +34,15 @@ func TestKernelApplyIPSetsIPTablesInterface(t *testing.T) {
 	ns := testbed.NewNetNS(t, "ipvs")
 	exe := proxy.OSExecutor{NetNS: ns.Name}
 	ctx := context.Background()
+	// The node's address, on a port-less bridge (no dummy driver here):
+	// NodePorts get a virtual server on it, found over rtnetlink.
+	ns.MustRun("ip", "link", "add", "eth0", "type", "bridge")
+	ns.MustRun("ip", "addr", "add", nodeIP.String()+"/24", "dev", "eth0")
+	ns.MustRun("ip", "link", "set", "eth0", "up")
+	h := NewFake()
 	m, err := New(Config{ModeConfig: proxy.ModeConfig{Exec: exe, NodeName: "node-1", IPv4: true,
 		NodeIPs: []netip.Addr{nodeIP}, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}},
-		Handle: NewFake(), SkipSysctls: true})
+		Handle: h, SkipSysctls: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,6 +61,15 @@ func TestKernelApplyIPSetsIPTablesInterface(t *testing.T) {
 	}
 	sync()
 	sync() // idempotent
+	table, _ := Dump(h)
+	if !strings.Contains(table, "TCP  "+nodeIP.String()+":30080 ") {
+		t.Errorf("no NodePort virtual server on the node's address %s:\n%s", nodeIP, table)
+	}
+	for _, a := range []string{"127.0.0.1:30080", "10.96.0.20:30080"} {
+		if strings.Contains(table, a) {
+			t.Errorf("NodePort virtual server on %s (loopback and kube-ipvs0 addresses take none):\n%s", a, table)
+		}
+	}
 	addrs := ns.MustRun("ip", "-o", "-4", "addr", "show", "dev", "kube-ipvs0")
 	for _, a := range []string{"10.96.3.215/32", "10.96.0.20/32", "198.51.100.9/32", "203.0.113.7/32"} {
 		if !strings.Contains(addrs, a) {

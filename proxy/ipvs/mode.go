@@ -1,14 +1,14 @@
 package ipvs
 
 import (
-	"time"
-
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -124,18 +124,14 @@ func New(cfg Config) (*Mode, error) {
 	return m, nil
 }
 
-// PlanFor returns the plan of one family for req (what a full Sync would
-// apply).
-func (m *Mode) PlanFor(req *proxy.SyncRequest, ipv6 bool) *Plan {
-	return BuildPlan(m.planConfig(req, ipv6), req.Services, req.Endpoints)
-}
-
-// planConfig is the PlanConfig of one family for req.
-func (m *Mode) planConfig(req *proxy.SyncRequest, ipv6 bool) PlanConfig {
+// planConfig is the PlanConfig of one family for req; local are the
+// node's addresses of the family outside kube-ipvs0 (Interface.LocalAddrs).
+func (m *Mode) planConfig(req *proxy.SyncRequest, ipv6 bool, local []netip.Addr) PlanConfig {
 	pc := PlanConfig{
 		IPv6: ipv6, Scheduler: m.cfg.Scheduler, MasqueradeAll: m.cfg.MasqueradeAll,
 		MasqueradeMark: fmt.Sprintf("%#08x", m.cfg.MasqueradeValue()),
 		NodeName:       req.Node.Name, NodeLabels: req.Node.Labels, Policy: req.Policy,
+		LocalAddrs: local,
 	}
 	if pc.NodeName == "" {
 		pc.NodeName = m.cfg.NodeName
@@ -146,24 +142,16 @@ func (m *Mode) planConfig(req *proxy.SyncRequest, ipv6 bool) PlanConfig {
 			break
 		}
 	}
-	seen := map[netip.Addr]bool{}
 	for _, a := range append(append([]netip.Addr{}, req.Node.IPs...), m.cfg.NodeIPs...) {
-		if a.Is6() != ipv6 || seen[a] {
-			continue
-		}
-		seen[a] = true
-		pc.NodeIPs = append(pc.NodeIPs, a)
-		if len(m.cfg.NodePortAddresses) == 0 {
-			pc.NodePortAddrs = append(pc.NodePortAddrs, a)
-			continue
-		}
-		for _, p := range m.cfg.NodePortAddresses {
-			if p.Contains(a) {
-				pc.NodePortAddrs = append(pc.NodePortAddrs, a)
-				break
-			}
+		if a.Is6() == ipv6 && !slices.Contains(pc.NodeIPs, a) {
+			pc.NodeIPs = append(pc.NodeIPs, a)
 		}
 	}
+	// As kube-proxy's IPVS mode: NodePorts get a virtual server on every
+	// local address (loopback and kube-ipvs0's aside) or on those in
+	// --nodeport-addresses.
+	cidrs, matchAll, _ := proxy.NodePortCIDRs(m.cfg.NodePortAddresses, ipv6)
+	pc.NodePortAddrs = proxy.NodePortIPs(local, cidrs, matchAll)
 	return pc
 }
 
@@ -183,16 +171,27 @@ func (m *Mode) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	var changed sets.Set[types.NamespacedName]
 	for _, v6 := range m.families {
 		fam := b2i(v6)
-		pc := m.planConfig(req, v6)
+		local, err := m.cfg.Iface.LocalAddrs(ctx, v6)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sync ipvs (ipv6=%v): %w", v6, err))
+			m.state[fam] = nil
+			continue
+		}
+		pc := m.planConfig(req, v6, local)
 		st := m.state[fam]
 		m.state[fam] = nil // until this sync has succeeded
-		var err error
+		// A change of the node's addresses changes every NodePort:
+		// replan everything.
+		if st != nil && !slices.Equal(st.local, local) {
+			st = nil
+		}
 		if req.Full || st == nil {
 			plan, frags := buildPlan(pc, req.Services, req.Endpoints)
 			m.report(plan.Fallbacks)
 			req.Stats.AddNoLocal(v6, plan.NoLocalEndpointsInternal, plan.NoLocalEndpointsExternal)
 			if err = m.applier.Apply(ctx, plan, v6, true); err == nil {
 				st = newPlanState(frags, plan)
+				st.local = local
 			}
 		} else {
 			if changed == nil {

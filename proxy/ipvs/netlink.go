@@ -91,6 +91,9 @@ func toLib(vs VirtualServer) *libipvs.Service {
 		s.Flags = FlagPersistent
 		s.Timeout = vs.Timeout
 	}
+	if vs.HashPort {
+		s.Flags |= FlagSchedPort
+	}
 	return s
 }
 
@@ -104,7 +107,7 @@ func fromLib(s *libipvs.Service) (VirtualServer, bool) {
 		a = netip.AddrFrom16(a.As16())
 	}
 	return VirtualServer{Addr: a, Protocol: protoName(s.Protocol), Port: s.Port, Scheduler: s.SchedName,
-		Persistent: s.Flags&FlagPersistent != 0, Timeout: s.Timeout}, true
+		Persistent: s.Flags&FlagPersistent != 0, Timeout: s.Timeout, HashPort: s.Flags&FlagSchedPort != 0}, true
 }
 
 func destLib(rs RealServer) *libipvs.Destination {

@@ -29,6 +29,9 @@ type planState struct {
 	// endpoint.
 	noLocalInt, noLocalExt map[string]int
 	iptables               []byte
+	// local are the node's addresses the plan was made with
+	// (PlanConfig.LocalAddrs).
+	local []netip.Addr
 }
 
 // vsRef is a planned virtual server and how many ports plan it (one, but

@@ -116,8 +116,13 @@ type PlanConfig struct {
 	// detection; the zero Prefix means no detection.
 	ClusterCIDR netip.Prefix
 	// NodePortAddrs are this node's addresses that accept NodePort
-	// traffic (one virtual server each per NodePort).
+	// traffic (one virtual server each per NodePort). With none, NodePorts
+	// and their health-check ports are left out, as kube-proxy does.
 	NodePortAddrs []netip.Addr
+	// LocalAddrs are the addresses on this node's links other than
+	// kube-ipvs0: an externalIP or LoadBalancer IP among them is not bound
+	// to kube-ipvs0 (it is local already).
+	LocalAddrs []netip.Addr
 	// NodeIPs are this node's addresses (for loadBalancerSourceRanges
 	// that include the node itself).
 	NodeIPs    []netip.Addr
@@ -289,7 +294,8 @@ type portVS struct {
 }
 
 func (v portVS) emit(a netip.Addr, port int, chosen []*proxy.Endpoint) {
-	vs := VirtualServer{Addr: a, Protocol: v.svc.Protocol, Port: uint16(port), Scheduler: v.bal.Scheduler}
+	vs := VirtualServer{Addr: a, Protocol: v.svc.Protocol, Port: uint16(port), Scheduler: v.bal.Scheduler,
+		HashPort: v.bal.Scheduler == "mh"}
 	if v.svc.SessionAffinity == v1.ServiceAffinityClientIP {
 		vs.Persistent = true
 		vs.Timeout = uint32(v.svc.StickyMaxAgeSeconds)
@@ -321,15 +327,17 @@ func (pl *planner) port(name proxy.ServicePortName, pol *proxy.PortPolicy, endpo
 	}
 	pl.f.noLocalInt = pol.Internal.Verdict == proxy.VerdictDrop
 	pl.f.noLocalExt = pol.External.Verdict == proxy.VerdictDrop
-	// ClusterIP virtual servers get exactly the policy's internal
-	// endpoints: none when it drops or rejects. External ones serve
-	// external clients and, in the same virtual server, the pods and the
-	// node itself, which the policy short-circuits to the cluster-wide
-	// endpoints; when the policy drops external traffic (Local, no
-	// endpoint here) they keep the cluster endpoints so that pods still
-	// reach the Service (kube-proxy's IPVS mode does the same; external
-	// clients' replies then go astray).
-	extEps := pol.External.Endpoints
+	// Every virtual server serves, besides the clients its policy is
+	// about, the pods and the node itself. When a Local policy finds no
+	// endpoint on this node (the policy drops) the virtual server keeps the
+	// cluster-wide endpoints, so that pods still reach the Service, as in
+	// kube-proxy's IPVS mode (kubernetes PR 97081); replies to external
+	// clients then go astray. External ones get what the policy
+	// short-circuits pods and the node to otherwise.
+	intEps, extEps := pol.Internal.Endpoints, pol.External.Endpoints
+	if pol.Internal.Verdict == proxy.VerdictDrop {
+		intEps = pol.Cluster
+	}
 	if pol.External.Verdict == proxy.VerdictDrop {
 		extEps = pol.Cluster
 	}
@@ -342,7 +350,7 @@ func (pl *planner) port(name proxy.ServicePortName, pol *proxy.PortPolicy, endpo
 	// ClusterIP.
 	cip := svc.ClusterIP()
 	pl.add(SetClusterIP, ipPortEntry(cip, proto, svc.Port))
-	v.emit(cip, svc.Port, pol.Internal.Endpoints)
+	v.emit(cip, svc.Port, intEps)
 	pl.f.bind = append(pl.f.bind, cip)
 	// externalIPs.
 	for _, ip := range svc.ExternalIPs {
@@ -352,10 +360,12 @@ func (pl *planner) port(name proxy.ServicePortName, pol *proxy.PortPolicy, endpo
 			pl.add(SetExternalIP, ipPortEntry(ip, proto, svc.Port))
 		}
 		v.emit(ip, svc.Port, extEps)
-		pl.f.bind = append(pl.f.bind, ip)
+		pl.bind(ip)
 	}
 	pl.loadBalancer(v, pol, extEps)
-	pl.nodePort(v, extEps)
+	if !pl.nodePort(v, extEps) {
+		return
+	}
 	if svc.HealthCheckNodePort != 0 {
 		pl.add(SetHealthCheckNodePort, strconv.Itoa(svc.HealthCheckNodePort))
 	}
@@ -385,16 +395,29 @@ func (pl *planner) loadBalancer(v portVS, pol *proxy.PortPolicy, extEps []*proxy
 			}
 		}
 		v.emit(ip, svc.Port, extEps)
+		pl.bind(ip)
+	}
+}
+
+// bind binds an external address to kube-ipvs0 unless a link of the node
+// has it.
+func (pl *planner) bind(ip netip.Addr) {
+	if !slices.Contains(pl.cfg.LocalAddrs, ip) {
 		pl.f.bind = append(pl.f.bind, ip)
 	}
 }
 
 // nodePort plans the NodePort of a port: set entries and a virtual server
-// per NodePort address.
-func (pl *planner) nodePort(v portVS, extEps []*proxy.Endpoint) {
+// per NodePort address. It returns false when the port has a NodePort but
+// the node no NodePort address: kube-proxy then skips the rest of the port
+// (its health-check port too).
+func (pl *planner) nodePort(v portVS, extEps []*proxy.Endpoint) bool {
 	svc, proto := v.svc, v.svc.Protocol
 	if svc.NodePort == 0 {
-		return
+		return true
+	}
+	if len(pl.cfg.NodePortAddrs) == 0 {
+		return false
 	}
 	switch proto {
 	case v1.ProtocolTCP, v1.ProtocolUDP:
@@ -419,6 +442,7 @@ func (pl *planner) nodePort(v portVS, extEps []*proxy.Endpoint) {
 			v.emit(a, svc.NodePort, extEps)
 		}
 	}
+	return true
 }
 
 // finish sorts what the ports produced into the Plan and writes its

@@ -413,3 +413,68 @@ func TestJumpsCheckedOnFullSyncs(t *testing.T) {
 		t.Fatal("the full sync did not put the deleted jump back")
 	}
 }
+
+// What hack/kpdiff found against kube-proxy's IPVS proxier, one case each.
+
+// TestInternalLocalWithoutLocalEndpoints: with internalTrafficPolicy Local
+// and no endpoint on this node, the ClusterIP keeps the cluster-wide
+// endpoints too (kube-proxy's syncEndpoint falls back for both policies).
+func TestInternalLocalWithoutLocalEndpoints(t *testing.T) {
+	sp := clusterIP("itp", "10.96.0.40", 80, v1.ProtocolTCP)
+	sp.Type, sp.NodePort, sp.InternalPolicyLocal = v1.ServiceTypeNodePort, 30040, true
+	p := BuildPlan(PlanConfig{NodePortAddrs: []netip.Addr{nodeIP}, NodeName: "node-1", MasqueradeMark: "0x00004000"},
+		proxy.ServicePortMap{sp.Name: sp}, proxy.EndpointsMap{sp.Name: {ep("10.244.2.6", 8080, false)}})
+	if p.NoLocalEndpointsInternal != 1 {
+		t.Errorf("no-local internal count = %d, want 1", p.NoLocalEndpointsInternal)
+	}
+	for _, ps := range p.Services {
+		if len(ps.Dests) != 1 || ps.Dests[0].Addr != netip.MustParseAddr("10.244.2.6") {
+			t.Errorf("%s: real servers %v, want the remote endpoint", ps.VS, ps.Dests)
+		}
+	}
+	// A ClusterIP-only Service never uses cluster-wide endpoints: none.
+	sp.Type, sp.NodePort = v1.ServiceTypeClusterIP, 0
+	p = BuildPlan(PlanConfig{NodeName: "node-1", MasqueradeMark: "0x00004000"},
+		proxy.ServicePortMap{sp.Name: sp}, proxy.EndpointsMap{sp.Name: {ep("10.244.2.6", 8080, false)}})
+	if len(p.Services) != 1 || len(p.Services[0].Dests) != 0 {
+		t.Errorf("ClusterIP-only, internal Local, no local endpoint: %+v", p.Services)
+	}
+}
+
+// TestMaglevHashesPorts: the mh scheduler gets the mh-port flag.
+func TestMaglevHashesPorts(t *testing.T) {
+	k := newTestKernel(t, "mh")
+	s := newState()
+	s.service(clusterIP("mh", "10.96.0.41", 80, v1.ProtocolTCP), ep("10.244.1.5", 80, true))
+	s.service(clusterIP("rr", "10.96.0.42", 80, v1.ProtocolTCP), ep("10.244.1.5", 80, true))
+	s.svcs[spn("default", "rr", "", v1.ProtocolTCP)].Scheduler = "rr"
+	k.sync(t, s)
+	want := `TCP 10.96.0.41:80 mh (mh-port)
+  -> 10.244.1.5:80 Masq 1 0 0
+TCP 10.96.0.42:80 rr
+  -> 10.244.1.5:80 Masq 1 0 0`
+	if got := norm(k.dump(t)); got != want {
+		t.Fatalf("dump:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestLocalExternalIPNotBound: an externalIP the node already has is not
+// bound to kube-ipvs0; with no NodePort address, NodePorts and their
+// health-check ports are left out.
+func TestLocalExternalIPNotBound(t *testing.T) {
+	sp, eps := nodePortLocal()
+	sp.ExternalIPs = []netip.Addr{nodeIP}
+	p := BuildPlan(PlanConfig{LocalAddrs: []netip.Addr{nodeIP}, NodeName: "node-1", MasqueradeMark: "0x00004000"},
+		proxy.ServicePortMap{sp.Name: sp}, proxy.EndpointsMap{sp.Name: eps})
+	if slices.Contains(p.Bind, nodeIP) {
+		t.Errorf("the node's own address bound to kube-ipvs0: %v", p.Bind)
+	}
+	if !slices.Contains(p.Bind, netip.MustParseAddr("198.51.100.9")) {
+		t.Errorf("LoadBalancer IP not bound: %v", p.Bind)
+	}
+	for _, set := range []string{SetNodePortTCP, SetNodePortLocalTCP, SetHealthCheckNodePort} {
+		if len(p.IPSets[set]) != 0 {
+			t.Errorf("%s = %v with no NodePort address", set, p.IPSets[set])
+		}
+	}
+}

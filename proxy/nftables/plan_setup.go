@@ -1,8 +1,6 @@
 package nftables
 
 import (
-	"net/netip"
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -90,22 +88,16 @@ func (pl *planner) setupMasquerading(tx *txn) {
 // --nodeport-addresses "all") means every local address, like no CIDR of
 // this family.
 func (pl *planner) setupNodePorts(tx *txn, node proxy.NodeInfo) bool {
-	matchAll := len(pl.cfg.NodePortAddresses) == 0 || slices.ContainsFunc(pl.cfg.NodePortAddresses, func(c netip.Prefix) bool { return c.Bits() == 0 })
+	cidrs, matchAll, _ := proxy.NodePortCIDRs(pl.cfg.NodePortAddresses, pl.cfg.IPv6)
 	tx.add(&knftables.Set{Name: nodePortIPsSet, Type: pl.addrType, Comment: ptrTo("IPs that accept NodePort traffic")})
 	if matchAll {
 		tx.delete(&knftables.Set{Name: nodePortIPsSet})
 		return true
 	}
 	tx.flush(&knftables.Set{Name: nodePortIPsSet})
-	for _, ip := range node.IPs {
-		if ip.Is6() != pl.cfg.IPv6 || ip.IsLoopback() {
-			continue
-		}
-		for _, pr := range pl.cfg.NodePortAddresses {
-			if pr.Contains(ip) {
-				tx.add(&knftables.Element{Set: nodePortIPsSet, Key: []string{ip.String()}})
-				break
-			}
+	for _, ip := range proxy.NodePortIPs(node.IPs, cidrs, false) {
+		if !ip.IsLoopback() {
+			tx.add(&knftables.Element{Set: nodePortIPsSet, Key: []string{ip.String()}})
 		}
 	}
 	return false

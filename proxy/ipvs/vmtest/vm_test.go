@@ -22,7 +22,7 @@ import (
 // Names absent from the kernel's tree must be built in.
 var modulesWanted = []string{
 	"crc32c_generic", "veth", "bridge", "dummy", "br_netfilter",
-	"nf_conntrack", "nf_nat", "ip_vs", "ip_vs_rr", "ip_vs_wrr", "ip_vs_sh",
+	"nf_conntrack", "nf_nat", "ip_vs", "ip_vs_rr", "ip_vs_wrr", "ip_vs_sh", "ip_vs_mh",
 	"ip_set", "ip_set_hash_ip", "ip_set_hash_ipport", "ip_set_hash_ipportip", "ip_set_hash_ipportnet", "ip_set_bitmap_port",
 	"ip_tables", "iptable_nat", "iptable_filter", "xt_set", "xt_comment", "xt_mark", "xt_addrtype", "xt_MASQUERADE",
 	"xt_conntrack", "xt_physdev", "xt_ipvs", "ipt_REJECT", "xt_nat",

@@ -264,9 +264,16 @@ func run() error {
 	hashed.Scheduler = "sh"
 	sticky := svc("sticky", "10.96.0.12", 80)
 	sticky.SessionAffinity, sticky.StickyMaxAgeSeconds = v1.ServiceAffinityClientIP, 60
+	// mh with the mh-port flag (as kube-proxy sets it): one client's
+	// connections, from different ports, spread over the backends.
+	maglev := svc("maglev", "10.96.0.13", 80)
+	maglev.Scheduler = "mh"
+	// The NodePort gets a virtual server on every address of the node
+	// (10.0.0.1 and the pod bridge's 10.244.0.1), as in kube-proxy: 6
+	// virtual servers with 2 real servers each.
 	req := &proxy.SyncRequest{Full: true, Services: proxy.ServicePortMap{}, Endpoints: proxy.EndpointsMap{},
 		Node: proxy.NodeInfo{Name: "node", IPs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}}}
-	for _, s := range []*proxy.ServicePort{spread, hashed, sticky} {
+	for _, s := range []*proxy.ServicePort{spread, hashed, sticky, maglev} {
 		req.Services[s.Name] = s
 		req.Endpoints[s.Name] = endpoints()
 	}
@@ -283,7 +290,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if a, b := norm(dump), norm(real); !slices.Equal(a, b) || len(a) != 12 {
+	if a, b := norm(dump), norm(real); !slices.Equal(a, b) || len(a) != 18 {
 		return fmt.Errorf("dump differs from ipvsadm -Ln:\n%s\nipvsadm:\n%s", dump, real)
 	}
 	fmt.Println("check: dump matches ipvsadm -Ln")
@@ -311,6 +318,7 @@ func run() error {
 		{"NodePort rr spreads evenly", "10.0.0.1:30080", func(h map[string]int) bool { return h["be1"] == 10 && h["be2"] == 10 }},
 		{"sh keeps one client on one backend", "10.96.0.11:80", func(h map[string]int) bool { return len(h) == 1 }},
 		{"ClientIP affinity persists", "10.96.0.12:80", func(h map[string]int) bool { return len(h) == 1 }},
+		{"mh with mh-port spreads one client's connections", "10.96.0.13:80", func(h map[string]int) bool { return len(h) == 2 }},
 	} {
 		h, err := hits(c.addr, 20)
 		if err != nil {
