@@ -13,9 +13,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	sysctltest "k8s.io/component-helpers/node/util/sysctl/testing"
-	"k8s.io/kubernetes/pkg/proxy"
-	"k8s.io/kubernetes/pkg/proxy/conntrack"
-	"k8s.io/kubernetes/pkg/proxy/healthcheck"
 	kpipvs "k8s.io/kubernetes/pkg/proxy/ipvs"
 	kpipset "k8s.io/kubernetes/pkg/proxy/ipvs/ipset"
 	ipsettest "k8s.io/kubernetes/pkg/proxy/ipvs/ipset/testing"
@@ -135,31 +132,16 @@ func kubeProxyIPVS(sc *Scenario, fam v1.IPFamily) (string, error) {
 		ipsetList[name] = kpipvs.NewIPSet(ipsetF, name, s.SetType, v6, s.Comment)
 	}
 	p := &kpipvs.Proxier{}
-	st, et := ipvsMakers.trackers(fam, sc.NodeName)
 	sched := ipvsScheduler(sc)
 	if sched == "" {
 		sched = "rr"
 	}
-	set(p, "ipFamily", fam)
-	set(p, "svcPortMap", make(proxy.ServicePortMap))
-	set(p, "serviceChanges", st)
-	set(p, "endpointsMap", make(proxy.EndpointsMap))
-	set(p, "endpointsChanges", et)
-	set(p, "topologyLabels", sc.nodeLabels())
+	setBase(p, ipvsMakers, sc, fam)
 	set(p, "initialSync", true)
-	set(p, "syncRunner", noopRunner)
-	set(p, "syncPeriod", time.Hour)
 	set(p, "minSyncPeriod", time.Hour)
 	set(p, "iptables", utiliptables.Interface(ipt))
 	set(p, "ipvs", utilipvs.Interface(ipvsF))
 	set(p, "ipset", kpipset.Interface(ipsetF))
-	set(p, "conntrack", conntrack.NewFake())
-	set(p, "masqueradeAll", sc.MasqueradeAll)
-	set(p, "masqueradeMark", fmt.Sprintf("%#08x", 1<<sc.MasqueradeBit))
-	set(p, "localDetector", detector(sc, fam))
-	set(p, "nodeName", sc.NodeName)
-	set(p, "nodeIP", nodeIP(sc, fam))
-	set(p, "serviceHealthServer", healthcheck.NewFakeServiceHealthServer())
 	set(p, "ipvsScheduler", sched)
 	set(p, "iptablesData", bytes.NewBuffer(nil))
 	set(p, "filterChainsData", bytes.NewBuffer(nil))
@@ -170,9 +152,7 @@ func kubeProxyIPVS(sc *Scenario, fam v1.IPFamily) (string, error) {
 	set(p, "netlinkHandle", kpipvs.NetLinkHandle(nl))
 	set(p, "ipsetList", ipsetList)
 	set(p, "nodePortAddresses", proxyutil.NewNodePortAddresses(fam, sc.NodePortAddresses))
-	set(p, "networkInterfacer", fakeNetwork(sc))
 	set(p, "gracefuldeleteManager", kpipvs.NewGracefulTerminationManager(ipvsF))
-	set(p, "logger", discardLogger)
 	feed(p, sc)
 
 	var ipvsLines []string

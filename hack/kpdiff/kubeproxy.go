@@ -158,6 +158,30 @@ func feed(p interface {
 	p.OnEndpointSlicesSynced()
 }
 
+// setBase fills the fields every kube-proxy proxier has, as its
+// NewFakeProxier does: the trackers (made with m's constructors), the node,
+// the fakes for conntrack and the health-check server.
+func setBase(p any, m makers, sc *Scenario, fam v1.IPFamily) {
+	st, et := m.trackers(fam, sc.NodeName)
+	set(p, "ipFamily", fam)
+	set(p, "svcPortMap", make(proxy.ServicePortMap))
+	set(p, "serviceChanges", st)
+	set(p, "endpointsMap", make(proxy.EndpointsMap))
+	set(p, "endpointsChanges", et)
+	set(p, "topologyLabels", sc.nodeLabels())
+	set(p, "syncRunner", noopRunner)
+	set(p, "syncPeriod", time.Hour)
+	set(p, "masqueradeAll", sc.MasqueradeAll)
+	set(p, "masqueradeMark", fmt.Sprintf("%#08x", 1<<sc.MasqueradeBit))
+	set(p, "conntrack", conntrack.NewFake())
+	set(p, "localDetector", detector(sc, fam))
+	set(p, "nodeName", sc.NodeName)
+	set(p, "nodeIP", nodeIP(sc, fam))
+	set(p, "serviceHealthServer", healthcheck.NewFakeServiceHealthServer())
+	set(p, "networkInterfacer", fakeNetwork(sc))
+	set(p, "logger", discardLogger)
+}
+
 // kubeProxyIPTables runs kube-proxy's iptables proxier for one family and
 // returns iptables-save output of its nat, filter and mangle tables.
 func kubeProxyIPTables(sc *Scenario, fam v1.IPFamily) (string, error) {
@@ -169,24 +193,9 @@ func kubeProxyIPTables(sc *Scenario, fam v1.IPFamily) (string, error) {
 	}
 	npa := proxyutil.NewNodePortAddresses(fam, sc.NodePortAddresses)
 	p := &kpiptables.Proxier{}
-	st, et := iptMakers.trackers(fam, sc.NodeName)
-	set(p, "ipFamily", fam)
-	set(p, "svcPortMap", make(proxy.ServicePortMap))
-	set(p, "serviceChanges", st)
-	set(p, "endpointsMap", make(proxy.EndpointsMap))
-	set(p, "endpointsChanges", et)
-	set(p, "topologyLabels", sc.nodeLabels())
+	setBase(p, iptMakers, sc, fam)
 	set(p, "needFullSync", true)
-	set(p, "syncRunner", noopRunner)
-	set(p, "syncPeriod", time.Hour)
 	set(p, "iptables", utiliptables.Interface(ipt))
-	set(p, "masqueradeAll", sc.MasqueradeAll)
-	set(p, "masqueradeMark", fmt.Sprintf("%#08x", 1<<sc.MasqueradeBit))
-	set(p, "conntrack", conntrack.NewFake())
-	set(p, "localDetector", detector(sc, fam))
-	set(p, "nodeName", sc.NodeName)
-	set(p, "nodeIP", nodeIP(sc, fam))
-	set(p, "serviceHealthServer", healthcheck.NewFakeServiceHealthServer())
 	set(p, "precomputedProbabilities", make([]string, 0, 1001))
 	set(p, "iptablesData", bytes.NewBuffer(nil))
 	set(p, "existingFilterChainsData", bytes.NewBuffer(nil))
@@ -196,8 +205,6 @@ func kubeProxyIPTables(sc *Scenario, fam v1.IPFamily) (string, error) {
 	set(p, "natRules", proxyutil.NewLineBuffer())
 	set(p, "localhostNodePorts", npa.ContainsIPv4Loopback())
 	set(p, "nodePortAddresses", npa)
-	set(p, "networkInterfacer", fakeNetwork(sc))
-	set(p, "logger", discardLogger)
 	// nfacct counters off: svcnet does not write nfacct matches (see
 	// docs/proxy-modes.md).
 	set(p, "nfAcctCounters", map[string]bool{
@@ -244,30 +251,13 @@ func kubeProxyNFTables(sc *Scenario, fam v1.IPFamily) (string, error) {
 	nft := knftables.NewFake(nfFam, "kube-proxy")
 	mark := fmt.Sprintf("%#08x", 1<<sc.MasqueradeBit)
 	p := &kpnftables.Proxier{}
-	st, et := nftMakers.trackers(fam, sc.NodeName)
-	set(p, "ipFamily", fam)
-	set(p, "svcPortMap", make(proxy.ServicePortMap))
-	set(p, "serviceChanges", st)
-	set(p, "endpointsMap", make(proxy.EndpointsMap))
-	set(p, "endpointsChanges", et)
-	set(p, "topologyLabels", sc.nodeLabels())
+	setBase(p, nftMakers, sc, fam)
 	set(p, "needFullSync", true)
-	set(p, "syncRunner", noopRunner)
-	set(p, "syncPeriod", time.Hour)
 	set(p, "nftables", knftables.Interface(nft))
-	set(p, "masqueradeAll", sc.MasqueradeAll)
-	set(p, "masqueradeMark", mark)
 	set(p, "masqueradeRule", "mark set mark or "+mark)
-	set(p, "conntrack", conntrack.NewFake())
-	set(p, "localDetector", detector(sc, fam))
-	set(p, "nodeName", sc.NodeName)
-	set(p, "nodeIP", nodeIP(sc, fam))
-	set(p, "serviceHealthServer", healthcheck.NewFakeServiceHealthServer())
 	set(p, "nodePortAddresses", proxyutil.NewNodePortAddresses(fam, sc.NodePortAddresses))
-	set(p, "networkInterfacer", fakeNetwork(sc))
 	set(p, "staleChains", make(map[string]time.Time))
 	set(p, "serviceCIDRs", strings.Join(sc.serviceCIDRs(fam), ","))
-	set(p, "logger", discardLogger)
 	set(p, "logRateLimiter", rate.NewLimiter(rate.Every(24*time.Hour), 1))
 	for f, c := range map[string][2]string{
 		"clusterIPs":               {"set", "cluster-ips"},
