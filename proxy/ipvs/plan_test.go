@@ -478,3 +478,25 @@ func TestLocalExternalIPNotBound(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeAddressChangeReplans: a new address on the node gets the
+// NodePorts at the next sync, partial or not (every NodePort changes, so
+// the sync replans everything).
+func TestNodeAddressChangeReplans(t *testing.T) {
+	k := newTestKernel(t, "")
+	s := newState()
+	sp, eps := nodePortLocal()
+	s.service(sp, eps...)
+	k.sync(t, s)
+	second := netip.MustParseAddr("192.168.1.11")
+	k.iface.local = append(k.iface.local, second)
+	k.syncFull(t, s, false) // nothing changed in the API
+	if !strings.Contains(k.dump(t), "TCP  192.168.1.11:30080 rr") {
+		t.Fatalf("no NodePort on the new address:\n%s", k.dump(t))
+	}
+	k.iface.local = k.iface.local[:1]
+	k.syncFull(t, s, false)
+	if strings.Contains(k.dump(t), "192.168.1.11:30080") {
+		t.Fatalf("NodePort left on the removed address:\n%s", k.dump(t))
+	}
+}
