@@ -115,15 +115,24 @@ func TestUpDown(t *testing.T) {
 	if got != "10.96.0.1\n" {
 		t.Errorf("DNS through the ClusterIP 10.96.0.10: %q", got)
 	}
-	// --proxy-arg reached the proxies: Service chains pick endpoints from
-	// the shared maps.
+	// --proxy-arg reached the proxies: Service chains with more than one
+	// endpoint (the DNS Service, once every DNS pod's endpoint has reached
+	// this node's proxy; one endpoint is a plain dnat) pick from the shared
+	// maps.
 	nodeName := NodeName(prefix, 2)
-	out, err := exec.Command(bin, "node-exec", "--data-dir", dir, nodeName, "--", "nft", "list", "table", "ip", "kube-proxy").CombinedOutput()
-	if err != nil {
-		t.Fatalf("node-exec %s nft list: %v\n%s", nodeName, err, out)
+	var table string
+	for i := 0; i < 30; i++ {
+		out, err := exec.Command(bin, "node-exec", "--data-dir", dir, nodeName, "--", "nft", "list", "table", "ip", "kube-proxy").CombinedOutput()
+		if err != nil {
+			t.Fatalf("node-exec %s nft list: %v\n%s", nodeName, err, out)
+		}
+		if table = string(out); strings.Contains(table, "map service-endpoints-udp-") && strings.Contains(table, "numgen random mod") {
+			break
+		}
+		time.Sleep(time.Second)
 	}
-	if !strings.Contains(string(out), "map service-endpoints-udp-") || !strings.Contains(string(out), "numgen random mod") {
-		t.Errorf("node %s: no shared endpoint map in its kube-proxy table:\n%s", nodeName, out)
+	if !strings.Contains(table, "map service-endpoints-udp-") || !strings.Contains(table, "numgen random mod") {
+		t.Errorf("node %s: no shared endpoint map in its kube-proxy table:\n%s", nodeName, table)
 	}
 	// Ctrl-C: everything goes.
 	_ = up.Process.Signal(syscall.SIGTERM)

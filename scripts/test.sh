@@ -12,7 +12,7 @@ go vet ./...
 # needs a kernel feature or a program says so in its skip message.
 go test -count=1 -p 2 -timeout 30m ./... "$@"
 # hack/kpdiff is its own Go module (svcnet must not depend on
-# k8s.io/kubernetes). It runs svcnet's iptables and nftables modes beside
+# k8s.io/kubernetes). It runs svcnet's iptables, nftables and IPVS modes beside
 # kube-proxy's own proxiers on 5,000 generated scenarios and exits non-zero
 # on any difference. Building it cold costs about 270 CPU-seconds, and the
 # run about 15.
