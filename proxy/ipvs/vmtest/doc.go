@@ -9,7 +9,13 @@
 // program (./guest, built with CGO_ENABLED=0) as /init, the kernel modules
 // it needs with their dependencies (read from each module's .modinfo), and
 // ip, ipvsadm, ipset, iptables-legacy and busybox with their shared
-// libraries. The guest reports "SVCNET-VMTEST PASS" or "SVCNET-VMTEST
+// libraries. The guest programs a node namespace (a bridge with two
+// backend pods in hairpin mode, a client behind a veth) and checks, with
+// real connections: the dump against ipvsadm -Ln, rr spread on a ClusterIP
+// and on NodePorts of every node address, sh and ClientIP stickiness, mh
+// with mh-port spreading one client, a backend reaching itself through its
+// ClusterIP (KUBE-LOOP-BACK), graceful termination after a partial sync,
+// and cleanup. The guest reports "SVCNET-VMTEST PASS" or "SVCNET-VMTEST
 // FAIL: ..." on the serial console and powers off.
 //
 // Environment: SVCNET_VMTEST_CACHE overrides the cache directory

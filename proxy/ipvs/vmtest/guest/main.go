@@ -137,6 +137,10 @@ func setupNetwork() error {
 		cmds = append(cmds,
 			[]string{"ip", "-n", "node", "link", "add", v, "type", "veth", "peer", "name", "eth0", "netns", be},
 			[]string{"ip", "-n", "node", "link", "set", v, "master", "br0"},
+			// Hairpin mode, as svcnet's node agent (and the kubelet, CNI's
+			// bridge plugin) sets it: a pod's connection to its own
+			// Service comes back out of the port it came in by.
+			[]string{"ip", "-n", "node", "link", "set", v, "type", "bridge_slave", "hairpin", "on"},
 			[]string{"ip", "-n", "node", "link", "set", v, "up"},
 			[]string{"ip", "-n", be, "addr", "add", fmt.Sprintf("10.244.0.%d/24", 11+i), "dev", "eth0"},
 			[]string{"ip", "-n", be, "link", "set", "eth0", "up"},
@@ -172,9 +176,12 @@ func serve(be string) error {
 
 // hits makes n sequential connections from the client to addr and counts
 // the answering backends.
-func hits(addr string, n int) (map[string]int, error) {
+func hits(addr string, n int) (map[string]int, error) { return hitsFrom("client", addr, n) }
+
+// hitsFrom is hits from the network namespace ns.
+func hitsFrom(ns, addr string, n int) (map[string]int, error) {
 	out := map[string]int{}
-	err := inNS("client", func() error {
+	err := inNS(ns, func() error {
 		for i := 0; i < n; i++ {
 			c, err := net.DialTimeout("tcp", addr, 3*time.Second)
 			if err != nil {
@@ -329,6 +336,28 @@ func run() error {
 		}
 		fmt.Printf("check: %s: %v\n", c.what, h)
 	}
+	// A pod reaching itself through its Service: the real server is the
+	// client, so the node masquerades it (KUBE-LOOP-BACK) or the reply
+	// would never return through IPVS.
+	h, err := hitsFrom("be1", "10.96.0.10:80", 20)
+	if err != nil {
+		for _, c := range [][]string{
+			{"ip", "netns", "exec", "node", "ipset", "list", "KUBE-LOOP-BACK"},
+			{"ip", "netns", "exec", "node", "iptables-legacy", "-t", "nat", "-L", "-v", "-n"},
+			{"ip", "netns", "exec", "node", "iptables-legacy", "-t", "filter", "-L", "-v", "-n"},
+			{"ip", "netns", "exec", "node", "ipvsadm", "-Lnc"},
+			{"ip", "netns", "exec", "node", "sysctl", "net.ipv4.vs.conntrack", "net.bridge.bridge-nf-call-iptables", "net.ipv4.conf.all.rp_filter", "net.ipv4.conf.br0.rp_filter"},
+			{"ip", "netns", "exec", "node", "cat", "/proc/net/nf_conntrack"},
+		} {
+			out, _ := sh(c...)
+			fmt.Printf("diag %v:\n%s\n", c[4:], out)
+		}
+		return fmt.Errorf("a backend through its own ClusterIP: %w", err)
+	}
+	if h["be1"] == 0 || h["be2"] == 0 {
+		return fmt.Errorf("a backend through its own ClusterIP: got %v, want both backends (itself too)", h)
+	}
+	fmt.Printf("check: a backend reaches itself and the other through its ClusterIP: %v\n", h)
 
 	// Graceful termination on the real kernel: an endpoint removed while a
 	// connection is open stays with weight 0.
@@ -355,7 +384,7 @@ func run() error {
 		return fmt.Errorf("removed real server with connections should stay with weight 0:\n%s", dump)
 	}
 	fmt.Println("check: removed real server with connections is quiesced (weight 0)")
-	h, err := hits("10.96.0.10:80", 6)
+	h, err = hits("10.96.0.10:80", 6)
 	if err != nil || h["be1"] != 6 {
 		return fmt.Errorf("after removing be2 from spread: %v %v", h, err)
 	}
