@@ -205,6 +205,9 @@ type ModeConfig struct {
 	// NodePortAddresses are --nodeport-addresses; empty means every local
 	// address.
 	NodePortAddresses []netip.Prefix
+	// LocalAddrs, when set, replaces reading the node's addresses from its
+	// links (tests; see ListLocalAddrs).
+	LocalAddrs func(ctx context.Context) ([]LinkAddr, error)
 	// ServiceCIDRs are the Service IP ranges (svcnet's
 	// --service-cluster-ip-range); modes that can drop traffic to
 	// unallocated ClusterIPs inside them do so. Empty disables that.

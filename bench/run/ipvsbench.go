@@ -254,6 +254,11 @@ func ipvsSvcnet(n, changes int) (ipvsResult, error) {
 			NodeIPs:       []netip.Addr{netip.MustParseAddr(ipvsNodeIP)},
 			ClusterCIDRs:  []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
 			MasqueradeBit: &bit, Exec: proxy.OSExecutor{},
+			// The node's address, as kube-proxy's fake netlink handle
+			// lists it beside.
+			LocalAddrs: func(context.Context) ([]proxy.LinkAddr, error) {
+				return []proxy.LinkAddr{{Link: "eth0", Addr: netip.MustParseAddr(ipvsNodeIP)}}, nil
+			},
 		},
 		Handle: h, Iface: &memAddrs{addrs: map[netip.Addr]bool{}}, SkipSysctls: true,
 	})
@@ -377,12 +382,7 @@ func (m *memAddrs) Addrs(_ context.Context, v6 bool) ([]netip.Addr, error) {
 func (m *memAddrs) Add(_ context.Context, a netip.Addr) error { m.addrs[a] = true; return nil }
 func (m *memAddrs) Del(_ context.Context, a netip.Addr) error { delete(m.addrs, a); return nil }
 func (m *memAddrs) Delete(context.Context) error              { clear(m.addrs); return nil }
-func (m *memAddrs) LocalAddrs(_ context.Context, v6 bool) ([]netip.Addr, error) {
-	if v6 {
-		return nil, nil
-	}
-	return []netip.Addr{netip.MustParseAddr(ipvsNodeIP)}, nil
-}
+
 
 // setField assigns an unexported field of kube-proxy's Proxier (its
 // dependencies are unexported; its own fake constructor is in a _test.go

@@ -243,23 +243,8 @@ func (m *memSets) Restore(_ context.Context, payload []byte) error {
 	return nil
 }
 
-// memIface is kube-ipvs0 in memory; the node's other addresses are the
-// scenario's (those kube-proxy's fake netlink handle lists on eth0).
-type memIface struct {
-	addrs map[netip.Addr]bool
-	node  []netip.Addr
-}
-
-func (m *memIface) LocalAddrs(_ context.Context, v6 bool) ([]netip.Addr, error) {
-	var out []netip.Addr
-	for _, a := range m.node {
-		if a.Is6() == v6 {
-			out = append(out, a)
-		}
-	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return out, nil
-}
+// memIface is kube-ipvs0 in memory.
+type memIface struct{ addrs map[netip.Addr]bool }
 
 func (m *memIface) Ensure(context.Context) error { return nil }
 func (m *memIface) Addrs(_ context.Context, v6 bool) ([]netip.Addr, error) {
@@ -282,7 +267,7 @@ func svcnetIPVS(sc *Scenario, fam v1.IPFamily) (string, error) {
 	h := ipvs.NewFake()
 	ms := &memSets{types: map[string]string{}, entries: map[string]map[string]bool{}}
 	ipt := iptables.NewFake()
-	iface := &memIface{addrs: map[netip.Addr]bool{}, node: sc.NodeIPs}
+	iface := &memIface{addrs: map[netip.Addr]bool{}}
 	cfg := svcnetModeConfig(sc, fam)
 	cfg.Scheduler = ipvsScheduler(sc)
 	m, err := ipvs.New(ipvs.Config{ModeConfig: cfg, Handle: h, Sets: ms, IPT: ipt, Iface: iface, SkipSysctls: true})

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/knftables"
@@ -50,7 +49,7 @@ func svcnetModeConfig(sc *Scenario, fam v1.IPFamily) proxy.ModeConfig {
 		IPv4: fam == v1.IPv4Protocol, IPv6: fam == v1.IPv6Protocol,
 		NodePortAddresses: prefixes(sc.NodePortAddresses),
 		MasqueradeAll:     sc.MasqueradeAll, MasqueradeBit: &sc.MasqueradeBit,
-		Exec: ipAddrExec{sc},
+		Exec: noExec{}, LocalAddrs: localAddrs(sc),
 	}
 	for _, f := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 		if c := sc.podCIDR(f); c != "" {
@@ -61,24 +60,24 @@ func svcnetModeConfig(sc *Scenario, fam v1.IPFamily) proxy.ModeConfig {
 	return cfg
 }
 
-// ipAddrExec answers `ip -o addr show` with the scenario's addresses (the
-// same ones kube-proxy's fake network interface lists) and runs nothing.
-type ipAddrExec struct{ sc *Scenario }
+// noExec runs nothing: with the fakes, no mode needs a program.
+type noExec struct{}
 
-func (e ipAddrExec) Run(_ context.Context, _ []byte, name string, args ...string) ([]byte, error) {
-	if name != "ip" || strings.Join(args, " ") != "-o addr show" {
-		return nil, fmt.Errorf("kpdiff: unexpected command %s %v", name, args)
-	}
-	var b strings.Builder
-	b.WriteString("1: lo    inet 127.0.0.1/8 scope host lo\n1: lo    inet6 ::1/128 scope host\n")
-	for _, a := range e.sc.NodeIPs {
-		if a.Is6() {
-			fmt.Fprintf(&b, "2: eth0    inet6 %s/64 scope global\n", a)
-		} else {
-			fmt.Fprintf(&b, "2: eth0    inet %s/24 brd 192.168.0.255 scope global eth0\n", a)
+func (noExec) Run(_ context.Context, _ []byte, name string, args ...string) ([]byte, error) {
+	return nil, fmt.Errorf("kpdiff: unexpected command %s %v", name, args)
+}
+
+// localAddrs lists the scenario's addresses as the node's links hold them
+// (the same ones kube-proxy's fake network interface and fake netlink
+// handle list): loopback's on lo, the node's on eth0.
+func localAddrs(sc *Scenario) func(context.Context) ([]proxy.LinkAddr, error) {
+	return func(context.Context) ([]proxy.LinkAddr, error) {
+		out := []proxy.LinkAddr{{Link: "lo", Addr: netip.MustParseAddr("127.0.0.1")}, {Link: "lo", Addr: netip.IPv6Loopback()}}
+		for _, a := range sc.NodeIPs {
+			out = append(out, proxy.LinkAddr{Link: "eth0", Addr: a})
 		}
+		return out, nil
 	}
-	return []byte(b.String()), nil
 }
 
 // svcnetIPTables runs svcnet's iptables mode (its Provider, with the

@@ -321,37 +321,17 @@ func (p *Proxier) planInput(ctx context.Context, req *proxy.SyncRequest, v6 bool
 		in.LocalhostNodePorts = false
 	}
 	if !matchAll {
-		addrs, err := LocalAddresses(ctx, p.cfg.Exec)
+		local, err := p.cfg.ListLocalAddrs(ctx)
 		if err != nil {
 			p.log.Error("listing local addresses for --nodeport-addresses; NodePorts may not work", "err", err)
+		}
+		addrs := make([]netip.Addr, 0, len(local))
+		for _, a := range local {
+			addrs = append(addrs, a.Addr)
 		}
 		in.NodePortIPs = append([]netip.Addr{}, proxy.NodePortIPs(addrs, npCIDRs, false)...)
 	}
 	return in
-}
-
-// LocalAddresses lists the addresses configured on the interfaces of the
-// executor's network namespace (`ip -o addr show`).
-func LocalAddresses(ctx context.Context, ex proxy.Executor) ([]netip.Addr, error) {
-	if ex == nil {
-		ex = proxy.OSExecutor{}
-	}
-	out, err := ex.Run(ctx, nil, "ip", "-o", "addr", "show")
-	if err != nil {
-		return nil, fmt.Errorf("list addresses: %w", err)
-	}
-	var addrs []netip.Addr
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		for i := 0; i+1 < len(f); i++ {
-			if f[i] == "inet" || f[i] == "inet6" {
-				if pfx, err := netip.ParsePrefix(f[i+1]); err == nil {
-					addrs = append(addrs, pfx.Addr())
-				}
-			}
-		}
-	}
-	return addrs, nil
 }
 
 // Cleanup implements proxy.Provider: it removes the jumps from the builtin

@@ -142,10 +142,6 @@ type Interface interface {
 	Del(ctx context.Context, a netip.Addr) error
 	// Delete removes the device; a missing device is not an error.
 	Delete(ctx context.Context) error
-	// LocalAddrs lists, sorted, the addresses of a family on every other
-	// link, loopback and IPv6 link-local addresses left out: where
-	// NodePorts listen (kube-proxy's GetAllLocalAddressesExcept).
-	LocalAddrs(ctx context.Context, ipv6 bool) ([]netip.Addr, error)
 }
 
 // Applier writes plans to the kernel.

@@ -84,16 +84,18 @@ func (m *memIPT) ChainExists(context.Context, bool, string, string) (bool, error
 type memIface struct {
 	addrs []netip.Addr
 	reads int // Addrs calls
-	// local are the node's other addresses (LocalAddrs).
+	// local are the node's addresses on its other links
+	// (ModeConfig.LocalAddrs), loopback's among them.
 	local []netip.Addr
 }
 
-func (m *memIface) LocalAddrs(_ context.Context, v6 bool) ([]netip.Addr, error) {
-	var out []netip.Addr
+func (m *memIface) localAddrs(context.Context) ([]proxy.LinkAddr, error) {
+	out := []proxy.LinkAddr{{Link: "lo", Addr: netip.MustParseAddr("127.0.0.1")}}
 	for _, a := range m.local {
-		if a.Is6() == v6 {
-			out = append(out, a)
-		}
+		out = append(out, proxy.LinkAddr{Link: "eth0", Addr: a})
+	}
+	for _, a := range m.addrs {
+		out = append(out, proxy.LinkAddr{Link: defaultInterface, Addr: a})
 	}
 	return out, nil
 }
@@ -140,7 +142,7 @@ func newTestKernel(t *testing.T, sched string) *testKernel {
 	k.calls = &countingHandle{Handle: k.ipvs, n: map[string]int{}}
 	m, err := New(Config{
 		ModeConfig: proxy.ModeConfig{NodeName: "node-1", NodeIPs: []netip.Addr{nodeIP}, IPv4: true, Scheduler: sched,
-			ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}},
+			ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, LocalAddrs: k.iface.localAddrs},
 		Handle: k.calls, Sets: k.sets, IPT: k.ipt, Iface: k.iface, SkipSysctls: true,
 		Report: func(svc proxy.ServicePortName, req, used string) {
 			k.fell = append(k.fell, svc.String()+" "+req+"->"+used)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"slices"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -85,33 +84,6 @@ func (l *LinkInterface) Addrs(_ context.Context, ipv6 bool) ([]netip.Addr, error
 		}
 	}
 	return out, nil
-}
-
-// LocalAddrs implements Interface.
-func (l *LinkInterface) LocalAddrs(_ context.Context, ipv6 bool) ([]netip.Addr, error) {
-	fam := netlink.FAMILY_V4
-	if ipv6 {
-		fam = netlink.FAMILY_V6
-	}
-	own := -1
-	if link, err := l.h.LinkByName(l.name); err == nil {
-		own = link.Attrs().Index
-	}
-	list, err := l.h.AddrList(nil, fam)
-	if err != nil {
-		return nil, fmt.Errorf("list local addresses: %w", err)
-	}
-	out := make([]netip.Addr, 0, len(list))
-	for _, a := range list {
-		ip, ok := netip.AddrFromSlice(a.IP)
-		ip = ip.Unmap()
-		if !ok || a.LinkIndex == own || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.Is6() != ipv6 {
-			continue
-		}
-		out = append(out, ip)
-	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return slices.Compact(out), nil
 }
 
 // Add implements Interface. IPv6 addresses skip duplicate address

@@ -125,7 +125,7 @@ func New(cfg Config) (*Mode, error) {
 }
 
 // planConfig is the PlanConfig of one family for req; local are the
-// node's addresses of the family outside kube-ipvs0 (Interface.LocalAddrs).
+// node's addresses of the family outside kube-ipvs0 (localAddrs).
 func (m *Mode) planConfig(req *proxy.SyncRequest, ipv6 bool, local []netip.Addr) PlanConfig {
 	pc := PlanConfig{
 		IPv6: ipv6, Scheduler: m.cfg.Scheduler, MasqueradeAll: m.cfg.MasqueradeAll,
@@ -171,7 +171,7 @@ func (m *Mode) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	var changed sets.Set[types.NamespacedName]
 	for _, v6 := range m.families {
 		fam := b2i(v6)
-		local, err := m.cfg.Iface.LocalAddrs(ctx, v6)
+		local, err := m.localAddrs(ctx, v6)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("sync ipvs (ipv6=%v): %w", v6, err))
 			m.state[fam] = nil
@@ -210,6 +210,24 @@ func (m *Mode) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 		m.state[fam] = st
 	}
 	return errors.Join(errs...)
+}
+
+// localAddrs lists, sorted, the node's addresses of a family on every
+// link but kube-ipvs0, loopback and IPv6 link-local addresses left out:
+// where NodePorts listen (kube-proxy's GetAllLocalAddressesExcept).
+func (m *Mode) localAddrs(ctx context.Context, ipv6 bool) ([]netip.Addr, error) {
+	all, err := m.cfg.ListLocalAddrs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for _, a := range all {
+		if a.Link != defaultInterface && a.Addr.Is6() == ipv6 && !a.Addr.IsLoopback() && !a.Addr.IsLinkLocalUnicast() {
+			out = append(out, a.Addr)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out), nil
 }
 
 // FullSyncDue implements proxy.FullSyncScheduler: each periodic sync is a

@@ -76,6 +76,7 @@ func NewModeWithServiceCIDRs(cfg proxy.ModeConfig, serviceCIDRs []netip.Prefix, 
 			PodCIDRs: ofFamily(cfg.ClusterCIDRs, v6), ServiceCIDRs: ofFamily(serviceCIDRs, v6),
 			NodePortAddresses: ofFamily(cfg.NodePortAddresses, v6), Log: log,
 			UnsupportedScheduler: m.unsupported, Metrics: cfg.Metrics, ChoiceRules: choice == ChoiceRules, ChoiceShared: choice == ChoiceShared,
+			LocalAddrs: cfg.ListLocalAddrs,
 		}
 		m.families = append(m.families, newModeProxier(c, cfg.Exec, nfts, v6))
 	}

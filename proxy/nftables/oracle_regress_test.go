@@ -8,6 +8,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/knftables"
+
+	"github.com/svcnet/svcnet/proxy"
 )
 
 // Regressions found by comparing with kube-proxy 1.36 (docs/proxy-modes.md,
@@ -95,5 +97,31 @@ func TestTopologyHints(t *testing.T) {
 	dump = nft.Dump()
 	if !strings.Contains(dump, "dnat to 10.180.0.2:80") {
 		t.Errorf("zone hints ignored after the zone changed:\n%s", dump)
+	}
+}
+
+// --nodeport-addresses selects from the addresses on the node's links, as
+// kube-proxy reads them, not only the Node object's: here the pod bridge's
+// gateway address, which no Node status lists.
+func TestNodePortAddressesFromLinks(t *testing.T) {
+	nft := knftables.NewFake(knftables.IPv4Family, TableName)
+	cfg := testConfig()
+	cfg.NodePortAddresses = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
+	cfg.LocalAddrs = func(context.Context) ([]proxy.LinkAddr, error) {
+		return []proxy.LinkAddr{{Link: "lo", Addr: netip.MustParseAddr("127.0.0.1")},
+			{Link: "eth0", Addr: netip.MustParseAddr("192.168.0.2")}, {Link: "cni0", Addr: netip.MustParseAddr("10.244.1.1")}}, nil
+	}
+	p := NewProxier(cfg, nft)
+	w := newWorld()
+	w.add(service("ns", "np", "172.30.0.61", func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeNodePort
+		s.Spec.Ports[0].NodePort = 30061
+	}), ep("10.180.0.1", 80, true))
+	if err := p.Sync(context.Background(), w.request(true)); err != nil {
+		t.Fatal(err)
+	}
+	dump := nft.Dump()
+	if !strings.Contains(dump, "add element ip kube-proxy nodeport-ips { 10.244.1.1 }") || strings.Contains(dump, "nodeport-ips { 192.168.0.2 }") {
+		t.Errorf("nodeport-ips should hold exactly the cni0 address:\n%s", dump)
 	}
 }

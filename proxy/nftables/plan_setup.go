@@ -1,6 +1,7 @@
 package nftables
 
 import (
+	"net/netip"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -14,7 +15,7 @@ import (
 // flushed (every Service's elements follow). recreated says the base
 // chains were created by this process already; listedSets are the sets
 // and maps the table holds.
-func (pl *planner) setup(tx *txn, node proxy.NodeInfo, recreated bool, listedSets []string) {
+func (pl *planner) setup(tx *txn, local []netip.Addr, recreated bool, listedSets []string) {
 	tx.add(&knftables.Table{Comment: ptrTo("rules for kube-proxy")})
 	if !recreated {
 		// Base chains are deleted once so that a table left by another
@@ -45,7 +46,7 @@ func (pl *planner) setup(tx *txn, node proxy.NodeInfo, recreated bool, listedSet
 		ensure(c)
 	}
 	pl.setupMasquerading(tx)
-	matchAll := pl.setupNodePorts(tx, node)
+	matchAll := pl.setupNodePorts(tx, local)
 	pl.setupChecks(tx, matchAll)
 	pl.setupServices(tx, matchAll)
 	for _, s := range []string{clusterIPsSet, hairpinConnectionsSet} {
@@ -87,7 +88,7 @@ func (pl *planner) setupMasquerading(tx *txn) {
 // match every local address: as kube-proxy, a zero CIDR (0.0.0.0/0, ::/0;
 // --nodeport-addresses "all") means every local address, like no CIDR of
 // this family.
-func (pl *planner) setupNodePorts(tx *txn, node proxy.NodeInfo) bool {
+func (pl *planner) setupNodePorts(tx *txn, local []netip.Addr) bool {
 	cidrs, matchAll, _ := proxy.NodePortCIDRs(pl.cfg.NodePortAddresses, pl.cfg.IPv6)
 	tx.add(&knftables.Set{Name: nodePortIPsSet, Type: pl.addrType, Comment: ptrTo("IPs that accept NodePort traffic")})
 	if matchAll {
@@ -95,7 +96,7 @@ func (pl *planner) setupNodePorts(tx *txn, node proxy.NodeInfo) bool {
 		return true
 	}
 	tx.flush(&knftables.Set{Name: nodePortIPsSet})
-	for _, ip := range proxy.NodePortIPs(node.IPs, cidrs, false) {
+	for _, ip := range proxy.NodePortIPs(local, cidrs, false) {
 		if !ip.IsLoopback() {
 			tx.add(&knftables.Element{Set: nodePortIPsSet, Key: []string{ip.String()}})
 		}

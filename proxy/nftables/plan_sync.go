@@ -2,6 +2,7 @@ package nftables
 
 import (
 	"cmp"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -23,6 +24,9 @@ type input struct {
 	full, recreated          bool
 	listedChains, listedSets []string
 	now                      time.Time
+	// localAddrs are the node's addresses --nodeport-addresses selects
+	// from (full syncs).
+	localAddrs []netip.Addr
 }
 
 // planSync returns the transaction that takes the table from k to the
@@ -35,7 +39,7 @@ func (pl *planner) planSync(in input, k *known) *txn {
 		a.reuse()
 	}
 	if in.full {
-		pl.setup(tx, in.req.Node, in.recreated, in.listedSets)
+		pl.setup(tx, in.localAddrs, in.recreated, in.listedSets)
 		seen := map[elemID]string{}
 		names := proxy.SortedServicePorts(in.req.Services)
 		for i := 0; i < len(names); {

@@ -125,7 +125,10 @@ type Config struct {
 	// NodePorts to local addresses in these CIDRs; empty means every
 	// local address but loopback.
 	NodePortAddresses []netip.Prefix
-	Log               *slog.Logger
+	// LocalAddrs lists the node's addresses (read on full syncs when
+	// NodePortAddresses select some of them; nil: the Node's addresses).
+	LocalAddrs func(context.Context) ([]proxy.LinkAddr, error)
+	Log        *slog.Logger
 	// UnsupportedScheduler, if set, is called when a Service asks for a
 	// scheduler nftables cannot express (lc, wlc, sed, nq, or an unknown
 	// name); the Service then gets kube-proxy's random choice.
@@ -167,6 +170,25 @@ type Proxier struct {
 	// lastTopology is the node name and zone of the last sync (see Sync).
 	lastTopology string
 	now          func() time.Time
+}
+
+// localAddrs lists the node's addresses of this family that
+// --nodeport-addresses may select, as kube-proxy reads them from the node's
+// links; without a lister, or when it fails, the Node's addresses.
+func (p *Proxier) localAddrs(ctx context.Context, node proxy.NodeInfo) []netip.Addr {
+	if _, matchAll, _ := proxy.NodePortCIDRs(p.cfg.NodePortAddresses, p.cfg.IPv6); matchAll || p.cfg.LocalAddrs == nil {
+		return node.IPs
+	}
+	all, err := p.cfg.LocalAddrs(ctx)
+	if err != nil {
+		p.log.Error("listing local addresses for --nodeport-addresses; using the Node's", "err", err)
+		return node.IPs
+	}
+	out := make([]netip.Addr, 0, len(all))
+	for _, a := range all {
+		out = append(out, a.Addr)
+	}
+	return out
 }
 
 // NewProxier returns a Proxier writing through nft (a knftables.Fake, or
@@ -266,6 +288,7 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	in := input{req: req, full: !partial, recreated: p.recreated, now: start}
 	k := p.known
 	if !partial {
+		in.localAddrs = p.localAddrs(ctx, req.Node)
 		var err error
 		if in.listedChains, in.listedSets, err = p.apply.list(ctx); err != nil {
 			p.log.Warn("listing the table failed; leftover chains stay", "err", err)
