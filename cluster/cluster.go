@@ -346,8 +346,9 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			return nil, err
 		}
 		proxyArgs := []string{"nsenter", nsPath, "--", cfg.Exe, "proxy", "--kubeconfig", kcs["proxy"],
-			"--hostname-override", name, "--proxy-mode", cfg.ProxyMode, "--cluster-cidr", cfg.ClusterCIDR,
-			"--service-cluster-ip-range", cfg.ServiceClusterIPRange}
+			"--hostname-override", name, "--proxy-mode", cfg.ProxyMode, "--cluster-cidr", cfg.ClusterCIDR}
+		// No --service-cluster-ip-range: the proxies read the ServiceCIDR
+		// objects, as kube-proxy does (ranges added at run time count).
 		if cfg.NodePortAddresses != "" {
 			proxyArgs = append(proxyArgs, "--nodeport-addresses", cfg.NodePortAddresses)
 		}

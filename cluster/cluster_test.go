@@ -134,6 +134,11 @@ func TestUpDown(t *testing.T) {
 	if !strings.Contains(table, "map service-endpoints-udp-") || !strings.Contains(table, "numgen random mod") {
 		t.Errorf("node %s: no shared endpoint map in its kube-proxy table:\n%s", nodeName, table)
 	}
+	// The proxies read the Service range from the ServiceCIDR objects (up
+	// passes them no --service-cluster-ip-range).
+	if !strings.Contains(table, "ip daddr 10.96.0.0/16 drop") {
+		t.Errorf("node %s: no drop rule for the ServiceCIDR 10.96.0.0/16:\n%s", nodeName, table)
+	}
 	// Ctrl-C: everything goes.
 	_ = up.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)

@@ -3,11 +3,14 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"net/netip"
+	"slices"
 	"time"
 	"unique"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	networking "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
@@ -212,4 +215,50 @@ func internIn(p *string) {
 	if p != nil {
 		*p = intern(*p)
 	}
+}
+
+// WatchServiceCIDRs feeds p the ranges of the cluster's ServiceCIDR objects
+// (networking.k8s.io/v1), as kube-proxy does, and returns once the first
+// list is in, or with an error after wait (the informer goes on until ctx
+// ends: a proxy not yet allowed to list them gets them later). It returns
+// false, starting nothing, when the API server does not serve them
+// (clusters before Kubernetes 1.33).
+func WatchServiceCIDRs(ctx context.Context, client kubernetes.Interface, p *Proxier, wait time.Duration) (bool, error) {
+	res, err := client.Discovery().ServerResourcesForGroupVersion(networking.SchemeGroupVersion.String())
+	if err != nil || !slices.ContainsFunc(res.APIResources, func(r metav1.APIResource) bool { return r.Name == "servicecidrs" }) {
+		return false, nil
+	}
+	f := informers.NewSharedInformerFactory(client, 0)
+	inf := f.Networking().V1().ServiceCIDRs().Informer()
+	publish := func() {
+		var cidrs []netip.Prefix
+		for _, o := range inf.GetStore().List() {
+			sc, ok := o.(*networking.ServiceCIDR)
+			if !ok {
+				continue
+			}
+			for _, c := range sc.Spec.CIDRs {
+				if pf, err := parsePrefix(c); err == nil {
+					cidrs = append(cidrs, pf)
+				}
+			}
+		}
+		p.OnServiceCIDRs(cidrs)
+	}
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { publish() },
+		UpdateFunc: func(any, any) { publish() },
+		DeleteFunc: func(any) { publish() },
+	})
+	if err != nil {
+		return false, fmt.Errorf("servicecidr informer: %w", err)
+	}
+	f.Start(ctx.Done())
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if !cache.WaitForCacheSync(wctx.Done(), reg.HasSynced) {
+		return true, fmt.Errorf("no ServiceCIDR list after %s: %w", wait, wctx.Err())
+	}
+	publish() // none at all is a list too
+	return true, nil
 }

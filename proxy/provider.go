@@ -74,6 +74,11 @@ type SyncRequest struct {
 	EndpointsResult EndpointsUpdateResult
 	// Node holds this node's facts.
 	Node NodeInfo
+	// ServiceCIDRs are the ranges of the cluster's ServiceCIDR objects
+	// when the proxy watches them (sorted; empty when there are none), nil
+	// when it does not (modes then keep their configured ranges). The sync
+	// after a change is full.
+	ServiceCIDRs []netip.Prefix
 	// Stats is filled in by the mode (optional) for metrics.
 	Stats SyncStats
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -70,7 +71,11 @@ type Proxier struct {
 	lastFullSync time.Time
 	nodeMu       sync.Mutex
 	node         NodeInfo
-	runCtx       context.Context
+	// svcCIDRs are the ServiceCIDR objects' ranges (nil until
+	// OnServiceCIDRs; guarded by nodeMu); sentCIDRs those of the last
+	// successful sync.
+	svcCIDRs, sentCIDRs []netip.Prefix
+	runCtx              context.Context
 }
 
 // NewProxier returns a Proxier; call Run to start syncing.
@@ -193,6 +198,31 @@ func (p *Proxier) OnNode(node *v1.Node) {
 	}
 }
 
+// OnServiceCIDRs records the ranges of the cluster's ServiceCIDR objects
+// (networking.k8s.io/v1), as kube-proxy watches them: modes that drop
+// traffic to unallocated ClusterIPs use them (SyncRequest.ServiceCIDRs). A
+// change triggers a full sync.
+func (p *Proxier) OnServiceCIDRs(cidrs []netip.Prefix) {
+	cidrs = slices.Clone(cidrs)
+	slices.SortFunc(cidrs, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	cidrs = slices.Compact(cidrs)
+	if cidrs == nil {
+		cidrs = []netip.Prefix{}
+	}
+	p.nodeMu.Lock()
+	changed := p.svcCIDRs == nil || !slices.Equal(p.svcCIDRs, cidrs)
+	p.svcCIDRs = cidrs
+	p.nodeMu.Unlock()
+	if changed {
+		p.requestSync()
+	}
+}
+
 func (p *Proxier) setSynced(svc, ep bool) {
 	p.syncedMu.Lock()
 	p.svcSynced = p.svcSynced || svc
@@ -256,14 +286,19 @@ func (p *Proxier) sync(ctx context.Context) error {
 	p.cfg.Metrics.EndpointChangesPending.Set(0)
 	p.nodeMu.Lock()
 	node := p.node
+	cidrs := p.svcCIDRs
 	p.nodeMu.Unlock()
+	if cidrs != nil && !slices.Equal(cidrs, p.sentCIDRs) {
+		p.needFull = true
+	}
 	// This node's name, labels and addresses feed every Service's policy
 	// (topology hints, the source-range exception): when they change,
 	// every Service is reprogrammed.
 	if !sameNodeFacts(p.policies.node, node) {
 		p.needFull = true
 	}
-	req := &SyncRequest{Full: p.needFull, Services: p.svcMap, Endpoints: p.epMap, ServiceResult: sr, EndpointsResult: er, Node: node}
+	req := &SyncRequest{Full: p.needFull, Services: p.svcMap, Endpoints: p.epMap, ServiceResult: sr, EndpointsResult: er, Node: node,
+		ServiceCIDRs: cidrs}
 	p.policies.UpdatePorts(node, req.ChangedPorts(), sr.Deleted)
 	req.policies = p.policies
 	if req.Full {
@@ -287,6 +322,7 @@ func (p *Proxier) sync(ctx context.Context) error {
 	if req.Full {
 		p.lastFullSync = start
 	}
+	p.sentCIDRs = cidrs
 	p.needFull = false
 	// One sync programs every family: its duration is each family's sync
 	// duration (kube-proxy's per-family proxiers each observe their own).

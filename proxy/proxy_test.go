@@ -15,6 +15,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	networking "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -453,5 +454,65 @@ func TestPeriodicFullSync(t *testing.T) {
 	}
 	if got, want := fulls(&everySyncPeriod{}, since...), []bool{true, false, true, true, true}; !slices.Equal(got, want) {
 		t.Errorf("every sync period: full = %v, want %v", got, want)
+	}
+}
+
+// TestServiceCIDRsFromObjects: the proxy reads the ServiceCIDR objects'
+// ranges (as kube-proxy does), sends them to the mode, and a change makes
+// the next sync full.
+func TestServiceCIDRsFromObjects(t *testing.T) {
+	sc := &networking.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"},
+		Spec: networking.ServiceCIDRSpec{CIDRs: []string{"10.96.0.0/16", "fd00:10:96::/112"}}}
+	client := fake.NewSimpleClientset(sc)
+	client.Fake.Resources = []*metav1.APIResourceList{{GroupVersion: "networking.k8s.io/v1",
+		APIResources: []metav1.APIResource{{Name: "servicecidrs", Kind: "ServiceCIDR"}}}}
+	prov := &recordingProvider{}
+	p := NewProxier(Config{Provider: prov, Node: NodeInfo{Name: "n1"}, SyncPeriod: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ok, err := WatchServiceCIDRs(ctx, client, p, 5*time.Second)
+	if !ok || err != nil {
+		t.Fatalf("WatchServiceCIDRs = %v, %v", ok, err)
+	}
+	p.setSynced(true, true)
+	sync := func() *SyncRequest {
+		t.Helper()
+		if err := p.SyncNow(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return prov.reqs[len(prov.reqs)-1]
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("fd00:10:96::/112")}
+	if r := sync(); !slices.Equal(r.ServiceCIDRs, want) {
+		t.Fatalf("ServiceCIDRs = %v, want %v", r.ServiceCIDRs, want)
+	}
+	if r := sync(); r.Full {
+		t.Error("a sync with the same ranges is full")
+	}
+	// A second ServiceCIDR extends the ranges: the next sync is full.
+	if _, err := client.NetworkingV1().ServiceCIDRs().Create(ctx, &networking.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "more"},
+		Spec: networking.ServiceCIDRSpec{CIDRs: []string{"10.97.0.0/16"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p.nodeMu.Lock()
+		n := len(p.svcCIDRs)
+		p.nodeMu.Unlock()
+		if n == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the new ServiceCIDR never reached the proxier")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r := sync(); !r.Full || len(r.ServiceCIDRs) != 3 {
+		t.Errorf("after a new ServiceCIDR: full=%v ranges %v", r.Full, r.ServiceCIDRs)
+	}
+	// An API server without ServiceCIDRs: nothing is watched.
+	old := fake.NewSimpleClientset()
+	if ok, err := WatchServiceCIDRs(ctx, old, NewProxier(Config{Provider: prov}), time.Second); ok || err != nil {
+		t.Errorf("without the resource: %v, %v", ok, err)
 	}
 }

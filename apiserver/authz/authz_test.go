@@ -95,13 +95,19 @@ func TestDefaultPolicyLoads(t *testing.T) {
 	if !ok {
 		t.Fatal("no system:node-proxier")
 	}
-	a := Attributes{Verb: "watch", ResourceRequest: true, APIGroup: "discovery.k8s.io", Resource: "endpointslices"}
-	allowed := false
-	for i := range proxier.Rules {
-		allowed = allowed || RuleAllows(a, &proxier.Rules[i])
-	}
-	if !allowed {
-		t.Error("node-proxier cannot watch endpointslices")
+	// kube-proxy (and svcnet proxy) watch EndpointSlices and ServiceCIDRs.
+	for _, a := range []Attributes{
+		{Verb: "watch", ResourceRequest: true, APIGroup: "discovery.k8s.io", Resource: "endpointslices"},
+		{Verb: "list", ResourceRequest: true, APIGroup: "networking.k8s.io", Resource: "servicecidrs"},
+		{Verb: "watch", ResourceRequest: true, APIGroup: "networking.k8s.io", Resource: "servicecidrs"},
+	} {
+		allowed := false
+		for i := range proxier.Rules {
+			allowed = allowed || RuleAllows(a, &proxier.Rules[i])
+		}
+		if !allowed {
+			t.Errorf("node-proxier cannot %s %s", a.Verb, a.Resource)
+		}
 	}
 	for _, b := range p.ClusterRoleBindings {
 		if _, ok := p.ClusterRole(b.RoleRef.Name); !ok {

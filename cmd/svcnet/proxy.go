@@ -65,7 +65,7 @@ func parseProxyArgs(args []string) (*proxyArgs, error) {
 	fs.StringVar(&a.hostnameOverride, "hostname-override", "", "name of this Node (default: the host name)")
 	fs.StringVar(&a.mode, "proxy-mode", "iptables", "data plane: iptables, nftables, ipvs or userspace (registered: "+strings.Join(proxy.Modes(), ", ")+")")
 	fs.StringVar(&clusterCIDR, "cluster-cidr", "", "comma-separated pod CIDRs; traffic to ClusterIPs from outside them is masqueraded")
-	fs.StringVar(&serviceCIDR, "service-cluster-ip-range", "", "svcnet extension: comma-separated Service CIDRs; nftables mode drops traffic to unallocated ClusterIPs in them (kube-proxy reads ServiceCIDR objects instead)")
+	fs.StringVar(&serviceCIDR, "service-cluster-ip-range", "", "comma-separated Service CIDRs: nftables mode drops traffic to unallocated ClusterIPs in them; unset, they come from the ServiceCIDR objects, as kube-proxy reads them")
 	fs.StringVar(&nodePortAddrs, "nodeport-addresses", "", "comma-separated CIDRs and keywords (primary, localhost, all) of the local addresses that accept NodePorts (default: all; primary in nftables mode)")
 	fs.BoolVar(&a.masqueradeAll, "masquerade-all", false, "SNAT all traffic sent to Service cluster IPs")
 	fs.IntVar(&a.masqueradeBit, "iptables-masquerade-bit", 14, "fwmark bit marking packets to masquerade (0-31)")
@@ -363,6 +363,15 @@ func runProxy(ctx context.Context, args []string) error {
 		go func() { errc <- proxy.ServeHTTPOn(ctx, a.metricsBindAddress, mux) }()
 	}
 	log.Info("starting service proxy", "mode", a.mode, "ipv4", modeCfg.IPv4, "ipv6", modeCfg.IPv6)
+	// Without --service-cluster-ip-range the Service ranges come from the
+	// ServiceCIDR objects, as in kube-proxy.
+	if len(a.serviceCIDRs) == 0 {
+		if ok, err := proxy.WatchServiceCIDRs(ctx, client, p, 30*time.Second); err != nil {
+			log.Warn("ServiceCIDRs not listed yet; traffic to unallocated ClusterIPs is not dropped until they are", "err", err)
+		} else if !ok {
+			log.Info("the API server serves no ServiceCIDRs; traffic to unallocated ClusterIPs is not dropped")
+		}
+	}
 	if err := proxy.StartInformers(ctx, client, p, a.hostnameOverride, 0); err != nil {
 		return err
 	}

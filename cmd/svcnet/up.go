@@ -78,15 +78,14 @@ func runUp(ctx context.Context, args []string) error {
 // upProxyFlags are the proxy flags that up sets itself from its own flags
 // (or that would stop the proxy from running as a node's proxy).
 var upProxyFlags = map[string]string{
-	"kubeconfig":               "up writes each component's kubeconfig",
-	"hostname-override":        "up names the nodes",
-	"proxy-mode":               "use up's --proxy-mode",
-	"cluster-cidr":             "use up's --cluster-cidr",
-	"service-cluster-ip-range": "use up's --service-cluster-ip-range",
-	"nodeport-addresses":       "use up's --nodeport-addresses",
-	"netns":                    "up runs each proxy in its node's namespace",
-	"cleanup":                  "the proxy would exit at once",
-	"dump":                     "the proxy would exit at once",
+	"kubeconfig":         "up writes each component's kubeconfig",
+	"hostname-override":  "up names the nodes",
+	"proxy-mode":         "use up's --proxy-mode",
+	"cluster-cidr":       "use up's --cluster-cidr",
+	"nodeport-addresses": "use up's --nodeport-addresses",
+	"netns":              "up runs each proxy in its node's namespace",
+	"cleanup":            "the proxy would exit at once",
+	"dump":               "the proxy would exit at once",
 }
 
 // checkProxyArgs checks up's --proxy-arg values the way the proxy will

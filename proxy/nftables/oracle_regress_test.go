@@ -125,3 +125,31 @@ func TestNodePortAddressesFromLinks(t *testing.T) {
 		t.Errorf("nodeport-ips should hold exactly the cni0 address:\n%s", dump)
 	}
 }
+
+// The ServiceCIDR objects' ranges, when the proxy watches them (kube-proxy
+// always does), replace the configured ones in the drop rule; a partial
+// sync that brings new ranges rewrites it.
+func TestServiceCIDRsFromRequest(t *testing.T) {
+	nft := knftables.NewFake(knftables.IPv4Family, TableName)
+	cfg := testConfig()
+	cfg.ServiceCIDRs = nil
+	p := NewProxier(cfg, nft)
+	w := newWorld()
+	w.add(service("ns", "a", "10.96.0.10"), ep("10.180.0.1", 80, true))
+	req := w.request(true)
+	req.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("fd00:10:96::/112")}
+	if err := p.Sync(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if d := nft.Dump(); !strings.Contains(d, "ip daddr { 10.96.0.0/16 } drop") {
+		t.Fatalf("no drop rule for the ServiceCIDR:\n%s", d)
+	}
+	req = w.request(false)
+	req.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16"), netip.MustParsePrefix("10.97.0.0/16")}
+	if err := p.Sync(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if d := nft.Dump(); !strings.Contains(d, "ip daddr { 10.96.0.0/16,10.97.0.0/16 } drop") || strings.Contains(d, "ip daddr { 10.96.0.0/16 } drop") {
+		t.Fatalf("drop rule not rewritten for the new ranges:\n%s", d)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -284,6 +285,14 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	topo := req.Node.Name + "\x00" + req.Node.Labels[v1.LabelTopologyZone]
 	partial := !req.Full && p.known != nil && topo == p.lastTopology
 	p.lastTopology = topo
+	// The ServiceCIDR objects' ranges, when the proxy watches them,
+	// replace the configured ones (the drop rule is written on full syncs).
+	if req.ServiceCIDRs != nil {
+		if want := ofFamily(req.ServiceCIDRs, p.cfg.IPv6); !slices.Equal(want, p.cfg.ServiceCIDRs) {
+			p.cfg.ServiceCIDRs, p.planner.cfg.ServiceCIDRs = want, want
+			partial = false
+		}
+	}
 	p.deleteStale(ctx, start)
 	in := input{req: req, full: !partial, recreated: p.recreated, now: start}
 	k := p.known
