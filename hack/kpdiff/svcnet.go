@@ -101,11 +101,20 @@ func svcnetNFTables(sc *Scenario, fam v1.IPFamily) (string, error) {
 		nfts = []nftables.NFT{nil, fake}
 	}
 	cfg := svcnetModeConfig(sc, fam)
-	m, err := nftables.NewModeWithServiceCIDRs(cfg, cfg.ServiceCIDRs, nfts)
+	req := svcnetRequest(sc)
+	// Odd scenarios pass the Service ranges the way a proxy watching the
+	// ServiceCIDR objects does (in the request, none configured), even
+	// ones as --service-cluster-ip-range: both must give kube-proxy's rule.
+	configured := cfg.ServiceCIDRs
+	if sc.ID%2 == 1 {
+		req.ServiceCIDRs = append([]netip.Prefix{}, configured...)
+		configured = nil
+	}
+	m, err := nftables.NewModeWithServiceCIDRs(cfg, configured, nfts)
 	if err != nil {
 		return "", err
 	}
-	if err := m.Sync(context.Background(), svcnetRequest(sc)); err != nil {
+	if err := m.Sync(context.Background(), req); err != nil {
 		return "", err
 	}
 	return fake.Dump(), nil
