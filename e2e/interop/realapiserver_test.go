@@ -406,6 +406,21 @@ func (c *realCluster) proxy(t *testing.T, mode string) {
 	waitFor(t, time.Minute, "a connection to "+addr, func() error { _, err := fetch(node, addr); return err })
 	spread(t, node, addr, backends)
 	spread(t, pods, net.JoinHostPort(nodeIP, fmt.Sprint(svc.Spec.Ports[0].NodePort)), backends)
+	if mode == "nftables" {
+		// Given no --service-cluster-ip-range, the proxy reads
+		// kube-apiserver's ServiceCIDR objects, as kube-proxy does, and
+		// drops traffic to unallocated ClusterIPs in them.
+		waitFor(t, time.Minute, "the drop rule for the ServiceCIDR "+serviceCIDR, func() error {
+			out, err := node.Run("nft", "list", "chain", "ip", "kube-proxy", "cluster-ips-check")
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(out, "ip daddr "+serviceCIDR+" drop") {
+				return fmt.Errorf("no drop rule:\n%s", out)
+			}
+			return nil
+		})
+	}
 	checkLog(t, logPath)
 }
 
