@@ -167,16 +167,17 @@ func (m *Mode) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 		}
 		m.sysctlDone = true
 	}
+	// The node's addresses, read once for both families.
+	all, err := m.cfg.ListLocalAddrs(ctx)
+	if err != nil {
+		m.state = [2]*planState{}
+		return fmt.Errorf("sync ipvs: %w", err)
+	}
 	var errs []error
 	var changed sets.Set[types.NamespacedName]
 	for _, v6 := range m.families {
 		fam := b2i(v6)
-		local, err := m.localAddrs(ctx, v6)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("sync ipvs (ipv6=%v): %w", v6, err))
-			m.state[fam] = nil
-			continue
-		}
+		local := localAddrs(all, v6)
 		pc := m.planConfig(req, v6, local)
 		st := m.state[fam]
 		m.state[fam] = nil // until this sync has succeeded
@@ -212,14 +213,10 @@ func (m *Mode) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	return errors.Join(errs...)
 }
 
-// localAddrs lists, sorted, the node's addresses of a family on every
+// localAddrs returns, sorted, the node's addresses of a family on every
 // link but kube-ipvs0, loopback and IPv6 link-local addresses left out:
 // where NodePorts listen (kube-proxy's GetAllLocalAddressesExcept).
-func (m *Mode) localAddrs(ctx context.Context, ipv6 bool) ([]netip.Addr, error) {
-	all, err := m.cfg.ListLocalAddrs(ctx)
-	if err != nil {
-		return nil, err
-	}
+func localAddrs(all []proxy.LinkAddr, ipv6 bool) []netip.Addr {
 	var out []netip.Addr
 	for _, a := range all {
 		if a.Link != defaultInterface && a.Addr.Is6() == ipv6 && !a.Addr.IsLoopback() && !a.Addr.IsLinkLocalUnicast() {
@@ -227,7 +224,7 @@ func (m *Mode) localAddrs(ctx context.Context, ipv6 bool) ([]netip.Addr, error) 
 		}
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
-	return slices.Compact(out), nil
+	return slices.Compact(out)
 }
 
 // FullSyncDue implements proxy.FullSyncScheduler: each periodic sync is a
