@@ -437,6 +437,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, req request)
 	list, err := req.res.List(r.Context(), req.namespace, registry.ListOptions{
 		Filter: filter, Limit: limit, Continue: q.Get("continue"),
 		ResourceVersion: q.Get("resourceVersion"), ResourceVersionMatch: metav1.ResourceVersionMatch(q.Get("resourceVersionMatch")),
+		ReadOnly: true,
 	})
 	if err != nil {
 		return err

@@ -241,6 +241,11 @@ func (s *Server) buildStores() error {
 			st.Storage = storage.NewStore(s.etcd, info.GroupResource(), eventsV1Codec{core: eventsCoreCodec()}, info.New)
 		}
 		if _, isTyped := info.New().(interface{ Marshal() ([]byte, error) }); isTyped {
+			// Whole LISTs (and the initial state of a watch) are answered
+			// from memory, as kube-apiserver answers them from its watch
+			// cache. Unstructured lists share their items' maps, so those
+			// resources read etcd.
+			st.Storage.EnableListCache(st.Prefix(""))
 			st.FieldManagers = map[string]*managedfields.FieldManager{}
 			for _, sub := range []string{"", "status", "finalize"} {
 				if sub == "finalize" && !st.HasSubresource(sub) {

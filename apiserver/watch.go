@@ -92,7 +92,7 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 	var initialItems []runtime.Object
 	var fromRev int64
 	if initial {
-		list, err := req.res.List(ctx, req.namespace, registry.ListOptions{Filter: filter})
+		list, err := req.res.List(ctx, req.namespace, registry.ListOptions{Filter: filter, ReadOnly: true, ResourceVersion: rv})
 		if err != nil {
 			return err
 		}

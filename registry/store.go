@@ -684,6 +684,9 @@ type ListOptions struct {
 	Continue             string
 	ResourceVersion      string
 	ResourceVersionMatch metav1.ResourceVersionMatch
+	// ReadOnly: the caller only reads (encodes) the items; see
+	// storage.ListOptions.ReadOnly.
+	ReadOnly bool
 }
 
 // List returns the objects of namespace ns ("" for all) as a list object of
@@ -692,6 +695,7 @@ func (s *Store) List(ctx context.Context, ns string, opts ListOptions) (runtime.
 	res, err := s.Storage.List(ctx, s.Prefix(ns), storage.ListOptions{
 		Limit: opts.Limit, Continue: opts.Continue, Filter: opts.Filter,
 		ResourceVersion: opts.ResourceVersion, ResourceVersionMatch: opts.ResourceVersionMatch,
+		ReadOnly: opts.ReadOnly,
 	})
 	if err != nil {
 		return nil, err

@@ -60,6 +60,11 @@ type ListOptions struct {
 	ResourceVersionMatch metav1.ResourceVersionMatch
 	// Filter drops items after they are read; the limit counts kept items.
 	Filter Filter
+	// ReadOnly promises that the caller will not modify the items, so they may
+	// be the objects the store's list cache holds (see EnableListCache): a
+	// whole, non-paginated LIST that is not for an exact resourceVersion is
+	// then answered from memory, as consistent as a read of etcd.
+	ReadOnly bool
 }
 
 // UpdateFunc computes the new object from the current one. It must not change
@@ -73,6 +78,7 @@ type Store struct {
 	codec    runtime.Codec
 	newFunc  func() runtime.Object
 	resource schema.GroupResource
+	cache    *listCache
 }
 
 // NewStore returns a store for one resource. newFunc returns an empty object
@@ -268,6 +274,11 @@ type ListResult struct {
 // and Continue resumes after the last item; a continue token whose revision has
 // been compacted yields 410 Expired. An empty result is not an error.
 func (s *Store) List(ctx context.Context, prefix string, opts ListOptions) (*ListResult, error) {
+	if opts.ReadOnly && opts.Limit == 0 && opts.Continue == "" && opts.ResourceVersionMatch != metav1.ResourceVersionMatchExact && s.cache.covers(prefix) {
+		if res, ok, err := s.listCached(ctx, prefix, opts); ok || err != nil {
+			return res, err
+		}
+	}
 	var rev int64
 	start := prefix
 	if opts.Continue != "" {
@@ -336,6 +347,30 @@ func (s *Store) List(ctx context.Context, prefix string, opts ListOptions) (*Lis
 	}
 	res.ResourceVersion = rev
 	return res, nil
+}
+
+// listCached answers a LIST from the list cache: resourceVersion "" asks for
+// the newest data (etcd's current revision), "0" for any, and a number for
+// data at least that new. ok is false when the cache could not answer.
+func (s *Store) listCached(ctx context.Context, prefix string, opts ListOptions) (*ListResult, bool, error) {
+	var minRev int64
+	switch opts.ResourceVersion {
+	case "0":
+	case "":
+		rev, err := s.CurrentRevision(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		minRev = rev
+	default:
+		rev, err := ParseResourceVersion(opts.ResourceVersion)
+		if err != nil {
+			return nil, false, err
+		}
+		minRev = rev
+	}
+	res, ok := s.cache.list(ctx, prefix, opts.Filter, minRev)
+	return res, ok, nil
 }
 
 // decodeAll decodes a range of stored objects, in parallel when it is large

@@ -1,0 +1,222 @@
+package storage_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/svcnet/svcnet/storage"
+)
+
+// cachedList lists prefix read-only (from the cache when it can answer) and
+// reports whether the cache answered.
+func cachedList(t *testing.T, s *storage.Store, prefix string, opts storage.ListOptions) (*storage.ListResult, bool) {
+	t.Helper()
+	before := s.ListsFromCache()
+	opts.ReadOnly = true
+	res, err := s.List(context.Background(), prefix, opts)
+	if err != nil {
+		t.Fatalf("cached list %s: %v", prefix, err)
+	}
+	return res, s.ListsFromCache() > before
+}
+
+func names(items []runtime.Object) []string {
+	var out []string
+	for _, it := range items {
+		c := it.(*corev1.ConfigMap)
+		out = append(out, c.Namespace+"/"+c.Name+"@"+c.ResourceVersion)
+	}
+	return out
+}
+
+// TestListCacheReadsYourWrites runs random creates, updates and deletes in
+// three namespaces. After every write a read-only LIST, answered by the cache,
+// must show exactly what a LIST of etcd shows, the write included, for the
+// whole resource, one namespace and a filter.
+func TestListCacheReadsYourWrites(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	s.EnableListCache(storage.KeyPrefix(cmGR))
+	rng := rand.New(rand.NewPCG(1, 2))
+	live := map[string]bool{}
+	odd := func(o runtime.Object) bool { return o.(*corev1.ConfigMap).Data["n"] == "odd" }
+	served := 0
+	for i := range 300 {
+		ns := fmt.Sprintf("ns%d", rng.IntN(3))
+		name := fmt.Sprintf("c%02d", rng.IntN(20))
+		k := key(ns, name)
+		parity := map[bool]string{true: "odd", false: "even"}[i%2 == 1]
+		switch {
+		case !live[k]:
+			if _, err := s.Create(ctx, k, cm(ns, name, map[string]string{"n": parity})); err != nil {
+				t.Fatal(err)
+			}
+			live[k] = true
+		case rng.IntN(3) == 0:
+			if _, err := s.Delete(ctx, k, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			delete(live, k)
+		default:
+			if _, err := s.GuaranteedUpdate(ctx, k, false, nil, func(cur runtime.Object) (runtime.Object, error) {
+				c := cur.(*corev1.ConfigMap).DeepCopy()
+				c.Data = map[string]string{"n": parity}
+				return c, nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, q := range []struct {
+			prefix string
+			filter storage.Filter
+		}{
+			{storage.KeyPrefix(cmGR), nil},
+			{storage.KeyPrefix(cmGR) + ns + "/", nil},
+			{storage.KeyPrefix(cmGR), odd},
+		} {
+			got, fromCache := cachedList(t, s, q.prefix, storage.ListOptions{Filter: q.filter})
+			want, err := s.List(ctx, q.prefix, storage.ListOptions{Filter: q.filter})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !apiequality.Semantic.DeepEqual(got.Items, want.Items) {
+				t.Fatalf("after write %d, list %s: cache has %v, etcd %v", i, q.prefix, names(got.Items), names(want.Items))
+			}
+			if got.ResourceVersion > want.ResourceVersion {
+				t.Fatalf("cache list at revision %d, later than etcd's %d", got.ResourceVersion, want.ResourceVersion)
+			}
+			if fromCache {
+				served++
+			}
+		}
+	}
+	// The first LISTs may come before the cache is primed; the rest must not
+	// fall back to etcd.
+	if served < 850 {
+		t.Errorf("the cache answered %d of 900 LISTs", served)
+	}
+}
+
+// TestListCacheIdleResource: when other resources change and this one does
+// not, a consistent LIST is still answered from the cache (etcd's progress
+// notification tells it that it is current), at a revision no older than the
+// other writes.
+func TestListCacheIdleResource(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	s.EnableListCache(storage.KeyPrefix(cmGR))
+	if _, err := s.Create(ctx, key("a", "x"), cm("a", "x", nil)); err != nil {
+		t.Fatal(err)
+	}
+	waitCached(t, s)
+	var last int64
+	for i := range 5 {
+		resp, err := s.Client().Put(ctx, fmt.Sprintf("/registry/other/%d", i), "v")
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = resp.Header.Revision
+		got, fromCache := cachedList(t, s, storage.KeyPrefix(cmGR), storage.ListOptions{})
+		if !fromCache {
+			t.Fatalf("LIST %d after a write elsewhere read etcd, not the cache", i)
+		}
+		if got.ResourceVersion < last || len(got.Items) != 1 {
+			t.Fatalf("LIST %d at revision %d with %d items; want >= %d with 1", i, got.ResourceVersion, len(got.Items), last)
+		}
+	}
+	// resourceVersion "0" takes any cached state; a number, one at least that new.
+	if _, fromCache := cachedList(t, s, storage.KeyPrefix(cmGR), storage.ListOptions{ResourceVersion: "0"}); !fromCache {
+		t.Error(`resourceVersion "0" was not answered from the cache`)
+	}
+	got, fromCache := cachedList(t, s, storage.KeyPrefix(cmGR), storage.ListOptions{ResourceVersion: fmt.Sprint(last)})
+	if !fromCache || got.ResourceVersion < last {
+		t.Errorf("resourceVersion %d: from cache %v at %d", last, fromCache, got.ResourceVersion)
+	}
+}
+
+// TestListCacheNotUsed: paginated, exact-revision and writable LISTs read etcd.
+func TestListCacheNotUsed(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	s.EnableListCache(storage.KeyPrefix(cmGR))
+	out, err := s.Create(ctx, key("a", "x"), cm("a", "x", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCached(t, s)
+	if _, err := s.Create(ctx, key("a", "y"), cm("a", "y", nil)); err != nil {
+		t.Fatal(err)
+	}
+	rv := out.(*corev1.ConfigMap).ResourceVersion
+	for name, opts := range map[string]storage.ListOptions{
+		"limit": {Limit: 1},
+		"exact": {ResourceVersion: rv, ResourceVersionMatch: "Exact"},
+	} {
+		got, fromCache := cachedList(t, s, storage.KeyPrefix(cmGR), opts)
+		if fromCache {
+			t.Errorf("%s: answered from the cache", name)
+		}
+		if len(got.Items) != 1 || got.Items[0].(*corev1.ConfigMap).Name != "x" {
+			t.Errorf("%s: %v", name, names(got.Items))
+		}
+	}
+	before := s.ListsFromCache()
+	if _, err := s.List(ctx, storage.KeyPrefix(cmGR), storage.ListOptions{}); err != nil || s.ListsFromCache() != before {
+		t.Errorf("a LIST that may modify its items was answered from the cache (%v)", err)
+	}
+}
+
+// TestListCacheStartsOver: after its watch breaks the cache primes again and
+// answers with what changed meanwhile.
+func TestListCacheStartsOver(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	s.EnableListCache(storage.KeyPrefix(cmGR))
+	if _, err := s.Create(ctx, key("a", "x"), cm("a", "x", nil)); err != nil {
+		t.Fatal(err)
+	}
+	waitCached(t, s)
+	s.RestartListCache()
+	if _, err := s.Create(ctx, key("a", "y"), cm("a", "y", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Delete(ctx, key("a", "x"), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := waitCached(t, s)
+	if fmt.Sprint(names(got.Items)) != fmt.Sprint(names(mustList(t, s).Items)) || len(got.Items) != 1 {
+		t.Errorf("after the restart the cache has %v", names(got.Items))
+	}
+}
+
+func mustList(t *testing.T, s *storage.Store) *storage.ListResult {
+	t.Helper()
+	res, err := s.List(context.Background(), storage.KeyPrefix(cmGR), storage.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// waitCached lists read-only until the cache answers.
+func waitCached(t *testing.T, s *storage.Store) *storage.ListResult {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, fromCache := cachedList(t, s, storage.KeyPrefix(cmGR), storage.ListOptions{})
+		if fromCache {
+			return res
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the list cache never answered")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
