@@ -434,11 +434,18 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, req request)
 			return apierrors.NewBadRequest(fmt.Sprintf("invalid limit %q", v))
 		}
 	}
-	list, err := req.res.List(r.Context(), req.namespace, registry.ListOptions{
+	lr, err := req.res.ListItems(r.Context(), req.namespace, registry.ListOptions{
 		Filter: filter, Limit: limit, Continue: q.Get("continue"),
 		ResourceVersion: q.Get("resourceVersion"), ResourceVersionMatch: metav1.ResourceVersionMatch(q.Get("resourceVersionMatch")),
 		ReadOnly: true,
 	})
+	if err != nil {
+		return err
+	}
+	if writeListEncoded(w, out, req.res.Info, req.gv, lr) {
+		return nil
+	}
+	list, err := req.res.ListObject(lr)
 	if err != nil {
 		return err
 	}

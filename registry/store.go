@@ -692,14 +692,24 @@ type ListOptions struct {
 // List returns the objects of namespace ns ("" for all) as a list object of
 // the resource's list kind.
 func (s *Store) List(ctx context.Context, ns string, opts ListOptions) (runtime.Object, error) {
-	res, err := s.Storage.List(ctx, s.Prefix(ns), storage.ListOptions{
+	res, err := s.ListItems(ctx, ns, opts)
+	if err != nil {
+		return nil, err
+	}
+	return s.ListObject(res)
+}
+
+// ListItems is List without the list object: the storage's answer.
+func (s *Store) ListItems(ctx context.Context, ns string, opts ListOptions) (*storage.ListResult, error) {
+	return s.Storage.List(ctx, s.Prefix(ns), storage.ListOptions{
 		Limit: opts.Limit, Continue: opts.Continue, Filter: opts.Filter,
 		ResourceVersion: opts.ResourceVersion, ResourceVersionMatch: opts.ResourceVersionMatch,
 		ReadOnly: opts.ReadOnly,
 	})
-	if err != nil {
-		return nil, err
-	}
+}
+
+// ListObject makes the resource's list object of a storage answer.
+func (s *Store) ListObject(res *storage.ListResult) (runtime.Object, error) {
 	list := s.Info.NewList()
 	if err := meta.SetList(list, res.Items); err != nil {
 		return nil, apierrors.NewInternalError(err)

@@ -8,7 +8,10 @@
 // the k8s.io/api types, or JSON for unstructured objects).
 //
 // An object's resourceVersion is the etcd ModRevision of its key, a list's is
-// the etcd revision it was read at, and a watch is an etcd watch. Reading or
+// the etcd revision it was read at, and a watch is an etcd watch. A store may
+// keep a list cache (EnableListCache): the decoded objects, kept current by one
+// etcd watch, from which whole read-only LISTs are answered as consistently as
+// from etcd. Reading or
 // watching from a compacted revision fails with a 410 Gone (reason Expired)
 // status error, as kube-apiserver does. All errors are apierrors status errors
 // so the API server can return them as they are.
@@ -267,6 +270,9 @@ type ListResult struct {
 	ResourceVersion int64
 	// Continue is set when more items follow.
 	Continue string
+	// Encoded, when the list cache answered, holds each item's memoized
+	// encodings (Encoded[i] is Items[i]'s); nil otherwise.
+	Encoded []*Encoded
 }
 
 // List returns the objects whose keys start with prefix (which should end in
