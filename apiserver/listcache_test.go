@@ -64,34 +64,41 @@ func TestListCacheUnchangedByReaders(t *testing.T) {
 		} {
 			get(res, accept)
 		}
-		sep := "?"
-		if res == "/api/v1/services?labelSelector=app%3Dweb" {
-			sep = "&"
+	}
+	// Each watch lasts its one-second timeout.
+	for _, accept := range []string{"application/json", "application/json;as=Table;v=v1;g=meta.k8s.io", "application/vnd.kubernetes.protobuf"} {
+		get("/api/v1/pods?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1", accept)
+	}
+	for _, r := range []struct {
+		name string
+		list func(metav1.ListOptions) (any, int, error)
+		want int
+	}{
+		{"pods", func(o metav1.ListOptions) (any, int, error) {
+			l, err := c.CoreV1().Pods("").List(ctx, o)
+			if err != nil {
+				return nil, 0, err
+			}
+			return l.Items, len(l.Items), nil
+		}, 5},
+		{"services", func(o metav1.ListOptions) (any, int, error) {
+			l, err := c.CoreV1().Services("").List(ctx, o)
+			if err != nil {
+				return nil, 0, err
+			}
+			return l.Items, len(l.Items), nil
+		}, 6},
+	} {
+		whole, n, err := r.list(metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, accept := range []string{"application/json", "application/json;as=Table;v=v1;g=meta.k8s.io", "application/vnd.kubernetes.protobuf"} {
-			get(res+sep+"watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1", accept)
+		paged, _, err := r.list(metav1.ListOptions{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	whole, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	paged, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{Limit: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(whole.Items) != 5 || !apiequality.Semantic.DeepEqual(whole.Items, paged.Items) {
-		t.Errorf("pods: the cached LIST differs from etcd's:\n%v\n%v", whole.Items, paged.Items)
-	}
-	wholeSvc, err := c.CoreV1().Services("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pagedSvc, err := c.CoreV1().Services("").List(ctx, metav1.ListOptions{Limit: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(wholeSvc.Items) != 6 || !apiequality.Semantic.DeepEqual(wholeSvc.Items, pagedSvc.Items) {
-		t.Errorf("services: the cached LIST differs from etcd's:\n%v\n%v", wholeSvc.Items, pagedSvc.Items)
+		if n != r.want || !apiequality.Semantic.DeepEqual(whole, paged) {
+			t.Errorf("%s: the cached LIST differs from etcd's:\n%v\n%v", r.name, whole, paged)
+		}
 	}
 }

@@ -251,10 +251,24 @@ func (c *listCache) covers(prefix string) bool {
 	return c != nil && strings.HasPrefix(prefix, c.root)
 }
 
-// list returns the cached objects under prefix that pass filter, once the
-// cache has applied every change up to minRev (0: any primed state). ok is
-// false when the cache cannot answer within cacheWait; the caller reads etcd.
-func (c *listCache) list(ctx context.Context, prefix string, filter Filter, minRev int64) (res *ListResult, ok bool) {
+// cacheQuery is one LIST asked of the cache.
+type cacheQuery struct {
+	// prefix is the key range; items are read from key start (prefix, or
+	// where a continue token resumes) on.
+	prefix, start string
+	filter        Filter
+	// limit is the most items returned (0: all); Continue is then set when
+	// keys follow the last one, as a read of etcd sets it.
+	limit int64
+	// minRev: answer once every change up to it is applied (0: any primed
+	// state). atRev: answer only if the cache is exactly at this revision
+	// (a continue token's), without waiting.
+	minRev, atRev int64
+}
+
+// list answers q, or reports false when the cache cannot within cacheWait;
+// the caller reads etcd.
+func (c *listCache) list(ctx context.Context, q cacheQuery) (res *ListResult, ok bool) {
 	timer := time.NewTimer(cacheWait)
 	defer timer.Stop()
 	// Ask for progress now and then while waiting: etcd sends it only once
@@ -263,7 +277,7 @@ func (c *listCache) list(ctx context.Context, prefix string, filter Filter, minR
 	defer ask.Stop()
 	asked := false
 	c.mu.RLock()
-	for c.rev == 0 || c.rev < minRev {
+	for c.rev == 0 || c.rev < q.minRev {
 		if c.rev == 0 {
 			c.mu.RUnlock()
 			return nil, false
@@ -286,15 +300,26 @@ func (c *listCache) list(ctx context.Context, prefix string, filter Filter, minR
 		c.mu.RLock()
 	}
 	defer c.mu.RUnlock()
+	if q.atRev != 0 && c.rev != q.atRev {
+		return nil, false
+	}
 	res = &ListResult{ResourceVersion: c.rev, Encoded: []*Encoded{}}
-	end := clientv3.GetPrefixRangeEnd(prefix)
-	c.items.AscendRange(cachedObject{key: prefix}, cachedObject{key: end}, func(it cachedObject) bool {
-		if filter == nil || filter(it.obj) {
+	last, more := "", false
+	c.items.AscendRange(cachedObject{key: q.start}, cachedObject{key: clientv3.GetPrefixRangeEnd(q.prefix)}, func(it cachedObject) bool {
+		if q.limit > 0 && int64(len(res.Items)) == q.limit {
+			more = true
+			return false
+		}
+		if q.filter == nil || q.filter(it.obj) {
 			res.Items = append(res.Items, it.obj)
 			res.Encoded = append(res.Encoded, it.enc)
+			last = it.key
 		}
 		return true
 	})
+	if more {
+		res.Continue = encodeContinue(c.rev, last+"\x00", q.prefix)
+	}
 	c.served.Add(1)
 	return res, true
 }

@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/svcnet/svcnet/storage"
@@ -81,6 +83,13 @@ func TestListCacheReadsYourWrites(t *testing.T) {
 			{storage.KeyPrefix(cmGR) + ns + "/", nil},
 			{storage.KeyPrefix(cmGR), odd},
 		} {
+			if i%10 == 0 {
+				// Paginated, page by page from the cache and from etcd.
+				got, want := allPages(t, s, q.prefix, q.filter, true), allPages(t, s, q.prefix, q.filter, false)
+				if fmt.Sprint(names(got)) != fmt.Sprint(names(want)) {
+					t.Fatalf("after write %d, pages of %s: cache has %v, etcd %v", i, q.prefix, names(got), names(want))
+				}
+			}
 			got, fromCache := cachedList(t, s, q.prefix, storage.ListOptions{Filter: q.filter})
 			want, err := s.List(ctx, q.prefix, storage.ListOptions{Filter: q.filter})
 			if err != nil {
@@ -100,7 +109,7 @@ func TestListCacheReadsYourWrites(t *testing.T) {
 	// The first LISTs may come before the cache is primed; the rest must not
 	// fall back to etcd.
 	if served < 850 {
-		t.Errorf("the cache answered %d of 900 LISTs", served)
+		t.Errorf("the cache answered %d of 900 whole LISTs", served)
 	}
 }
 
@@ -109,13 +118,8 @@ func TestListCacheReadsYourWrites(t *testing.T) {
 // notification tells it that it is current), at a revision no older than the
 // other writes.
 func TestListCacheIdleResource(t *testing.T) {
-	s, _ := newStore(t)
+	s, _ := primedStore(t)
 	ctx := context.Background()
-	s.EnableListCache(storage.KeyPrefix(cmGR))
-	if _, err := s.Create(ctx, key("a", "x"), cm("a", "x", nil)); err != nil {
-		t.Fatal(err)
-	}
-	waitCached(t, s)
 	var last int64
 	for i := range 5 {
 		resp, err := s.Client().Put(ctx, fmt.Sprintf("/registry/other/%d", i), "v")
@@ -141,23 +145,18 @@ func TestListCacheIdleResource(t *testing.T) {
 	}
 }
 
-// TestListCacheNotUsed: paginated, exact-revision and writable LISTs read etcd.
+// TestListCacheNotUsed: exact-revision and writable LISTs read etcd.
 func TestListCacheNotUsed(t *testing.T) {
-	s, _ := newStore(t)
+	s, rv := primedStore(t)
 	ctx := context.Background()
-	s.EnableListCache(storage.KeyPrefix(cmGR))
-	out, err := s.Create(ctx, key("a", "x"), cm("a", "x", nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitCached(t, s)
 	if _, err := s.Create(ctx, key("a", "y"), cm("a", "y", nil)); err != nil {
 		t.Fatal(err)
 	}
-	rv := out.(*corev1.ConfigMap).ResourceVersion
 	for name, opts := range map[string]storage.ListOptions{
-		"limit": {Limit: 1},
 		"exact": {ResourceVersion: rv, ResourceVersionMatch: "Exact"},
+		// kube-apiserver's legacy rule: a first page at a resourceVersion
+		// is read at exactly that revision.
+		"limit at a resourceVersion": {ResourceVersion: rv, Limit: 5},
 	} {
 		got, fromCache := cachedList(t, s, storage.KeyPrefix(cmGR), opts)
 		if fromCache {
@@ -176,13 +175,8 @@ func TestListCacheNotUsed(t *testing.T) {
 // TestListCacheStartsOver: after its watch breaks the cache primes again and
 // answers with what changed meanwhile.
 func TestListCacheStartsOver(t *testing.T) {
-	s, _ := newStore(t)
+	s, _ := primedStore(t)
 	ctx := context.Background()
-	s.EnableListCache(storage.KeyPrefix(cmGR))
-	if _, err := s.Create(ctx, key("a", "x"), cm("a", "x", nil)); err != nil {
-		t.Fatal(err)
-	}
-	waitCached(t, s)
 	s.RestartListCache()
 	if _, err := s.Create(ctx, key("a", "y"), cm("a", "y", nil)); err != nil {
 		t.Fatal(err)
@@ -194,6 +188,85 @@ func TestListCacheStartsOver(t *testing.T) {
 	if fmt.Sprint(names(got.Items)) != fmt.Sprint(names(mustList(t, s).Items)) || len(got.Items) != 1 {
 		t.Errorf("after the restart the cache has %v", names(got.Items))
 	}
+}
+
+// allPages lists prefix in pages of 3, read-only (from the cache) or not.
+func allPages(t *testing.T, s *storage.Store, prefix string, filter storage.Filter, readOnly bool) []runtime.Object {
+	t.Helper()
+	var items []runtime.Object
+	opts := storage.ListOptions{Limit: 3, Filter: filter, ReadOnly: readOnly}
+	for {
+		res, err := s.List(context.Background(), prefix, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, res.Items...)
+		if res.Continue == "" {
+			return items
+		}
+		opts.Continue = res.Continue
+	}
+}
+
+// TestListCachePages: the pages of a paginated LIST come from the cache
+// while it stays at the first page's revision; after a write, etcd answers the
+// rest at that revision, so the LIST never shows the write.
+func TestListCachePages(t *testing.T) {
+	s, _ := primedStore(t)
+	ctx := context.Background()
+	for i := range 9 {
+		if _, err := s.Create(ctx, key("b", fmt.Sprintf("y%d", i)), cm("b", fmt.Sprintf("y%d", i), nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := storage.ListOptions{Limit: 4}
+	p1, fromCache := cachedList(t, s, storage.KeyPrefix(cmGR), opts)
+	if !fromCache || len(p1.Items) != 4 || p1.Continue == "" {
+		t.Fatalf("page 1: from cache %v, %v, continue %q", fromCache, names(p1.Items), p1.Continue)
+	}
+	opts.Continue = p1.Continue
+	p2, fromCache := cachedList(t, s, storage.KeyPrefix(cmGR), opts)
+	if !fromCache || len(p2.Items) != 4 || p2.ResourceVersion != p1.ResourceVersion {
+		t.Fatalf("page 2: from cache %v, %v at %d", fromCache, names(p2.Items), p2.ResourceVersion)
+	}
+	if _, err := s.Create(ctx, key("b", "z"), cm("b", "z", nil)); err != nil {
+		t.Fatal(err)
+	}
+	waitCached(t, s)
+	opts.Continue = p2.Continue
+	p3, fromCache := cachedList(t, s, storage.KeyPrefix(cmGR), opts)
+	if fromCache || len(p3.Items) != 2 || p3.Items[1].(*corev1.ConfigMap).Name != "y8" || p3.Continue != "" || p3.ResourceVersion != p1.ResourceVersion {
+		t.Errorf("page 3 after a write: from cache %v, %v, continue %q", fromCache, names(p3.Items), p3.Continue)
+	}
+}
+
+// TestListCacheTooLarge: a resourceVersion etcd has not reached is kube-apiserver's
+// 504 "Too large resource version" once the wait is over.
+func TestListCacheTooLarge(t *testing.T) {
+	s, _ := primedStore(t)
+	cur, err := s.CurrentRevision(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.List(context.Background(), storage.KeyPrefix(cmGR), storage.ListOptions{ReadOnly: true, ResourceVersion: fmt.Sprint(cur + 100)})
+	want := fmt.Sprintf("Timeout: Too large resource version: %d, current: %d", cur+100, cur)
+	if !apierrors.IsTimeout(err) || err.Error() != want || !apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+		t.Errorf("got %v, want 504 %q", err, want)
+	}
+}
+
+// primedStore is a store with a list cache that holds ConfigMap a/x and has
+// answered a LIST; it returns x's resourceVersion.
+func primedStore(t *testing.T) (*storage.Store, string) {
+	t.Helper()
+	s, _ := newStore(t)
+	s.EnableListCache(storage.KeyPrefix(cmGR))
+	out, err := s.Create(context.Background(), key("a", "x"), cm("a", "x", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCached(t, s)
+	return s, out.(*corev1.ConfigMap).ResourceVersion
 }
 
 func mustList(t *testing.T, s *storage.Store) *storage.ListResult {

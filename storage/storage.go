@@ -11,10 +11,9 @@
 // the etcd revision it was read at, and a watch is an etcd watch. A store may
 // keep a list cache (EnableListCache): the decoded objects, kept current by one
 // etcd watch, from which whole read-only LISTs are answered as consistently as
-// from etcd. Reading or
-// watching from a compacted revision fails with a 410 Gone (reason Expired)
-// status error, as kube-apiserver does. All errors are apierrors status errors
-// so the API server can return them as they are.
+// from etcd. Reading or watching from a compacted revision fails with a 410
+// Gone (reason Expired) status error, as kube-apiserver does. All errors are
+// apierrors status errors so the API server can return them as they are.
 package storage
 
 import (
@@ -57,16 +56,18 @@ type ListOptions struct {
 	Limit int64
 	// Continue is the token from a previous page's ListMeta.Continue.
 	Continue string
-	// ResourceVersion, when set and ResourceVersionMatch is "Exact", lists at that
-	// revision; otherwise the newest data is listed.
+	// ResourceVersion, when set and ResourceVersionMatch is "Exact" (or, by
+	// kube-apiserver's legacy rule, unset with a Limit and no Continue), lists
+	// at that revision; otherwise the newest data is listed (from the list
+	// cache: data at least that new, "0" any).
 	ResourceVersion      string
 	ResourceVersionMatch metav1.ResourceVersionMatch
 	// Filter drops items after they are read; the limit counts kept items.
 	Filter Filter
 	// ReadOnly promises that the caller will not modify the items, so they may
 	// be the objects the store's list cache holds (see EnableListCache): a
-	// whole, non-paginated LIST that is not for an exact resourceVersion is
-	// then answered from memory, as consistent as a read of etcd.
+	// LIST that is not for an exact resourceVersion is then answered from
+	// memory, as consistent as a read of etcd.
 	ReadOnly bool
 }
 
@@ -280,7 +281,12 @@ type ListResult struct {
 // and Continue resumes after the last item; a continue token whose revision has
 // been compacted yields 410 Expired. An empty result is not an error.
 func (s *Store) List(ctx context.Context, prefix string, opts ListOptions) (*ListResult, error) {
-	if opts.ReadOnly && opts.Limit == 0 && opts.Continue == "" && opts.ResourceVersionMatch != metav1.ResourceVersionMatchExact && s.cache.covers(prefix) {
+	if opts.ResourceVersionMatch == "" && opts.Limit > 0 && opts.Continue == "" && opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
+		// kube-apiserver's legacy rule: the first page of a paginated LIST
+		// at a resourceVersion is read at exactly that revision.
+		opts.ResourceVersionMatch = metav1.ResourceVersionMatchExact
+	}
+	if opts.ReadOnly && opts.ResourceVersionMatch != metav1.ResourceVersionMatchExact && s.cache.covers(prefix) {
 		if res, ok, err := s.listCached(ctx, prefix, opts); ok || err != nil {
 			return res, err
 		}
@@ -357,26 +363,50 @@ func (s *Store) List(ctx context.Context, prefix string, opts ListOptions) (*Lis
 
 // listCached answers a LIST from the list cache: resourceVersion "" asks for
 // the newest data (etcd's current revision), "0" for any, and a number for
-// data at least that new. ok is false when the cache could not answer.
+// data at least that new. A page that continues a paginated LIST comes from
+// the cache only while it is still at the token's revision; otherwise etcd,
+// which keeps old revisions, answers it. ok is false when the cache could not
+// answer.
 func (s *Store) listCached(ctx context.Context, prefix string, opts ListOptions) (*ListResult, bool, error) {
-	var minRev int64
-	switch opts.ResourceVersion {
-	case "0":
-	case "":
+	q := cacheQuery{prefix: prefix, start: prefix, filter: opts.Filter, limit: opts.Limit}
+	switch {
+	case opts.Continue != "":
+		rev, start, err := decodeContinue(opts.Continue, prefix)
+		if err != nil {
+			return nil, false, err
+		}
+		q.atRev, q.start = rev, start
+	case opts.ResourceVersion == "0":
+	case opts.ResourceVersion == "":
 		rev, err := s.CurrentRevision(ctx)
 		if err != nil {
 			return nil, false, err
 		}
-		minRev = rev
+		q.minRev = rev
 	default:
 		rev, err := ParseResourceVersion(opts.ResourceVersion)
 		if err != nil {
 			return nil, false, err
 		}
-		minRev = rev
+		q.minRev = rev
 	}
-	res, ok := s.cache.list(ctx, prefix, opts.Filter, minRev)
+	res, ok := s.cache.list(ctx, q)
+	if !ok && q.minRev > 0 && opts.ResourceVersion != "" {
+		// A revision etcd has not reached is an error, after the wait, as
+		// kube-apiserver's watch cache answers it.
+		if cur, err := s.CurrentRevision(ctx); err == nil && q.minRev > cur {
+			return nil, false, newTooLarge(q.minRev, cur)
+		}
+	}
 	return res, ok, nil
+}
+
+// newTooLarge is kube-apiserver's 504 for a resourceVersion newer than the
+// store: reason Timeout, retry after a second, cause ResourceVersionTooLarge.
+func newTooLarge(want, cur int64) error {
+	err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", want, cur), 1)
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
+	return err
 }
 
 // decodeAll decodes a range of stored objects, in parallel when it is large
