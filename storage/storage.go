@@ -185,7 +185,12 @@ func (s *Store) etcdErr(err error, rev int64) error {
 		return NewExpired(rev)
 	}
 	if errors.Is(err, rpctypes.ErrFutureRev) {
-		return apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d", rev), 1)
+		// kube-apiserver reports the current revision too (0 if unknown).
+		cur, cerr := s.CurrentRevision(context.Background())
+		if cerr != nil {
+			cur = 0
+		}
+		return newTooLarge(rev, cur, 0)
 	}
 	var st apierrors.APIStatus
 	if errors.As(err, &st) {
@@ -395,16 +400,17 @@ func (s *Store) listCached(ctx context.Context, prefix string, opts ListOptions)
 		// A revision etcd has not reached is an error, after the wait, as
 		// kube-apiserver's watch cache answers it.
 		if cur, err := s.CurrentRevision(ctx); err == nil && q.minRev > cur {
-			return nil, false, newTooLarge(q.minRev, cur)
+			return nil, false, newTooLarge(q.minRev, cur, 1)
 		}
 	}
 	return res, ok, nil
 }
 
 // newTooLarge is kube-apiserver's 504 for a resourceVersion newer than the
-// store: reason Timeout, retry after a second, cause ResourceVersionTooLarge.
-func newTooLarge(want, cur int64) error {
-	err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", want, cur), 1)
+// store: reason Timeout, retry after retry seconds (its watch cache says 1,
+// its etcd reads 0), cause ResourceVersionTooLarge.
+func newTooLarge(want, cur int64, retry int) error {
+	err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", want, cur), retry)
 	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
 	return err
 }

@@ -324,6 +324,7 @@ func TestSvcnetOnRealKubeAPIServer(t *testing.T) {
 	}
 	t.Run("dns", c.dns)
 	t.Run("controllers", c.controllers)
+	t.Run("list-semantics", c.listSemantics)
 }
 
 // proxy runs `svcnet proxy` as system:kube-proxy (bound to
