@@ -15,6 +15,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metainternalversionvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -433,6 +435,20 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, req request)
 		if limit, err = strconv.ParseInt(v, 10, 64); err != nil || limit < 0 {
 			return apierrors.NewBadRequest(fmt.Sprintf("invalid limit %q", v))
 		}
+	}
+	// The resourceVersion, resourceVersionMatch, continue and
+	// sendInitialEvents rules are apimachinery's, as kube-apiserver applies them.
+	lo := &metainternalversion.ListOptions{ResourceVersion: q.Get("resourceVersion"),
+		ResourceVersionMatch: metav1.ResourceVersionMatch(q.Get("resourceVersionMatch")), Continue: q.Get("continue")}
+	if v := q.Get("sendInitialEvents"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return apierrors.NewBadRequest(fmt.Sprintf("invalid sendInitialEvents %q", v))
+		}
+		lo.SendInitialEvents = &b
+	}
+	if errs := metainternalversionvalidation.ValidateListOptions(lo, true); len(errs) > 0 {
+		return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
 	}
 	lr, err := req.res.ListItems(r.Context(), req.namespace, registry.ListOptions{
 		Filter: filter, Limit: limit, Continue: q.Get("continue"),

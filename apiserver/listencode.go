@@ -53,6 +53,7 @@ func writeListEncoded(w http.ResponseWriter, out output, info registry.ResourceI
 	}
 	lm.SetResourceVersion(strconv.FormatInt(lr.ResourceVersion, 10))
 	lm.SetContinue(lr.Continue)
+	lm.SetRemainingItemCount(lr.RemainingItemCount)
 	var body []byte
 	switch out.info.MediaType {
 	case runtime.ContentTypeProtobuf:

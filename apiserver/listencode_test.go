@@ -32,6 +32,7 @@ func TestListEncodedMatches(t *testing.T) {
 			lr := &storage.ListResult{ResourceVersion: int64(1000 + round), Encoded: []*storage.Encoded{}}
 			if round == 2 {
 				lr.Continue = "tok" + strconv.Itoa(round)
+				lr.RemainingItemCount = new(int64(17))
 			}
 			for range round * 3 {
 				o := info.New()
@@ -47,6 +48,7 @@ func TestListEncodedMatches(t *testing.T) {
 			lm, _ := meta.ListAccessor(list)
 			lm.SetResourceVersion(strconv.FormatInt(lr.ResourceVersion, 10))
 			lm.SetContinue(lr.Continue)
+			lm.SetRemainingItemCount(lr.RemainingItemCount)
 			for _, mt := range []string{runtime.ContentTypeJSON, runtime.ContentTypeProtobuf} {
 				si, _ := serializerFor(mt)
 				out := output{info: si}

@@ -720,6 +720,7 @@ func (s *Store) ListObject(res *storage.ListResult) (runtime.Object, error) {
 	}
 	lm.SetResourceVersion(fmt.Sprint(res.ResourceVersion))
 	lm.SetContinue(res.Continue)
+	lm.SetRemainingItemCount(res.RemainingItemCount)
 	return list, nil
 }
 

@@ -50,6 +50,10 @@ type listCache struct {
 	progress func()
 	// stop ends the current watch (tests use it to make the cache start over).
 	stop context.CancelFunc
+	// progressOK: every etcd member sends progress notifications only once
+	// the watch has caught up (see progressReliable); without it the cache
+	// cannot tell it is current and consistent reads go to etcd.
+	progressOK bool
 
 	// served counts LISTs answered from memory (for tests).
 	served atomic.Int64
@@ -166,6 +170,7 @@ func (c *listCache) prime(ctx context.Context) (*btree.BTreeG[cachedObject], int
 // watch primes the cache and applies the changes etcd reports until the watch
 // fails or ctx is done.
 func (c *listCache) watch(ctx context.Context) error {
+	progressOK := c.progressReliable(ctx)
 	items, rev, err := c.prime(ctx)
 	if err != nil {
 		return err
@@ -180,6 +185,7 @@ func (c *listCache) watch(ctx context.Context) error {
 	wch := w.Watch(wctx, c.root, clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithProgressNotify())
 	c.mu.Lock()
 	c.items = items
+	c.progressOK = progressOK
 	c.progress = func() { _ = w.RequestProgress(wctx) }
 	c.stop = cancel
 	c.advance(rev)
@@ -192,9 +198,11 @@ func (c *listCache) watch(ctx context.Context) error {
 			return err
 		}
 		if resp.IsProgressNotify() {
-			c.mu.Lock()
-			c.advance(resp.Header.Revision)
-			c.mu.Unlock()
+			if progressOK {
+				c.mu.Lock()
+				c.advance(resp.Header.Revision)
+				c.mu.Unlock()
+			}
 			continue
 		}
 		// Decode before taking the lock; apply the whole response at once,
@@ -234,6 +242,52 @@ func (c *listCache) watch(ctx context.Context) error {
 		return err
 	}
 	return errors.New("watch closed")
+}
+
+// progressReliable reports whether every etcd member answers progress
+// requests only for a watch that has caught up: etcd 3.4.31, 3.5.13, 3.6 and
+// later. Older ones may report a revision whose events are still on their way
+// (etcd issue 15220), so kube-apiserver does not serve consistent reads from
+// its cache on them, and neither does svcnet (Debian 12's etcd is 3.4.23).
+func (c *listCache) progressReliable(ctx context.Context) bool {
+	eps := c.s.client.Endpoints()
+	if len(eps) == 0 {
+		return false
+	}
+	for _, ep := range eps {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		st, err := c.s.client.Status(sctx, ep)
+		cancel()
+		if err != nil || !progressVersionOK(st.Version) {
+			return false
+		}
+	}
+	return true
+}
+
+// progressVersionOK is the version test of progressReliable.
+func progressVersionOK(v string) bool {
+	var major, minor, patch int
+	if _, err := fmt.Sscanf(v, "%d.%d.%d", &major, &minor, &patch); err != nil {
+		return false
+	}
+	switch {
+	case major != 3:
+		return major > 3
+	case minor == 4:
+		return patch >= 31
+	case minor == 5:
+		return patch >= 13
+	}
+	return minor >= 6
+}
+
+// consistent reports whether the cache can answer reads that must be as new
+// as etcd (see progressOK).
+func (c *listCache) consistent() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.progressOK
 }
 
 // advance records that every change up to rev is applied. c.mu is held.
@@ -304,11 +358,12 @@ func (c *listCache) list(ctx context.Context, q cacheQuery) (res *ListResult, ok
 		return nil, false
 	}
 	res = &ListResult{ResourceVersion: c.rev, Encoded: []*Encoded{}}
-	last, more := "", false
+	last, more, rest := "", false, int64(0)
 	c.items.AscendRange(cachedObject{key: q.start}, cachedObject{key: clientv3.GetPrefixRangeEnd(q.prefix)}, func(it cachedObject) bool {
 		if q.limit > 0 && int64(len(res.Items)) == q.limit {
-			more = true
-			return false
+			// Unfiltered, count the rest (remainingItemCount).
+			more, rest = true, rest+1
+			return q.filter == nil
 		}
 		if q.filter == nil || q.filter(it.obj) {
 			res.Items = append(res.Items, it.obj)
@@ -319,6 +374,9 @@ func (c *listCache) list(ctx context.Context, q cacheQuery) (res *ListResult, ok
 	})
 	if more {
 		res.Continue = encodeContinue(c.rev, last+"\x00", q.prefix)
+		if q.filter == nil {
+			res.RemainingItemCount = &rest
+		}
 	}
 	c.served.Add(1)
 	return res, true

@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	goruntime "runtime"
 	"strconv"
 	"strings"
@@ -164,16 +165,17 @@ func setRV(obj runtime.Object, rev int64) error {
 	return nil
 }
 
-// ParseResourceVersion parses a resourceVersion; "" is 0.
+// ParseResourceVersion parses a resourceVersion; "" is 0. A malformed one is
+// kube-apiserver's 400 "invalid resource version: ...".
 func ParseResourceVersion(rv string) (int64, error) {
 	if rv == "" {
 		return 0, nil
 	}
-	n, err := strconv.ParseInt(rv, 10, 64)
-	if err != nil || n < 0 {
-		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %s", rv))
+	n, err := strconv.ParseUint(rv, 10, 63)
+	if err != nil {
+		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: resourceVersion: Invalid value: %q: %v", rv, err))
 	}
-	return n, nil
+	return int64(n), nil
 }
 
 // etcdErr turns etcd client errors into status errors.
@@ -251,22 +253,39 @@ func encodeContinue(rev int64, next string, prefix string) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// decodeContinue reads a continue token as kube-apiserver does, with its
+// error texts (a 400 "invalid continue token: ..."). A token's negative
+// revision means "the newest" (rev 0).
 func decodeContinue(tok, prefix string) (rev int64, start string, err error) {
+	invalid := func(detail string) error {
+		return apierrors.NewBadRequest("invalid continue token: continue key is not valid" + detail)
+	}
 	b, err := base64.RawURLEncoding.DecodeString(tok)
 	if err != nil {
-		return 0, "", apierrors.NewBadRequest(fmt.Sprintf("continue key is not valid: %v", err))
+		return 0, "", invalid(": " + err.Error())
 	}
 	var c continueToken
 	if err := json.Unmarshal(b, &c); err != nil {
-		return 0, "", apierrors.NewBadRequest(fmt.Sprintf("continue key is not valid: %v", err))
+		return 0, "", invalid(": " + err.Error())
 	}
 	if c.APIVersion != "meta.k8s.io/v1" {
-		return 0, "", apierrors.NewBadRequest(fmt.Sprintf("continue key is not valid: server does not recognize this encoding (%s)", c.APIVersion))
+		return 0, "", invalid(": server does not recognize this encoded version " + c.APIVersion)
 	}
-	if strings.Contains(c.StartKey, "..") || strings.HasPrefix(c.StartKey, "/") || c.ResourceVersion <= 0 {
-		return 0, "", apierrors.NewBadRequest("continue key is not valid: invalid start key or revision")
+	if c.ResourceVersion == 0 {
+		return 0, "", invalid(": incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
 	}
-	return c.ResourceVersion, prefix + c.StartKey, nil
+	if c.StartKey == "" {
+		return 0, "", invalid(": encoded start key empty (version meta.k8s.io/v1)")
+	}
+	// The start key cannot climb out of the prefix: it must be clean.
+	key := c.StartKey
+	if !strings.HasPrefix(key, "/") {
+		key = "/" + key
+	}
+	if path.Clean(key) != key {
+		return 0, "", invalid(": " + c.StartKey)
+	}
+	return max(c.ResourceVersion, 0), prefix + key[1:], nil
 }
 
 // ListResult is one page of a list.
@@ -276,6 +295,9 @@ type ListResult struct {
 	ResourceVersion int64
 	// Continue is set when more items follow.
 	Continue string
+	// RemainingItemCount, set with Continue when the LIST has no filter, is
+	// how many items follow (kube-apiserver's ListMeta.remainingItemCount).
+	RemainingItemCount *int64
 	// Encoded, when the list cache answered, holds each item's memoized
 	// encodings (Encoded[i] is Items[i]'s); nil otherwise.
 	Encoded []*Encoded
@@ -286,6 +308,12 @@ type ListResult struct {
 // and Continue resumes after the last item; a continue token whose revision has
 // been compacted yields 410 Expired. An empty result is not an error.
 func (s *Store) List(ctx context.Context, prefix string, opts ListOptions) (*ListResult, error) {
+	if opts.Continue != "" && opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
+		if _, _, err := decodeContinue(opts.Continue, prefix); err != nil {
+			return nil, err
+		}
+		return nil, apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
+	}
 	if opts.ResourceVersionMatch == "" && opts.Limit > 0 && opts.Continue == "" && opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
 		// kube-apiserver's legacy rule: the first page of a paginated LIST
 		// at a resourceVersion is read at exactly that revision.
@@ -352,6 +380,12 @@ func (s *Store) List(ctx context.Context, prefix string, opts ListOptions) (*Lis
 			if opts.Limit > 0 && int64(len(res.Items)) == opts.Limit {
 				if i < len(kvs)-1 || more {
 					res.Continue = encodeContinue(rev, string(kv.Key)+"\x00", prefix)
+					if opts.Filter == nil {
+						// Unfiltered, this is the only read: etcd counted
+						// the whole rest of the range.
+						n := resp.Count - int64(i+1)
+						res.RemainingItemCount = &n
+					}
 				}
 				res.ResourceVersion = rev
 				return res, nil
@@ -374,6 +408,10 @@ func (s *Store) List(ctx context.Context, prefix string, opts ListOptions) (*Lis
 // answer.
 func (s *Store) listCached(ctx context.Context, prefix string, opts ListOptions) (*ListResult, bool, error) {
 	q := cacheQuery{prefix: prefix, start: prefix, filter: opts.Filter, limit: opts.Limit}
+	if opts.ResourceVersion != "0" && opts.Continue == "" && !s.cache.consistent() {
+		// This etcd cannot tell the cache it is current.
+		return nil, false, nil
+	}
 	switch {
 	case opts.Continue != "":
 		rev, start, err := decodeContinue(opts.Continue, prefix)
@@ -381,6 +419,15 @@ func (s *Store) listCached(ctx context.Context, prefix string, opts ListOptions)
 			return nil, false, err
 		}
 		q.atRev, q.start = rev, start
+		if rev == 0 {
+			// A token for "the newest": a consistent read.
+			if !s.cache.consistent() {
+				return nil, false, nil
+			}
+			if q.minRev, err = s.CurrentRevision(ctx); err != nil {
+				return nil, false, err
+			}
+		}
 	case opts.ResourceVersion == "0":
 	case opts.ResourceVersion == "":
 		rev, err := s.CurrentRevision(ctx)
