@@ -11,10 +11,11 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metainternalversionvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/svcnet/svcnet/registry"
 	"github.com/svcnet/svcnet/storage"
@@ -25,8 +26,9 @@ import (
 const InitialEventsAnnotation = metav1.InitialEventsAnnotationKey
 
 // handleWatch streams watch events. Semantics follow kube-apiserver:
-//   - sendInitialEvents=true: an ADDED event per existing object, then a
-//     BOOKMARK annotated k8s.io/initial-events-end, then changes;
+//   - sendInitialEvents=true: an ADDED event per existing object, then (with
+//     allowWatchBookmarks) a BOOKMARK annotated k8s.io/initial-events-end,
+//     then changes;
 //   - resourceVersion "" or "0" (without sendInitialEvents=false): ADDED
 //     events for the current state, then changes;
 //   - resourceVersion N: changes after N; 410 Expired if N was compacted.
@@ -63,19 +65,13 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 		}
 		sendInitial = &b
 	}
-	if sendInitial != nil {
-		var errs field.ErrorList
-		if q.Get("resourceVersionMatch") != string(metav1.ResourceVersionMatchNotOlderThan) {
-			errs = append(errs, field.Forbidden(field.NewPath("resourceVersionMatch"), "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"))
-		}
-		if *sendInitial && !bookmarks {
-			errs = append(errs, field.Forbidden(field.NewPath("allowWatchBookmarks"), "allowWatchBookmarks must be set to true when sendInitialEvents is set"))
-		}
-		if len(errs) > 0 {
-			return apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "ListOptions"}, "", errs)
-		}
-	} else if m := q.Get("resourceVersionMatch"); m != "" {
-		return apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "ListOptions"}, "", field.ErrorList{field.Forbidden(field.NewPath("resourceVersionMatch"), "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided")})
+	// apimachinery's rules for watch options, as kube-apiserver applies them
+	// (it does not require allowWatchBookmarks for sendInitialEvents; without
+	// it the initial events just end without their bookmark).
+	lo := &metainternalversion.ListOptions{Watch: true, ResourceVersion: rv, SendInitialEvents: sendInitial,
+		ResourceVersionMatch: metav1.ResourceVersionMatch(q.Get("resourceVersionMatch")), Continue: q.Get("continue")}
+	if errs := metainternalversionvalidation.ValidateListOptions(lo, true); len(errs) > 0 {
+		return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
 	}
 	initial := (sendInitial != nil && *sendInitial) || (sendInitial == nil && (rv == "" || rv == "0"))
 	timeout := time.Duration(1800+rand.IntN(1800)) * time.Second
@@ -99,8 +95,13 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 		initialItems, _ = meta.ExtractList(list)
 		lm, _ := meta.ListAccessor(list)
 		fromRev, _ = strconv.ParseInt(lm.GetResourceVersion(), 10, 64)
-	} else if fromRev, err = storage.ParseResourceVersion(rv); err != nil {
-		return err
+	} else if n, perr := strconv.ParseUint(rv, 10, 63); perr != nil {
+		// kube-apiserver answers a watch from a malformed resourceVersion
+		// with a bare 500 carrying the field error.
+		return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
+			Message: fmt.Sprintf("resourceVersion: Invalid value: %q: %v", rv, perr)}}
+	} else {
+		fromRev = int64(n)
 	}
 	progress := time.Duration(0)
 	if bookmarks && out.as == "" {
@@ -181,7 +182,7 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 		}
 	}
 	initialItems = nil // the list is sent; let it go
-	if sendInitial != nil && *sendInitial {
+	if sendInitial != nil && *sendInitial && bookmarks {
 		if err := bookmark(fromRev, true); err != nil {
 			return nil
 		}

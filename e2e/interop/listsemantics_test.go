@@ -11,8 +11,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -162,6 +165,68 @@ func listScript(t *testing.T, cs kubernetes.Interface) []string {
 	} {
 		list(c.what, c.opts)
 	}
+	// Watches: their option rules, and a streaming list's events up to the
+	// bookmark that ends the initial state.
+	yes, no := true, false
+	for _, c := range []struct {
+		what string
+		opts metav1.ListOptions
+	}{
+		{"watch, initial events", metav1.ListOptions{LabelSelector: "even=true", SendInitialEvents: &yes, AllowWatchBookmarks: true, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}},
+		{"watch, initial events at page 1's resourceVersion", metav1.ListOptions{LabelSelector: "even=true", SendInitialEvents: &yes, AllowWatchBookmarks: true, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, ResourceVersion: firstRV}},
+		{"watch, initial events without resourceVersionMatch", metav1.ListOptions{SendInitialEvents: &yes, AllowWatchBookmarks: true}},
+		{"watch, initial events without bookmarks", metav1.ListOptions{SendInitialEvents: &yes, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}},
+		{"watch, no initial events, not older than", metav1.ListOptions{SendInitialEvents: &no, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, ResourceVersion: firstRV}},
+		{"watch, resourceVersionMatch without sendInitialEvents", metav1.ListOptions{ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, ResourceVersion: firstRV}},
+		{"watch, exact", metav1.ListOptions{SendInitialEvents: &yes, AllowWatchBookmarks: true, ResourceVersionMatch: metav1.ResourceVersionMatchExact, ResourceVersion: firstRV}},
+		{"watch, a malformed resourceVersion", metav1.ListOptions{ResourceVersion: "abc"}},
+	} {
+		out = append(out, watchOutcome(ctx, svcs, c.what, c.opts))
+	}
 	_ = cs.CoreV1().Namespaces().Delete(ctx, "listsem", metav1.DeleteOptions{})
 	return out
+}
+
+// watchOutcome starts a watch and describes its answer: the error, or the
+// events until the bookmark that ends the initial state (or 3 s).
+func watchOutcome(ctx context.Context, svcs typedcorev1.ServiceInterface, what string, opts metav1.ListOptions) string {
+	timeout := int64(3)
+	opts.TimeoutSeconds = &timeout
+	w, err := svcs.Watch(ctx, opts)
+	if err != nil {
+		st, ok := err.(apierrors.APIStatus)
+		if !ok {
+			return what + ": " + err.Error()
+		}
+		s := st.Status()
+		var causes []string
+		if s.Details != nil {
+			for _, c := range s.Details.Causes {
+				causes = append(causes, string(c.Type)+" "+c.Field+" "+digits.ReplaceAllString(c.Message, "N"))
+			}
+		}
+		return fmt.Sprintf("%s: error %d %s %q causes %q", what, s.Code, s.Reason, digits.ReplaceAllString(s.Message, "N"), causes)
+	}
+	defer w.Stop()
+	var evs []string
+	for ev := range w.ResultChan() {
+		if ev.Type == watch.Bookmark {
+			if m, err := meta.Accessor(ev.Object); err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+				evs = append(evs, "BOOKMARK(initial-events-end)")
+				break
+			}
+			continue
+		}
+		if ev.Type == watch.Error {
+			evs = append(evs, fmt.Sprintf("ERROR %v", digits.ReplaceAllString(fmt.Sprint(apierrors.FromObject(ev.Object)), "N")))
+			break
+		}
+		m, err := meta.Accessor(ev.Object)
+		if err != nil {
+			evs = append(evs, string(ev.Type))
+			continue
+		}
+		evs = append(evs, string(ev.Type)+" "+m.GetName())
+	}
+	return fmt.Sprintf("%s: %v", what, evs)
 }
