@@ -92,18 +92,7 @@ func listScript(t *testing.T, cs kubernetes.Interface) []string {
 	var firstRV string
 	describe := func(what string, l *corev1.ServiceList, err error) string {
 		if err != nil {
-			st, ok := err.(apierrors.APIStatus)
-			if !ok {
-				return what + ": " + err.Error()
-			}
-			s := st.Status()
-			var causes []string
-			if s.Details != nil {
-				for _, c := range s.Details.Causes {
-					causes = append(causes, string(c.Type)+" "+c.Field+" "+digits.ReplaceAllString(c.Message, "N"))
-				}
-			}
-			return fmt.Sprintf("%s: error %d %s %q causes %q", what, s.Code, s.Reason, digits.ReplaceAllString(s.Message, "N"), causes)
+			return describeErr(what, err)
 		}
 		var names []string
 		for _, it := range l.Items {
@@ -194,18 +183,7 @@ func watchOutcome(ctx context.Context, svcs typedcorev1.ServiceInterface, what s
 	opts.TimeoutSeconds = &timeout
 	w, err := svcs.Watch(ctx, opts)
 	if err != nil {
-		st, ok := err.(apierrors.APIStatus)
-		if !ok {
-			return what + ": " + err.Error()
-		}
-		s := st.Status()
-		var causes []string
-		if s.Details != nil {
-			for _, c := range s.Details.Causes {
-				causes = append(causes, string(c.Type)+" "+c.Field+" "+digits.ReplaceAllString(c.Message, "N"))
-			}
-		}
-		return fmt.Sprintf("%s: error %d %s %q causes %q", what, s.Code, s.Reason, digits.ReplaceAllString(s.Message, "N"), causes)
+		return describeErr(what, err)
 	}
 	defer w.Stop()
 	var evs []string
@@ -229,4 +207,21 @@ func watchOutcome(ctx context.Context, svcs typedcorev1.ServiceInterface, what s
 		evs = append(evs, string(ev.Type)+" "+m.GetName())
 	}
 	return fmt.Sprintf("%s: %v", what, evs)
+}
+
+// describeErr describes an API error: code, reason, causes and message, with
+// numbers masked (revisions differ between the two servers).
+func describeErr(what string, err error) string {
+	st, ok := err.(apierrors.APIStatus)
+	if !ok {
+		return what + ": " + err.Error()
+	}
+	s := st.Status()
+	var causes []string
+	if s.Details != nil {
+		for _, c := range s.Details.Causes {
+			causes = append(causes, string(c.Type)+" "+c.Field+" "+digits.ReplaceAllString(c.Message, "N"))
+		}
+	}
+	return fmt.Sprintf("%s: error %d %s %q causes %q", what, s.Code, s.Reason, digits.ReplaceAllString(s.Message, "N"), causes)
 }
