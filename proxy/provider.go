@@ -234,8 +234,12 @@ type ModeConfig struct {
 	// each Service's chain, the default when empty) or "rules" (one rule
 	// per endpoint, no set). Other modes ignore it.
 	NFTablesEndpointChoice string
-	SyncPeriod             time.Duration
-	MinSyncPeriod          time.Duration
+	// NFTablesShards is --nftables-shards (a svcnet extension): the
+	// number of Service dispatch tables beside the kube-proxy table; 0 is
+	// kube-proxy's single table.
+	NFTablesShards int
+	SyncPeriod     time.Duration
+	MinSyncPeriod  time.Duration
 	// Scheduler is --ipvs-scheduler (default "rr"); modes that balance in
 	// other ways ignore it.
 	Scheduler string

@@ -81,7 +81,7 @@ func main() {
 	flag.StringVar(&cfg.out, "out", "", "report file (default ROOT/docs/benchmarks.md; plots beside it in ROOT/docs/benchmarks/)")
 	flag.StringVar(&cfg.bin, "bin", "", "where to build the binaries (default ROOT/bin/bench)")
 	flag.StringVar(&sizes, "sizes", "1000,10000", "Service counts for the proxy measurements (the issue's full set: 1000,10000,30000,50000)")
-	flag.StringVar(&modes, "modes", "nftables,iptables", "proxy modes; iptables-tree runs kube-proxy in iptables mode beside svcnet with --iptables-dispatch=tree, nftables-rules (nftables-shared) kube-proxy in nftables mode beside svcnet with --nftables-endpoint-choice=rules (shared)")
+	flag.StringVar(&modes, "modes", "nftables,iptables", "proxy modes; iptables-tree runs kube-proxy in iptables mode beside svcnet with --iptables-dispatch=tree, nftables-rules (nftables-shared) kube-proxy in nftables mode beside svcnet with --nftables-endpoint-choice=rules (shared), nftables-shards beside svcnet with --nftables-endpoint-choice=shared --nftables-shards=16")
 	flag.IntVar(&cfg.reps, "reps", 3, "repetitions of every measurement (svcnet and peer alternate their order)")
 	flag.IntVar(&cfg.repsLarge, "reps-large", 0, "repetitions of the proxy measurements at 30,000 Services and more (0: -reps); kube-proxy's start takes minutes there")
 	flag.IntVar(&cfg.changes, "changes", 5, "one-change syncs per proxy run")

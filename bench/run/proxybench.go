@@ -234,7 +234,9 @@ func (b *proxyBed) populate(n int) (float64, error) {
 // "nftables-rules" runs both in nftables mode, svcnet with its opt-in
 // --nftables-endpoint-choice=rules (one rule per endpoint instead of an
 // anonymous map per Service); "nftables-shared" likewise with
-// --nftables-endpoint-choice=shared (shared endpoint maps).
+// --nftables-endpoint-choice=shared (shared endpoint maps), and
+// "nftables-shards" with that and --nftables-shards=16 (16 dispatch
+// tables).
 func (b *proxyBed) proxyArgs(bins *peers, impl, mode string) []string {
 	proxyMode, extra := mode, []string(nil)
 	switch mode {
@@ -247,6 +249,11 @@ func (b *proxyBed) proxyArgs(bins *peers, impl, mode string) []string {
 		proxyMode = "nftables"
 		if impl != "kube-proxy" {
 			extra = []string{"--nftables-endpoint-choice", strings.TrimPrefix(mode, "nftables-")}
+		}
+	case "nftables-shards":
+		proxyMode = "nftables"
+		if impl != "kube-proxy" {
+			extra = []string{"--nftables-endpoint-choice", "shared", "--nftables-shards", "16"}
 		}
 	}
 	common := []string{"--kubeconfig", b.kubeconfig, "--hostname-override", benchNode, "--proxy-mode", proxyMode,

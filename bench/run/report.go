@@ -124,7 +124,9 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 		w("\nRatios are svcnet / kube-proxy (below 1: svcnet is faster). Mode nftables-rules is kube-proxy in nftables " +
 			"mode beside svcnet with its opt-in `--nftables-endpoint-choice=rules` (one rule per endpoint instead of an " +
 			"anonymous map per Service), nftables-shared beside svcnet with `--nftables-endpoint-choice=shared` (a chain's " +
-			"endpoints are a range of keys in a map shared with other chains); iptables-tree is kube-proxy in iptables mode beside svcnet with " +
+			"endpoints are a range of keys in a map shared with other chains), nftables-shards beside svcnet with that and " +
+			"`--nftables-shards=16` (the Services spread over 16 dispatch tables, so a change costs the kernel's validation of " +
+			"one table's share); iptables-tree is kube-proxy in iptables mode beside svcnet with " +
 			"`--iptables-dispatch=tree`.\n\n")
 		pooledPeerStarts(w, cfg, res)
 		w("### TCP connect latency through the rules\n\n")
@@ -336,7 +338,7 @@ func runtimeNumCPU() int { return runtime.NumCPU() }
 // peerMode is the kube-proxy mode a bench mode runs beside svcnet.
 func peerMode(mode string) string {
 	switch mode {
-	case "nftables-rules", "nftables-shared":
+	case "nftables-rules", "nftables-shared", "nftables-shards":
 		return "nftables"
 	case "iptables-tree":
 		return "iptables"

@@ -44,6 +44,7 @@ type proxyArgs struct {
 	masqueradeBit      int
 	iptablesDispatch   string
 	nftablesChoice     string
+	nftablesShards     int
 	minSyncPeriod      time.Duration
 	syncPeriod         time.Duration
 	healthzBindAddress string
@@ -70,6 +71,7 @@ func parseProxyArgs(args []string) (*proxyArgs, error) {
 	fs.BoolVar(&a.masqueradeAll, "masquerade-all", false, "SNAT all traffic sent to Service cluster IPs")
 	fs.IntVar(&a.masqueradeBit, "iptables-masquerade-bit", 14, "fwmark bit marking packets to masquerade (0-31)")
 	fs.StringVar(&a.nftablesChoice, "nftables-endpoint-choice", "map", "svcnet extension, nftables mode: how a Service's chain picks an endpoint, map (kube-proxy's: an anonymous map per chain), rules (one rule per endpoint and no set: programming time linear in the number of Services) or shared (endpoint maps shared by every Service chain, 256 per protocol, each chain a range of keys in one of them: linear programming time and few rules)")
+	fs.IntVar(&a.nftablesShards, "nftables-shards", 0, "svcnet extension, nftables mode: spread the Services over this many dispatch tables (kube-proxy-s00, …) beside the kube-proxy table, so that a change costs the kernel's validation of one table's share (1/N) instead of every Service's; 0 (the default) is kube-proxy's single table")
 	fs.StringVar(&a.iptablesDispatch, "iptables-dispatch", "linear", "svcnet extension, iptables mode: layout of nat KUBE-SERVICES, linear (kube-proxy's) or tree (sub-chains by destination prefix: connection set-up cost independent of the number of Services)")
 	fs.DurationVar(&a.minSyncPeriod, "min-sync-period", time.Second, "minimum interval between rule syncs")
 	fs.DurationVar(&a.syncPeriod, "sync-period", 30*time.Second, "maximum interval between rule syncs (partial; a full sync comes once an hour in iptables and nftables modes, every period in ipvs)")
@@ -139,6 +141,9 @@ func parseProxyArgs(args []string) (*proxyArgs, error) {
 	}
 	if _, err := nftables.ParseEndpointChoice(a.nftablesChoice); err != nil {
 		return nil, fmt.Errorf("--nftables-endpoint-choice: %w", err)
+	}
+	if err := nftables.ValidateShards(a.nftablesShards); err != nil {
+		return nil, err
 	}
 	if a.hostnameOverride == "" {
 		h, err := os.Hostname()
@@ -226,8 +231,8 @@ func runProxy(ctx context.Context, args []string) error {
 		Log: log, Exec: exec, NodeName: a.hostnameOverride, ClusterCIDRs: a.clusterCIDRs, ServiceCIDRs: a.serviceCIDRs,
 		NodePortAddresses: a.nodePortAddresses, MasqueradeAll: a.masqueradeAll, MasqueradeBit: &a.masqueradeBit,
 		ConntrackTCPLiberal: a.conntrack.TCPBeLiberal, IPTablesDispatch: a.iptablesDispatch,
-		NFTablesEndpointChoice: a.nftablesChoice,
-		SyncPeriod:             a.syncPeriod, MinSyncPeriod: a.minSyncPeriod, Scheduler: a.ipvsScheduler, Metrics: metrics,
+		NFTablesEndpointChoice: a.nftablesChoice, NFTablesShards: a.nftablesShards,
+		SyncPeriod: a.syncPeriod, MinSyncPeriod: a.minSyncPeriod, Scheduler: a.ipvsScheduler, Metrics: metrics,
 	}
 
 	if a.cleanup {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,16 +123,20 @@ var benchSizes = []int{1000, 10000, 50000}
 // BenchmarkOneChangeNetlink measures one-Service partial syncs through
 // netlink beside n Services (ns/op is one sync), e.g.
 //
-//	go test -run XXX -bench OneChangeNetlink -benchtime 200x ./proxy/nftables
+//	go test -run XXX -bench 'OneChangeNetlink/choice=shared.*/services=50000' -benchtime 200x ./proxy/nftables
 func BenchmarkOneChangeNetlink(b *testing.B) {
 	testbed.RequireCommand(b, "nft")
-	for _, choice := range []string{"map", "rules", "shared"} {
-		for _, n := range []int{1000, 10000} {
+	for _, choice := range []string{"map", "rules", "shared", "shared-shards16"} {
+		for _, n := range []int{1000, 10000, 50000} {
 			b.Run(fmt.Sprintf("choice=%s/services=%d", choice, n), func(b *testing.B) {
 				ns := testbed.NewNetNS(b, "nftbench")
 				svcs, eps := bigWorld(n)
-				p := NewNetlinkProxier(Config{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
-					ChoiceRules: choice == "rules", ChoiceShared: choice == "shared"}, ns.Name, nil)
+				cfg := Config{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+					ChoiceRules: choice == "rules", ChoiceShared: strings.HasPrefix(choice, "shared")}
+				if strings.HasSuffix(choice, "-shards16") {
+					cfg.Shards = 16
+				}
+				p := NewNetlinkProxier(cfg, ns.Name, nil)
 				if err := p.Sync(context.Background(), &proxy.SyncRequest{Full: true, Services: svcs, Endpoints: eps}); err != nil {
 					b.Fatal(err)
 				}

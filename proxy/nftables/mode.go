@@ -70,13 +70,16 @@ func NewModeWithServiceCIDRs(cfg proxy.ModeConfig, serviceCIDRs []netip.Prefix, 
 	if err != nil {
 		return nil, err
 	}
+	if err := ValidateShards(cfg.NFTablesShards); err != nil {
+		return nil, err
+	}
 	for _, v6 := range fams {
 		c := Config{
 			IPv6: v6, MasqueradeAll: cfg.MasqueradeAll, MasqueradeMark: fmt.Sprintf("%#08x", cfg.MasqueradeValue()),
 			PodCIDRs: ofFamily(cfg.ClusterCIDRs, v6), ServiceCIDRs: ofFamily(serviceCIDRs, v6),
 			NodePortAddresses: ofFamily(cfg.NodePortAddresses, v6), Log: log,
 			UnsupportedScheduler: m.unsupported, Metrics: cfg.Metrics, ChoiceRules: choice == ChoiceRules, ChoiceShared: choice == ChoiceShared,
-			LocalAddrs: cfg.ListLocalAddrs,
+			LocalAddrs: cfg.ListLocalAddrs, Shards: cfg.NFTablesShards,
 		}
 		m.families = append(m.families, newModeProxier(c, cfg.Exec, nfts, v6))
 	}
@@ -109,6 +112,14 @@ func ParseEndpointChoice(v string) (EndpointChoice, error) {
 		return ChoiceShared, nil
 	}
 	return ChoiceMap, fmt.Errorf("unknown nftables endpoint choice %q (map, rules or shared)", v)
+}
+
+// ValidateShards checks an --nftables-shards value.
+func ValidateShards(n int) error {
+	if n < 0 || n > MaxShards {
+		return fmt.Errorf("--nftables-shards %d: want 0 (one table, as kube-proxy) to %d", n, MaxShards)
+	}
+	return nil
 }
 
 // newModeProxier returns one family's Proxier: over the test's NFT when
@@ -209,19 +220,23 @@ func (m *Mode) Dump(ctx context.Context) (string, error) {
 			b.WriteString(n.Dump())
 			continue
 		case *ExecNFT:
-			out, err := n.Exec.Run(ctx, nil, "nft", "list", "table", string(n.Family), n.Table)
-			if err != nil {
-				return b.String(), err
+			for _, t := range append([]string{n.Table}, p.shardTables(ctx)...) {
+				out, err := n.Exec.Run(ctx, nil, "nft", "list", "table", string(n.Family), t)
+				if err != nil {
+					return b.String(), err
+				}
+				b.Write(out)
 			}
-			b.Write(out)
 			continue
 		}
 		if p.exec != nil {
-			out, err := p.exec.Run(ctx, nil, "nft", "list", "table", string(p.family), TableName)
-			if err != nil {
-				return b.String(), err
+			for _, t := range append([]string{TableName}, p.shardTables(ctx)...) {
+				out, err := p.exec.Run(ctx, nil, "nft", "list", "table", string(p.family), t)
+				if err != nil {
+					return b.String(), err
+				}
+				b.Write(out)
 			}
-			b.Write(out)
 		}
 	}
 	return b.String(), nil

@@ -44,7 +44,7 @@ type netlinkApplier struct {
 	// sets remembers the key and value types of the table's named sets
 	// and maps, learnt from the plan's "add set/map" ops (a full sync, the
 	// first of every process, adds them all).
-	sets map[string]*gnft.Set
+	sets map[tobj]*gnft.Set
 	// session and anonSeq name anonymous sets uniquely (see addAnon);
 	// session is random so that a restarted proxy does not collide with
 	// the sets of its predecessor.
@@ -78,7 +78,7 @@ const minSendBuf = 1 << 20
 const answerTimeout = time.Minute
 
 func newNetlinkApplier(v6 bool, netnsName string) *netlinkApplier {
-	a := &netlinkApplier{v6: v6, family: gnft.TableFamilyIPv4, sets: map[string]*gnft.Set{},
+	a := &netlinkApplier{v6: v6, family: gnft.TableFamilyIPv4, sets: map[tobj]*gnft.Set{},
 		session: strconv.FormatUint(uint64(rand.Uint32()), 36) + "_"}
 	if v6 {
 		a.family = gnft.TableFamilyIPv6
@@ -132,8 +132,12 @@ func (a *netlinkApplier) conn(bufBytes *int, extra ...gnft.ConnOption) (*gnft.Co
 	return c, closeNS, nil
 }
 
-func (a *netlinkApplier) table() *gnft.Table {
-	return &gnft.Table{Name: TableName, Family: a.family}
+// table returns table name ("" for TableName).
+func (a *netlinkApplier) table(name string) *gnft.Table {
+	if name == "" {
+		name = TableName
+	}
+	return &gnft.Table{Name: name, Family: a.family}
 }
 
 // apply implements applier: the ops are encoded into one batch, which the
@@ -206,8 +210,7 @@ func (a *netlinkApplier) encode(ops []op) ([]mnl.Message, error) {
 		}
 		a.enc = enc
 	}
-	b := &batch{a: a, c: a.enc, table: a.table()}
-	b.comp = newCompiler(a.v6, b.table, b.addAnon)
+	b := &batch{a: a, c: a.enc, tables: map[string]*gnft.Table{}, comps: map[string]*compiler{}}
 	a.captured = append(a.captured[:0], batchMsg(unix.NFNL_MSG_BATCH_BEGIN))
 	for i := 0; i < len(ops); i++ {
 		// Consecutive element ops on one set go in one message.
@@ -553,15 +556,37 @@ func isNotFound(err error) bool {
 func sameElementRun(a, b op) bool {
 	ea, ok1 := a.obj.(*knftables.Element)
 	eb, ok2 := b.obj.(*knftables.Element)
-	return ok1 && ok2 && a.verb == b.verb && ea.Set == eb.Set && ea.Map == eb.Map
+	return ok1 && ok2 && a.verb == b.verb && ea.Set == eb.Set && ea.Map == eb.Map && ea.Table == eb.Table
 }
 
 // batch is one transaction being built.
 type batch struct {
-	a     *netlinkApplier
-	c     *gnft.Conn
-	table *gnft.Table
-	comp  *compiler
+	a      *netlinkApplier
+	c      *gnft.Conn
+	tables map[string]*gnft.Table // by the plan's name ("" for TableName)
+	comps  map[string]*compiler
+}
+
+// table returns the table an object names ("" for TableName).
+func (b *batch) table(name string) *gnft.Table {
+	name = tableRef(name)
+	t := b.tables[name]
+	if t == nil {
+		t = b.a.table(name)
+		b.tables[name] = t
+	}
+	return t
+}
+
+// comp returns the rule compiler of table name.
+func (b *batch) comp(name string) *compiler {
+	name = tableRef(name)
+	c := b.comps[name]
+	if c == nil {
+		c = newCompiler(b.a.v6, b.table(name), b.addAnon)
+		b.comps[name] = c
+	}
+	return c
 }
 
 // addAnon adds an anonymous set with a name of its own. nft (and
@@ -590,7 +615,7 @@ func (b *batch) op(run []op) error {
 	o := run[0]
 	switch obj := o.obj.(type) {
 	case *knftables.Table:
-		return b.tableOp(o.verb)
+		return b.tableOp(o.verb, obj.Name)
 	case *knftables.Chain:
 		return b.chainOp(o.verb, obj)
 	case *knftables.Rule:
@@ -599,33 +624,38 @@ func (b *batch) op(run []op) error {
 		}
 		return b.rule(obj)
 	case *knftables.Set:
-		return b.setOp(o.verb, obj.Name, obj.Type, obj.Flags, obj.Timeout, obj.Comment, false)
+		return b.setOp(o.verb, tobj{tableRef(obj.Table), obj.Name}, obj.Type, obj.Flags, obj.Timeout, obj.Comment, false)
 	case *knftables.Map:
 		if obj.TypeOf != "" {
 			return b.typeOfMapOp(o.verb, obj)
 		}
-		return b.setOp(o.verb, obj.Name, obj.Type, obj.Flags, obj.Timeout, obj.Comment, true)
+		return b.setOp(o.verb, tobj{tableRef(obj.Table), obj.Name}, obj.Type, obj.Flags, obj.Timeout, obj.Comment, true)
 	case *knftables.Element:
 		return b.elements(run)
 	}
 	return fmt.Errorf("unsupported object %T", o.obj)
 }
 
-func (b *batch) tableOp(v verb) error {
+func (b *batch) tableOp(v verb, name string) error {
+	t := b.table(name)
 	switch v {
 	case opAdd:
-		b.c.AddTable(b.table)
+		b.c.AddTable(t)
 	case opDelete:
-		b.c.DelTable(b.table)
-		clear(b.a.sets)
+		b.c.DelTable(t)
+		for id := range b.a.sets {
+			if id.table == tableRef(name) {
+				delete(b.a.sets, id)
+			}
+		}
 	default:
-		b.c.FlushTable(b.table)
+		b.c.FlushTable(t)
 	}
 	return nil
 }
 
 func (b *batch) chainOp(v verb, ch *knftables.Chain) error {
-	c := &gnft.Chain{Name: ch.Name, Table: b.table}
+	c := &gnft.Chain{Name: ch.Name, Table: b.table(ch.Table)}
 	switch v {
 	case opAdd:
 		if ch.Hook != nil {
@@ -663,7 +693,8 @@ func fillBaseChain(c *gnft.Chain, ch *knftables.Chain) error {
 }
 
 func (b *batch) rule(r *knftables.Rule) error {
-	exprs, err := b.comp.compile(r.Rule)
+	table := b.table(r.Table)
+	exprs, err := b.comp(r.Table).compile(r.Rule)
 	if err != nil {
 		return err
 	}
@@ -676,9 +707,9 @@ func (b *batch) rule(r *knftables.Rule) error {
 		return err
 	}
 	enc := make([][]byte, len(exprs))
-	size := nfgenmsgLen + attrLen(len(b.table.Name)+1) + attrLen(len(r.Chain)+1) + unix.NLA_HDRLEN
+	size := nfgenmsgLen + attrLen(len(table.Name)+1) + attrLen(len(r.Chain)+1) + unix.NLA_HDRLEN
 	for i, e := range exprs {
-		if enc[i], err = expr.Marshal(byte(b.table.Family), e); err != nil {
+		if enc[i], err = expr.Marshal(byte(table.Family), e); err != nil {
 			return fmt.Errorf("rule %q: %w", r.Rule, err)
 		}
 		size += attrLen(len(enc[i]))
@@ -692,8 +723,8 @@ func (b *batch) rule(r *knftables.Rule) error {
 		return fmt.Errorf("rule %q: %d bytes encoded, more than a netlink attribute holds", r.Rule, size)
 	}
 	w := attrWriter{buf: make([]byte, 0, size)}
-	w.buf = append(w.buf, byte(b.table.Family), unix.NFNETLINK_V0, 0, 0)
-	w.str(unix.NFTA_RULE_TABLE, b.table.Name)
+	w.buf = append(w.buf, byte(table.Family), unix.NFNETLINK_V0, 0, 0)
+	w.str(unix.NFTA_RULE_TABLE, table.Name)
 	w.str(unix.NFTA_RULE_CHAIN, r.Chain)
 	nest := w.open(unix.NLA_F_NESTED | unix.NFTA_RULE_EXPRESSIONS)
 	for _, e := range enc {
@@ -757,30 +788,31 @@ var datatypes = map[string]gnft.SetDatatype{
 	"integer": gnft.TypeInteger,
 }
 
-func (b *batch) setOp(v verb, name, typ string, flags []knftables.SetFlag, timeout *time.Duration, comment *string, isMap bool) error {
-	s := b.a.sets[name]
+func (b *batch) setOp(v verb, id tobj, typ string, flags []knftables.SetFlag, timeout *time.Duration, comment *string, isMap bool) error {
+	s := b.a.sets[id]
+	table := b.table(id.table)
 	switch v {
 	case opFlush:
 		if s == nil {
-			s = &gnft.Set{Name: name}
+			s = &gnft.Set{Name: id.name}
 		}
-		s.Table = b.table
+		s.Table = table
 		b.c.FlushSet(s)
 		return nil
 	case opDelete:
-		b.c.DelSet(&gnft.Set{Name: name, Table: b.table})
-		delete(b.a.sets, name)
+		b.c.DelSet(&gnft.Set{Name: id.name, Table: table})
+		delete(b.a.sets, id)
 		return nil
 	}
-	s, err := newSet(name, typ, flags, timeout, comment, isMap)
+	s, err := newSet(id.name, typ, flags, timeout, comment, isMap)
 	if err != nil {
 		return err
 	}
-	s.Table = b.table
+	s.Table = table
 	if err := b.c.AddSet(s, nil); err != nil {
 		return err
 	}
-	b.a.sets[name] = s
+	b.a.sets[id] = s
 	return nil
 }
 
@@ -793,7 +825,7 @@ func (b *batch) typeOfMapOp(v verb, m *knftables.Map) error {
 	if err != nil {
 		return fmt.Errorf("map %s: %w", m.Name, err)
 	}
-	if err := b.setOp(v, m.Name, typ, m.Flags, m.Timeout, m.Comment, true); err != nil || v != opAdd {
+	if err := b.setOp(v, tobj{tableRef(m.Table), m.Name}, typ, m.Flags, m.Timeout, m.Comment, true); err != nil || v != opAdd {
 		return err
 	}
 	ud, err := typeOfUserData(m.TypeOf, ptrDeref(m.Comment))
@@ -951,11 +983,11 @@ func newSet(name, typ string, flags []knftables.SetFlag, timeout *time.Duration,
 func (b *batch) elements(run []op) error {
 	first := run[0].obj.(*knftables.Element)
 	name := first.Set + first.Map
-	s := b.a.sets[name]
+	s := b.a.sets[tobj{tableRef(first.Table), name}]
 	if s == nil {
 		return fmt.Errorf("element of %s: the set's type is unknown (no full sync yet)", name)
 	}
-	s.Table = b.table
+	s.Table = b.table(first.Table)
 	types := gnft.ConcatSetTypeElements(s.KeyType)
 	if !s.Concatenation {
 		types = []gnft.SetDatatype{s.KeyType}
@@ -1062,9 +1094,9 @@ func encodeField(k string, t gnft.SetDatatype) ([]byte, error) {
 	return nil, fmt.Errorf("unsupported key type %s", t.Name)
 }
 
-// list implements applier with netlink dumps of the table's chains and
-// sets.
-func (a *netlinkApplier) list(ctx context.Context) (chains, sets []string, err error) {
+// list implements applier with netlink dumps of the chains and sets of
+// the proxy's tables (TableName and the dispatch tables).
+func (a *netlinkApplier) list(ctx context.Context) (chains, sets []tobj, err error) {
 	buf := 0
 	c, closeNS, err := a.conn(&buf)
 	if err != nil {
@@ -1078,20 +1110,24 @@ func (a *netlinkApplier) list(ctx context.Context) (chains, sets []string, err e
 		}
 		return nil, nil, err
 	}
+	tables := map[string]bool{}
 	for _, ch := range cs {
-		if ch.Table.Name == TableName {
-			chains = append(chains, ch.Name)
+		if ch.Table.Name == TableName || isShardTable(ch.Table.Name) {
+			chains = append(chains, tobj{tableRef(ch.Table.Name), ch.Name})
+			tables[ch.Table.Name] = true
 		}
 	}
-	ss, err := c.GetSets(a.table())
-	if err != nil {
-		if isNotFound(err) {
-			return chains, nil, nil
+	for t := range tables {
+		ss, err := c.GetSets(a.table(tableRef(t)))
+		if err != nil {
+			if isNotFound(err) {
+				continue
+			}
+			return chains, nil, err
 		}
-		return chains, nil, err
-	}
-	for _, s := range ss {
-		sets = append(sets, s.Name)
+		for _, s := range ss {
+			sets = append(sets, tobj{tableRef(t), s.Name})
+		}
 	}
 	return chains, sets, nil
 }

@@ -53,11 +53,13 @@ func schedulerWorld() *world {
 // comments, so the netlink path leaves them out (see docs/proxy-modes.md).
 func nftList(t *testing.T, ns string, fam knftables.Family) string {
 	t.Helper()
-	out, err := proxy.OSExecutor{NetNS: ns}.Run(context.Background(), nil, "nft", "list", "table", string(fam), TableName)
+	// The namespace holds only the proxy's tables (with --nftables-shards,
+	// more than one).
+	out, err := proxy.OSExecutor{NetNS: ns}.Run(context.Background(), nil, "nft", "list", "ruleset", string(fam))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := regexp.MustCompile(`(?m)^\s*comment "(rules for kube-proxy|helper for @no-endpoint-services / @no-endpoint-nodeports)"\n`).ReplaceAllString(string(out), "")
+	s := regexp.MustCompile(`(?m)^\s*comment "(rules for kube-proxy|helper for @no-endpoint-services / @no-endpoint-nodeports|Service dispatch for kube-proxy \(svcnet --nftables-shards\))"\n`).ReplaceAllString(string(out), "")
 	return s
 }
 
@@ -69,7 +71,7 @@ func nftList(t *testing.T, ns string, fam knftables.Family) string {
 // and shared.
 func TestNetlinkMatchesNFT(t *testing.T) {
 	testbed.RequireCommand(t, "nft")
-	for _, choice := range []string{"map", "rules", "shared"} {
+	for _, choice := range []string{"map", "rules", "shared", "shared-shards"} {
 		t.Run(choice, func(t *testing.T) { netlinkMatchesNFT(t, choice) })
 	}
 	// A table written from nothing in parts (applyTx; netlink encodes the
@@ -113,7 +115,10 @@ func netlinkMatchesNFT(t *testing.T, choice string) {
 				Status: v1.ServiceStatus{LoadBalancer: v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: "2001:db8:99::1"}}}},
 			}, ep("fd00:10::1", 53, true), ep("fd00:10::2", 53, false))
 		}
-		cfg.ChoiceRules, cfg.ChoiceShared = choice == "rules", choice == "shared"
+		cfg.ChoiceRules, cfg.ChoiceShared = choice == "rules", strings.HasPrefix(choice, "shared")
+		if strings.HasSuffix(choice, "-shards") {
+			cfg.Shards = 3
+		}
 		text := NewProxier(cfg, NewExecNFT(fam, TableName, proxy.OSExecutor{NetNS: nsText.Name}))
 		nl := NewNetlinkProxier(cfg, nsNL.Name, nil)
 		req := func(full bool, changed ...string) *proxy.SyncRequest {
@@ -226,7 +231,7 @@ func TestElementsByID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tbl := a.table()
+	tbl := a.table("")
 	anon := &gnft.Set{Table: tbl, Name: "__map1", ID: 1<<31 | 1, Anonymous: true, Constant: true, KeyType: gnft.TypeInetService}
 	named := &gnft.Set{Table: tbl, Name: "service-ips", ID: 7, KeyType: gnft.TypeInetService}
 	elems := []gnft.SetElement{{Key: []byte{0, 80}}}
@@ -286,7 +291,7 @@ func TestApplyPartsStopsAtError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(chains, ",") != "one" {
+	if len(chains) != 1 || chains[0] != (tobj{"", "one"}) {
 		t.Errorf("chains %v, want only the first part's", chains)
 	}
 	if err := a.apply(ctx, after.ops); err != nil {

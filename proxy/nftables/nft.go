@@ -62,6 +62,19 @@ func (n *ExecNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
 // List implements NFT for "chains", "sets" and "maps" of our table. A
 // missing table gives an empty list and no error.
 func (n *ExecNFT) List(ctx context.Context, objectType string) ([]string, error) {
+	all, err := n.listTables(ctx, objectType)
+	var names []string
+	for _, o := range all {
+		if o.table == n.Table {
+			names = append(names, o.name)
+		}
+	}
+	return names, err
+}
+
+// listTables lists the "chains", "sets" or "maps" of our table and of the
+// dispatch tables of --nftables-shards.
+func (n *ExecNFT) listTables(ctx context.Context, objectType string) ([]tobj, error) {
 	kind := strings.TrimSuffix(objectType, "s")
 	// "list chains <family>" prints declarations only (no rules), and with
 	// --terse no set elements: cheap even with 100k chains, unlike "list
@@ -79,7 +92,7 @@ func (n *ExecNFT) List(ctx context.Context, objectType string) ([]string, error)
 	if err := json.Unmarshal(out, &doc); err != nil {
 		return nil, fmt.Errorf("parse nft --json output: %w", err)
 	}
-	var names []string
+	var objs []tobj
 	for _, obj := range doc.Nftables {
 		raw, ok := obj[kind]
 		if !ok {
@@ -89,9 +102,17 @@ func (n *ExecNFT) List(ctx context.Context, objectType string) ([]string, error)
 			Name  string `json:"name"`
 			Table string `json:"table"`
 		}
-		if err := json.Unmarshal(raw, &o); err == nil && o.Table == n.Table {
-			names = append(names, o.Name)
+		if err := json.Unmarshal(raw, &o); err == nil && (o.Table == n.Table || (n.Table == TableName && isShardTable(o.Table))) {
+			objs = append(objs, tobj{tableRef(o.Table), o.Name})
 		}
 	}
-	return names, nil
+	return objs, nil
+}
+
+// tableRef is how the plan names table: "" for TableName.
+func tableRef(table string) string {
+	if table == TableName {
+		return ""
+	}
+	return table
 }

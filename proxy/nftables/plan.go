@@ -1,6 +1,7 @@
 package nftables
 
 import (
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"time"
@@ -34,9 +35,13 @@ type op struct {
 	obj  knftables.Object
 }
 
-// elemID names one element of one set or map: the set and the key as nft
-// writes it ("10.96.0.1 . tcp . 80").
-type elemID struct{ set, key string }
+// tobj names a chain or set of one of the proxy's tables: "" is TableName,
+// else a dispatch table of --nftables-shards.
+type tobj struct{ table, name string }
+
+// elemID names one element of one set or map: the table, the set and the
+// key as nft writes it ("10.96.0.1 . tcp . 80").
+type elemID struct{ table, set, key string }
 
 // desiredElem is one element a Service port wants.
 type desiredElem struct {
@@ -49,7 +54,7 @@ type desiredElem struct {
 type desiredPort struct {
 	// chains in creation order (endpoint chains before the chains that
 	// jump to them); sets are the affinity sets.
-	chains []string
+	chains []tobj
 	sets   []*knftables.Set
 	maps   []*knftables.Map // shared endpoint maps the rules use
 	rules  []*knftables.Rule
@@ -73,22 +78,22 @@ type known struct {
 	refs     map[elemID]int32
 	// stale chains were flushed at the given time and are deleted a
 	// second later (kernels before 6.2 free map references late).
-	stale map[string]time.Time
+	stale map[tobj]time.Time
 	// noLocalInternal/External are the totals over ports.
 	noLocalInternal, noLocalExternal int
 	// maps are the shared endpoint maps added since the last full sync,
 	// spans the key ranges of each (--nftables-endpoint-choice=shared).
-	maps  map[string]bool
-	spans map[string]*spanAlloc
+	maps  map[tobj]bool
+	spans map[tobj]*spanAlloc
 }
 
 func newKnown() *known {
-	return &known{services: map[types.NamespacedName][]*proxy.PortPolicy{}, refs: map[elemID]int32{}, stale: map[string]time.Time{},
-		maps: map[string]bool{}, spans: map[string]*spanAlloc{}}
+	return &known{services: map[types.NamespacedName][]*proxy.PortPolicy{}, refs: map[elemID]int32{}, stale: map[tobj]time.Time{},
+		maps: map[tobj]bool{}, spans: map[tobj]*spanAlloc{}}
 }
 
 // spansOf returns the key ranges of shared map m.
-func (k *known) spansOf(m string) *spanAlloc {
+func (k *known) spansOf(m tobj) *spanAlloc {
 	a := k.spans[m]
 	if a == nil {
 		a = newSpanAlloc()
@@ -163,7 +168,7 @@ func (a *spanAlloc) reuse() {
 
 // spanFunc gives the span of a Service chain with n endpoints in shared
 // endpoint map m (the old state's, or the new one's).
-type spanFunc func(m string, chain chainKey, n int) span
+type spanFunc func(m tobj, chain chainKey, n int) span
 
 // chainKey names a Service port's cluster or local policy chain by the
 // strings its policy holds already: the chain's name, made anew by each
@@ -181,6 +186,20 @@ type planner struct {
 	addrType string // "ipv4_addr" or "ipv6_addr"
 }
 
+// shardOf returns the table that dispatches Service nn: "" (TableName)
+// without --nftables-shards, else a dispatch table chosen by a hash of the
+// Service's namespace and name, so that all its ports share one.
+func (pl *planner) shardOf(nn types.NamespacedName) string {
+	if pl.cfg.Shards <= 0 {
+		return ""
+	}
+	h := fnv.New32a()
+	h.Write([]byte(nn.Namespace))
+	h.Write([]byte{'/'})
+	h.Write([]byte(nn.Name))
+	return shardTable(int(h.Sum32() % uint32(pl.cfg.Shards)))
+}
+
 // txn collects the ops of one transaction. ports holds the index in ops
 // where each Service's ops begin (a full sync's ops may be applied in
 // parts at these boundaries, see Proxier.applyTx).
@@ -196,7 +215,7 @@ func (t *txn) delete(o knftables.Object) { t.ops = append(t.ops, op{opDelete, o}
 // elementObject rebuilds the knftables element of id with value and
 // comment.
 func elementObject(id elemID, value, comment string, isMap bool) *knftables.Element {
-	e := &knftables.Element{Key: strings.Split(id.key, " . ")}
+	e := &knftables.Element{Table: id.table, Key: strings.Split(id.key, " . ")}
 	if isMap {
 		e.Map = id.set
 		if value != "" {
@@ -225,33 +244,36 @@ func (pl *planner) desired(name proxy.ServicePortName, pol *proxy.PortPolicy, sp
 	d := &desiredPort{}
 	n := pl.names(name, pol)
 	affinity := sp.SessionAffinity == v1.ServiceAffinityClientIP
+	chain := func(c string) { d.chains = append(d.chains, tobj{n.table, c}) }
 	for _, ep := range pol.Reachable {
 		if affinity {
-			d.chains = append(d.chains, n.epChain(ep))
+			chain(n.epChain(ep))
 		}
 		if ep.IsLocal {
 			a := ep.Addr.String()
-			d.elems = append(d.elems, desiredElem{id: elemID{hairpinConnectionsSet, a + " . " + a + " . " + n.protocol + " . " + strconv.Itoa(ep.Port)}})
+			d.elems = append(d.elems, desiredElem{id: elemID{"", hairpinConnectionsSet, a + " . " + a + " . " + n.protocol + " . " + strconv.Itoa(ep.Port)}})
 		}
 	}
 	if pol.UsesCluster {
-		d.chains = append(d.chains, n.cluster)
+		chain(n.cluster)
 	}
 	if pol.UsesLocal {
-		d.chains = append(d.chains, n.local)
+		chain(n.local)
 	}
 	if pol.Externally {
-		d.chains = append(d.chains, n.external)
+		chain(n.external)
 	}
 	if pol.Firewall {
-		d.chains = append(d.chains, n.firewall)
+		// The firewall dispatch (filter, before DNAT) stays in the main
+		// table with its chains.
+		d.chains = append(d.chains, tobj{"", n.firewall})
 	}
 	pl.dispatchElements(d, n, pol)
 	pl.externalRules(d, n, pol)
 	pl.firewallRule(d, n, pol)
 	if affinity {
 		for _, ep := range pol.Reachable {
-			d.sets = append(d.sets, &knftables.Set{Name: n.affSet(ep), Type: pl.addrType,
+			d.sets = append(d.sets, &knftables.Set{Table: n.table, Name: n.affSet(ep), Type: pl.addrType,
 				Flags:   []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag},
 				Timeout: ptrTo(time.Duration(sp.StickyMaxAgeSeconds) * time.Second)})
 		}
@@ -266,8 +288,8 @@ func (pl *planner) desired(name proxy.ServicePortName, pol *proxy.PortPolicy, sp
 		for _, ep := range pol.Reachable {
 			c := n.epChain(ep)
 			d.rules = append(d.rules,
-				&knftables.Rule{Chain: c, Rule: knftables.Concat("update", "@", n.affSet(ep), "{", pl.ipX, "saddr }")},
-				&knftables.Rule{Chain: c, Rule: knftables.Concat("meta l4proto", n.protocol, "dnat to", ep.String())})
+				&knftables.Rule{Table: n.table, Chain: c, Rule: knftables.Concat("update", "@", n.affSet(ep), "{", pl.ipX, "saddr }")},
+				&knftables.Rule{Table: n.table, Chain: c, Rule: knftables.Concat("meta l4proto", n.protocol, "dnat to", ep.String())})
 		}
 	}
 	return d
@@ -278,12 +300,15 @@ type portNames struct {
 	protocol, port, comment                  string
 	cluster, local, external, firewall, base string
 	svc                                      proxy.ServicePortName
+	// table holds the port's chains and dispatch elements (the firewall
+	// chain and the filter-side elements are always TableName's).
+	table string
 }
 
 func (pl *planner) names(name proxy.ServicePortName, pol *proxy.PortPolicy) *portNames {
 	protocol := strings.ToLower(string(pol.Port.Protocol))
 	base := servicePortChainBase(name, protocol)
-	return &portNames{protocol: protocol, port: strconv.Itoa(pol.Port.Port), comment: name.String(), base: base, svc: name,
+	return &portNames{protocol: protocol, port: strconv.Itoa(pol.Port.Port), comment: name.String(), base: base, svc: name, table: pl.shardOf(name.NamespacedName),
 		cluster: clusterChainPrefix + base, local: localChainPrefix + base, external: externalChainPrefix + base, firewall: firewallChainPrefix + base}
 }
 
@@ -317,11 +342,19 @@ func (pl *planner) dispatchElements(d *desiredPort, n *portNames, pol *proxy.Por
 		}
 	}
 	add := func(set, key, value, comment string) {
-		d.elems = append(d.elems, desiredElem{id: elemID{set, key}, value: value, comment: comment})
+		table := ""
+		if set == serviceIPsMap || set == serviceNodePortsMap {
+			table = n.table
+		}
+		d.elems = append(d.elems, desiredElem{id: elemID{table, set, key}, value: value, comment: comment})
 	}
 	suffix := " . " + n.protocol + " . " + n.port
 	for _, cip := range sp.ClusterIPs {
 		add(clusterIPsSet, cip.String(), "", "")
+		if n.table != "" {
+			// The dispatch table's copy, for its masquerade rule.
+			d.elems = append(d.elems, desiredElem{id: elemID{n.table, clusterIPsSet, cip.String()}})
+		}
 		if hasInternal {
 			add(serviceIPsMap, cip.String()+suffix, "goto "+internalChain, "")
 		} else {
@@ -364,7 +397,7 @@ func (pl *planner) externalRules(d *desiredPort, n *portNames, pol *proxy.PortPo
 		return
 	}
 	rule := func(text, comment string) {
-		r := &knftables.Rule{Chain: n.external, Rule: text}
+		r := &knftables.Rule{Table: n.table, Chain: n.external, Rule: text}
 		if comment != "" {
 			r.Comment = ptrTo(comment)
 		}

@@ -60,7 +60,9 @@ import (
 // The other schedulers and session affinity keep the per-chain map.
 func (pl *planner) endpointChoice(d *desiredPort, sp *proxy.ServicePort, n *portNames, chain string, eps []*proxy.Endpoint, spans spanFunc) {
 	affinity := sp.SessionAffinity == v1.ServiceAffinityClientIP
-	rule := func(text string) { d.rules = append(d.rules, &knftables.Rule{Chain: chain, Rule: text}) }
+	rule := func(text string) {
+		d.rules = append(d.rules, &knftables.Rule{Table: n.table, Chain: chain, Rule: text})
+	}
 	if affinity {
 		for _, ep := range eps {
 			rule(knftables.Concat(pl.ipX, "saddr", "@", n.affSet(ep), "goto", n.epChain(ep)))
@@ -92,10 +94,10 @@ func (pl *planner) endpointChoice(d *desiredPort, sp *proxy.ServicePort, n *port
 	}
 	if pl.cfg.ChoiceShared && !affinity && bal.Scheduler == lb.Random {
 		// The chain's endpoints are keys off .. off+N-1 of the shared map.
-		m := pl.sharedMap(d, n.protocol, chain)
-		span := spans(m, chainKey{n.svc, chain == n.local}, len(eps))
+		m := pl.sharedMap(d, n.table, n.protocol, chain)
+		span := spans(tobj{n.table, m}, chainKey{n.svc, chain == n.local}, len(eps))
 		for i, ep := range eps {
-			d.elems = append(d.elems, desiredElem{id: elemID{m, strconv.FormatUint(uint64(span.off)+uint64(i), 10)}, value: target(ep)})
+			d.elems = append(d.elems, desiredElem{id: elemID{n.table, m, strconv.FormatUint(uint64(span.off)+uint64(i), 10)}, value: target(ep)})
 		}
 		rule(knftables.Concat("meta l4proto", n.protocol, "dnat", pl.ipX, "addr . port to numgen random mod", strconv.Itoa(len(eps)),
 			"offset", strconv.FormatUint(uint64(span.off), 10), "map @"+m))
@@ -116,17 +118,27 @@ const sharedMapGroups = 256
 
 // sharedMap returns the shared endpoint map of chain (adding its
 // declaration to d).
-func (pl *planner) sharedMap(d *desiredPort, protocol, chain string) string {
+func (pl *planner) sharedMap(d *desiredPort, table, protocol, chain string) string {
 	h := fnv.New32a()
 	h.Write([]byte(chain))
-	g := h.Sum32() % sharedMapGroups
+	g := h.Sum32() % pl.sharedMapGroups()
 	name := fmt.Sprintf("%s-%s-%02x", sharedEndpointsMap, protocol, g)
 	if names := sharedMapNames()[protocol]; names != nil {
 		name = names[g]
 	}
-	d.maps = append(d.maps, &knftables.Map{Name: name, TypeOf: "numgen random mod 1 : " + pl.ipX + " daddr . " + protocol + " dport",
+	d.maps = append(d.maps, &knftables.Map{Table: table, Name: name, TypeOf: "numgen random mod 1 : " + pl.ipX + " daddr . " + protocol + " dport",
 		Comment: ptrTo("endpoints of " + strings.ToUpper(protocol) + " Service chains, a range of keys per chain")})
 	return name
+}
+
+// sharedMapGroups returns how many shared maps a table has per protocol:
+// with --nftables-shards each dispatch table holds 1/Shards of the chains,
+// so fewer maps keep the same number of chains per map (at least 16).
+func (pl *planner) sharedMapGroups() uint32 {
+	if pl.cfg.Shards <= 1 {
+		return sharedMapGroups
+	}
+	return uint32(max(16, sharedMapGroups/pl.cfg.Shards))
 }
 
 // sharedMapNames are the names of the shared maps by protocol and group,

@@ -2,6 +2,7 @@ package nftables
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -13,9 +14,11 @@ import (
 // setup writes the table, its base chains and jumps, and the fixed sets,
 // maps and rules every full sync rewrites; the dispatch maps and sets are
 // flushed (every Service's elements follow). recreated says the base
-// chains were created by this process already; listedSets are the sets
-// and maps the table holds.
-func (pl *planner) setup(tx *txn, local []netip.Addr, recreated bool, listedSets []string) {
+// chains were created by this process already; listedChains and listedSets
+// are the chains, sets and maps the tables hold. With --nftables-shards the
+// dispatch tables are written too (setupShard), and dispatch tables beyond
+// their number deleted.
+func (pl *planner) setup(tx *txn, local []netip.Addr, recreated bool, listedChains, listedSets []tobj) {
 	tx.add(&knftables.Table{Comment: ptrTo("rules for kube-proxy")})
 	if !recreated {
 		// Base chains are deleted once so that a table left by another
@@ -46,22 +49,99 @@ func (pl *planner) setup(tx *txn, local []netip.Addr, recreated bool, listedSets
 		ensure(c)
 	}
 	pl.setupMasquerading(tx)
-	matchAll := pl.setupNodePorts(tx, local)
+	matchAll := pl.setupNodePorts(tx, "", local)
 	pl.setupChecks(tx, matchAll)
-	pl.setupServices(tx, matchAll)
 	for _, s := range []string{clusterIPsSet, hairpinConnectionsSet} {
 		tx.flush(&knftables.Set{Name: s})
 	}
-	for _, m := range []string{serviceIPsMap, firewallIPsMap, noEndpointServicesMap, noEndpointNodePortsMap, serviceNodePortsMap} {
+	for _, m := range []string{firewallIPsMap, noEndpointServicesMap, noEndpointNodePortsMap} {
 		tx.flush(&knftables.Map{Name: m})
 	}
-	// Shared endpoint maps (--nftables-endpoint-choice=shared) are added
-	// when a chain first uses them; those of an earlier run are emptied.
-	for _, m := range listedSets {
-		if isSharedMap(m) {
-			tx.flush(&knftables.Map{Name: m})
+	if pl.cfg.Shards <= 0 {
+		pl.setupServices(tx, "", matchAll)
+	} else {
+		// The dispatch tables dispatch; the main table's services chain
+		// (flushed above) stays empty and its maps of an earlier run go.
+		pl.dispatchMaps(tx, "")
+		tx.delete(&knftables.Map{Name: serviceIPsMap})
+		tx.delete(&knftables.Map{Name: serviceNodePortsMap})
+	}
+	pl.flushSharedMaps(tx, "", listedSets)
+	for i := range max(pl.cfg.Shards, 0) {
+		pl.setupShard(tx, shardTable(i), local, recreated, matchAll, listedSets)
+	}
+	gone := sets.New[string]()
+	for _, o := range slices.Concat(listedChains, listedSets) {
+		if isShardTable(o.table) && !pl.keepsTable(o.table) && !gone.Has(o.table) {
+			gone.Insert(o.table)
+			tx.add(&knftables.Table{Name: o.table})
+			tx.delete(&knftables.Table{Name: o.table})
 		}
 	}
+}
+
+// keepsTable reports whether table ("" for TableName) is one this
+// configuration writes.
+func (pl *planner) keepsTable(table string) bool {
+	if table == "" || table == TableName {
+		return true
+	}
+	for i := range max(pl.cfg.Shards, 0) {
+		if shardTable(i) == table {
+			return true
+		}
+	}
+	return false
+}
+
+// flushSharedMaps empties table's shared endpoint maps
+// (--nftables-endpoint-choice=shared) of an earlier run: they are added
+// when a chain first uses them.
+func (pl *planner) flushSharedMaps(tx *txn, table string, listedSets []tobj) {
+	for _, m := range listedSets {
+		if (m.table == table || (table == "" && m.table == TableName)) && isSharedMap(m.name) {
+			tx.flush(&knftables.Map{Table: table, Name: m.name})
+		}
+	}
+}
+
+// shardChains are the base chains of a dispatch table: the NAT hooks,
+// where only a connection's first packet goes, so that the tables cost
+// nothing per packet of an established connection. The first table to
+// DNAT a connection ends the hook's NAT chains for it.
+var shardChains = []baseChain{
+	{natPreroutingChain, knftables.NATType, knftables.PreroutingHook, "-100"},
+	{natOutputChain, knftables.NATType, knftables.OutputHook, "-100"},
+}
+
+// setupShard writes dispatch table t (--nftables-shards): its NAT base
+// chains jumping to its services chain, which marks ClusterIP traffic for
+// masquerading and dispatches through the table's own service-ips and
+// service-nodeports maps to the chains of its Services; cluster-ips and
+// nodeport-ips are copies of the main table's for the table's rules.
+func (pl *planner) setupShard(tx *txn, t string, local []netip.Addr, recreated, matchAll bool, listedSets []tobj) {
+	tx.add(&knftables.Table{Name: t, Comment: ptrTo("Service dispatch for kube-proxy (svcnet --nftables-shards)")})
+	if !recreated {
+		for _, bc := range shardChains {
+			tx.add(&knftables.Chain{Table: t, Name: bc.name})
+			tx.delete(&knftables.Chain{Table: t, Name: bc.name})
+		}
+	}
+	for _, bc := range shardChains {
+		c := &knftables.Chain{Table: t, Name: bc.name, Type: ptrTo(bc.typ), Hook: ptrTo(bc.hook), Priority: ptrTo(bc.priority)}
+		tx.add(c)
+		tx.flush(c)
+	}
+	tx.add(&knftables.Chain{Table: t, Name: servicesChain})
+	tx.flush(&knftables.Chain{Table: t, Name: servicesChain})
+	for _, bc := range shardChains {
+		tx.add(&knftables.Rule{Table: t, Chain: bc.name, Rule: "jump " + servicesChain})
+	}
+	tx.add(&knftables.Set{Table: t, Name: clusterIPsSet, Type: pl.addrType, Comment: ptrTo("Active ClusterIPs")})
+	tx.flush(&knftables.Set{Table: t, Name: clusterIPsSet})
+	pl.setupNodePorts(tx, t, local)
+	pl.setupServices(tx, t, matchAll)
+	pl.flushSharedMaps(tx, t, listedSets)
 }
 
 // setupMasquerading: marked connections (see masqueradeRule) and hairpin
@@ -88,17 +168,17 @@ func (pl *planner) setupMasquerading(tx *txn) {
 // match every local address: as kube-proxy, a zero CIDR (0.0.0.0/0, ::/0;
 // --nodeport-addresses "all") means every local address, like no CIDR of
 // this family.
-func (pl *planner) setupNodePorts(tx *txn, local []netip.Addr) bool {
+func (pl *planner) setupNodePorts(tx *txn, table string, local []netip.Addr) bool {
 	cidrs, matchAll, _ := proxy.NodePortCIDRs(pl.cfg.NodePortAddresses, pl.cfg.IPv6)
-	tx.add(&knftables.Set{Name: nodePortIPsSet, Type: pl.addrType, Comment: ptrTo("IPs that accept NodePort traffic")})
+	tx.add(&knftables.Set{Table: table, Name: nodePortIPsSet, Type: pl.addrType, Comment: ptrTo("IPs that accept NodePort traffic")})
 	if matchAll {
-		tx.delete(&knftables.Set{Name: nodePortIPsSet})
+		tx.delete(&knftables.Set{Table: table, Name: nodePortIPsSet})
 		return true
 	}
-	tx.flush(&knftables.Set{Name: nodePortIPsSet})
+	tx.flush(&knftables.Set{Table: table, Name: nodePortIPsSet})
 	for _, ip := range proxy.NodePortIPs(local, cidrs, false) {
 		if !ip.IsLoopback() {
-			tx.add(&knftables.Element{Set: nodePortIPsSet, Key: []string{ip.String()}})
+			tx.add(&knftables.Element{Table: table, Set: nodePortIPsSet, Key: []string{ip.String()}})
 		}
 	}
 	return false
@@ -136,26 +216,32 @@ func (pl *planner) setupChecks(tx *txn, matchAll bool) {
 		Rule: knftables.Concat(pl.ipX, "daddr . meta l4proto . th dport vmap", "@", firewallIPsMap)})
 }
 
-// setupServices writes the dispatch maps and the services chain:
-// ClusterIP traffic from outside the pod network (or all of it with
-// masquerade-all) is marked before dispatch, as it may leave the node.
-func (pl *planner) setupServices(tx *txn, matchAll bool) {
-	tx.add(&knftables.Map{Name: serviceIPsMap, Type: pl.addrType + " . inet_proto . inet_service : verdict",
+// dispatchMaps adds table's service-ips and service-nodeports maps.
+func (pl *planner) dispatchMaps(tx *txn, table string) {
+	tx.add(&knftables.Map{Table: table, Name: serviceIPsMap, Type: pl.addrType + " . inet_proto . inet_service : verdict",
 		Comment: ptrTo("ClusterIP, ExternalIP and LoadBalancer IP traffic")})
-	tx.add(&knftables.Map{Name: serviceNodePortsMap, Type: "inet_proto . inet_service : verdict", Comment: ptrTo("NodePort traffic")})
-	if pl.cfg.MasqueradeAll {
-		tx.add(&knftables.Rule{Chain: servicesChain, Rule: knftables.Concat(pl.ipX, "daddr", "@", clusterIPsSet, pl.masqueradeRule()),
-			Comment: ptrTo("masquerade all clusterIP traffic")})
-	} else if m := pl.podMatch(true); m != "" {
-		tx.add(&knftables.Rule{Chain: servicesChain, Rule: knftables.Concat(pl.ipX, "daddr", "@", clusterIPsSet, m, pl.masqueradeRule()),
-			Comment: ptrTo("masquerade clusterIP traffic from outside cluster")})
+	tx.add(&knftables.Map{Table: table, Name: serviceNodePortsMap, Type: "inet_proto . inet_service : verdict", Comment: ptrTo("NodePort traffic")})
+}
+
+// setupServices writes table's dispatch maps (emptied) and its services
+// chain: ClusterIP traffic from outside the pod network (or all of it with
+// masquerade-all) is marked before dispatch, as it may leave the node.
+func (pl *planner) setupServices(tx *txn, table string, matchAll bool) {
+	pl.dispatchMaps(tx, table)
+	tx.flush(&knftables.Map{Table: table, Name: serviceIPsMap})
+	tx.flush(&knftables.Map{Table: table, Name: serviceNodePortsMap})
+	rule := func(text string, comment *string) {
+		tx.add(&knftables.Rule{Table: table, Chain: servicesChain, Rule: text, Comment: comment})
 	}
-	tx.add(&knftables.Rule{Chain: servicesChain, Rule: knftables.Concat(pl.ipX, "daddr . meta l4proto . th dport vmap", "@", serviceIPsMap)})
+	if pl.cfg.MasqueradeAll {
+		rule(knftables.Concat(pl.ipX, "daddr", "@", clusterIPsSet, pl.masqueradeRule()), ptrTo("masquerade all clusterIP traffic"))
+	} else if m := pl.podMatch(true); m != "" {
+		rule(knftables.Concat(pl.ipX, "daddr", "@", clusterIPsSet, m, pl.masqueradeRule()), ptrTo("masquerade clusterIP traffic from outside cluster"))
+	}
+	rule(knftables.Concat(pl.ipX, "daddr . meta l4proto . th dport vmap", "@", serviceIPsMap), nil)
 	if matchAll {
-		tx.add(&knftables.Rule{Chain: servicesChain,
-			Rule: knftables.Concat("fib daddr type local", pl.noLocalhost(), "meta l4proto . th dport vmap", "@", serviceNodePortsMap)})
+		rule(knftables.Concat("fib daddr type local", pl.noLocalhost(), "meta l4proto . th dport vmap", "@", serviceNodePortsMap), nil)
 	} else {
-		tx.add(&knftables.Rule{Chain: servicesChain,
-			Rule: knftables.Concat(pl.ipX, "daddr", "@", nodePortIPsSet, "meta l4proto . th dport vmap", "@", serviceNodePortsMap)})
+		rule(knftables.Concat(pl.ipX, "daddr", "@", nodePortIPsSet, "meta l4proto . th dport vmap", "@", serviceNodePortsMap), nil)
 	}
 }

@@ -22,7 +22,7 @@ import (
 type input struct {
 	req                      *proxy.SyncRequest
 	full, recreated          bool
-	listedChains, listedSets []string
+	listedChains, listedSets []tobj
 	now                      time.Time
 	// localAddrs are the node's addresses --nodeport-addresses selects
 	// from (full syncs).
@@ -39,7 +39,7 @@ func (pl *planner) planSync(in input, k *known) *txn {
 		a.reuse()
 	}
 	if in.full {
-		pl.setup(tx, in.localAddrs, in.recreated, in.listedSets)
+		pl.setup(tx, in.localAddrs, in.recreated, in.listedChains, in.listedSets)
 		seen := map[elemID]string{}
 		names := proxy.SortedServicePorts(in.req.Services)
 		for i := 0; i < len(names); {
@@ -92,13 +92,13 @@ func comparePorts(a, b proxy.ServicePortName) int {
 // desiredService is the union of the desired state of a Service's ports.
 type desiredService struct {
 	ports  []*desiredPort
-	chains map[string]bool
-	sets   map[string]bool
+	chains map[tobj]bool
+	sets   map[tobj]bool
 	elems  map[elemID]desiredElem
 }
 
 func (pl *planner) desiredService(pols []*proxy.PortPolicy, spans spanFunc) *desiredService {
-	d := &desiredService{chains: map[string]bool{}, sets: map[string]bool{}, elems: map[elemID]desiredElem{}}
+	d := &desiredService{chains: map[tobj]bool{}, sets: map[tobj]bool{}, elems: map[elemID]desiredElem{}}
 	for _, pol := range pols {
 		dp := pl.desired(pol.Port.Name, pol, spans)
 		d.ports = append(d.ports, dp)
@@ -106,7 +106,7 @@ func (pl *planner) desiredService(pols []*proxy.PortPolicy, spans spanFunc) *des
 			d.chains[c] = true
 		}
 		for _, s := range dp.sets {
-			d.sets[s.Name] = true
+			d.sets[tobj{s.Table, s.Name}] = true
 		}
 		for _, e := range dp.elems {
 			if _, dup := d.elems[e.id]; !dup {
@@ -127,15 +127,15 @@ func (pl *planner) syncService(tx *txn, k *known, nn types.NamespacedName, pols 
 	// The old state first: its spans are read before the new state's are
 	// allocated; a chain the new state does not use gives its span up.
 	type use struct {
-		m     string
+		m     tobj
 		chain chainKey
 	}
 	var oldSpans, newSpans []use
-	old := pl.desiredService(k.services[nn], func(m string, c chainKey, _ int) span {
+	old := pl.desiredService(k.services[nn], func(m tobj, c chainKey, _ int) span {
 		oldSpans = append(oldSpans, use{m, c})
 		return k.spansOf(m).of(c)
 	})
-	d := pl.desiredService(pols, func(m string, c chainKey, n int) span {
+	d := pl.desiredService(pols, func(m tobj, c chainKey, n int) span {
 		newSpans = append(newSpans, use{m, c})
 		return k.spansOf(m).alloc(c, n)
 	})
@@ -146,16 +146,16 @@ func (pl *planner) syncService(tx *txn, k *known, nn types.NamespacedName, pols 
 	}
 	for _, dp := range d.ports {
 		for _, c := range dp.chains {
-			tx.add(&knftables.Chain{Name: c})
-			tx.flush(&knftables.Chain{Name: c})
+			tx.add(&knftables.Chain{Table: c.table, Name: c.name})
+			tx.flush(&knftables.Chain{Table: c.table, Name: c.name})
 			delete(k.stale, c)
 		}
 		for _, s := range dp.sets {
 			tx.add(s)
 		}
 		for _, m := range dp.maps {
-			if !k.maps[m.Name] {
-				k.maps[m.Name] = true
+			if id := (tobj{m.Table, m.Name}); !k.maps[id] {
+				k.maps[id] = true
 				tx.add(m)
 			}
 		}
@@ -244,14 +244,14 @@ func (pl *planner) release(tx *txn, k *known, old, d *desiredService, now time.T
 		}
 		for _, c := range dp.chains {
 			if _, pending := k.stale[c]; !d.chains[c] && !pending {
-				tx.flush(&knftables.Chain{Name: c})
+				tx.flush(&knftables.Chain{Table: c.table, Name: c.name})
 				k.stale[c] = now
 			}
 		}
 		for _, s := range dp.sets {
-			if !d.sets[s.Name] {
-				d.sets[s.Name] = true // deleted once
-				tx.delete(&knftables.Set{Name: s.Name})
+			if id := (tobj{s.Table, s.Name}); !d.sets[id] {
+				d.sets[id] = true // deleted once
+				tx.delete(&knftables.Set{Table: s.Table, Name: s.Name})
 			}
 		}
 	}
@@ -268,47 +268,48 @@ func b2i(b bool) int {
 // port uses, and deletes the listed affinity sets no port uses: leftovers
 // of an earlier run or of a failed sync.
 func (pl *planner) dropLeftovers(tx *txn, k *known, in input) {
-	active, activeSets := sets.New[string](), sets.New[string]()
+	active, activeSets := sets.New[tobj](), sets.New[tobj]()
 	for _, pols := range k.services {
 		for _, pol := range pols {
 			n := pl.names(pol.Port.Name, pol)
-			for _, c := range []string{n.cluster, n.local, n.external, n.firewall} {
-				active.Insert(c)
+			for _, c := range []string{n.cluster, n.local, n.external} {
+				active.Insert(tobj{n.table, c})
 			}
+			active.Insert(tobj{"", n.firewall})
 			if pol.Port.SessionAffinity == v1.ServiceAffinityClientIP {
 				for _, ep := range pol.Reachable {
-					active.Insert(n.epChain(ep))
-					activeSets.Insert(n.affSet(ep))
+					active.Insert(tobj{n.table, n.epChain(ep)})
+					activeSets.Insert(tobj{n.table, n.affSet(ep)})
 				}
 			}
 		}
 	}
 	for _, c := range in.listedChains {
-		if isServiceChainName(c) && !active.Has(c) {
+		if isServiceChainName(c.name) && !active.Has(c) && pl.keepsTable(c.table) {
 			if _, pending := k.stale[c]; !pending {
-				tx.flush(&knftables.Chain{Name: c})
+				tx.flush(&knftables.Chain{Table: c.table, Name: c.name})
 				k.stale[c] = in.now
 			}
 		}
 	}
 	for _, s := range in.listedSets {
-		if strings.HasPrefix(s, affinitySetPrefix) && !activeSets.Has(s) {
-			tx.delete(&knftables.Set{Name: s})
+		if strings.HasPrefix(s.name, affinitySetPrefix) && !activeSets.Has(s) && pl.keepsTable(s.table) {
+			tx.delete(&knftables.Set{Table: s.table, Name: s.name})
 		}
 	}
 }
 
 // staleDeletes returns the deletion of the chains that went stale over a
 // second before now, and their names.
-func staleDeletes(k *known, now time.Time) (*txn, []string) {
+func staleDeletes(k *known, now time.Time) (*txn, []tobj) {
 	tx := &txn{}
-	var gone []string
+	var gone []tobj
 	for c, t := range k.stale {
 		if t.Before(now.Add(-time.Second)) {
-			tx.delete(&knftables.Chain{Name: c})
+			tx.delete(&knftables.Chain{Table: c.table, Name: c.name})
 			gone = append(gone, c)
 		}
 	}
-	slices.Sort(gone)
+	slices.SortFunc(gone, func(a, b tobj) int { return cmp.Or(strings.Compare(a.table, b.table), strings.Compare(a.name, b.name)) })
 	return tx, gone
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +20,26 @@ import (
 
 // TableName is kube-proxy's table name; one table per family.
 const TableName = "kube-proxy"
+
+// ShardTablePrefix starts the names of the Service dispatch tables of
+// --nftables-shards (a svcnet extension): "kube-proxy-s00", "kube-proxy-s01"…
+const ShardTablePrefix = TableName + "-s"
+
+// MaxShards bounds --nftables-shards.
+const MaxShards = 64
+
+// shardTable is the name of dispatch table i.
+func shardTable(i int) string { return fmt.Sprintf("%s%02d", ShardTablePrefix, i) }
+
+// isShardTable reports whether name is a dispatch table's.
+func isShardTable(name string) bool {
+	rest, ok := strings.CutPrefix(name, ShardTablePrefix)
+	if !ok || len(rest) != 2 {
+		return false
+	}
+	_, err := strconv.Atoi(rest)
+	return err == nil
+}
 
 // Object names, as kube-proxy names them.
 const (
@@ -145,6 +166,10 @@ type Config struct {
 	// keeps the endpoints of every Service chain in one map, each chain
 	// using a range of its keys: see plan_choice.go.
 	ChoiceShared bool
+	// Shards (--nftables-shards, a svcnet extension; 0 is kube-proxy's one
+	// table) spreads the Services over this many dispatch tables: see
+	// doc.go.
+	Shards int
 }
 
 // Proxier programs one family's kube-proxy table: each sync plans (plan*.go,
@@ -167,7 +192,7 @@ type Proxier struct {
 	// means unknown (the next sync is full and lists the table).
 	known *known
 	// staleChains aliases known.stale (tests look at it).
-	staleChains map[string]time.Time
+	staleChains map[tobj]time.Time
 	// lastTopology is the node name and zone of the last sync (see Sync).
 	lastTopology string
 	now          func() time.Time
@@ -196,7 +221,7 @@ func (p *Proxier) localAddrs(ctx context.Context, node proxy.NodeInfo) []netip.A
 // ExecNFT running the nft binary). Nothing runs until Sync.
 func NewProxier(cfg Config, nft NFT) *Proxier {
 	p := newProxier(cfg)
-	p.nft, p.apply = nft, &textApplier{nft: nft}
+	p.nft, p.apply = nft, &textApplier{nft: nft, family: p.family}
 	if e, ok := nft.(*ExecNFT); ok {
 		p.other = func(c Config) *Proxier {
 			fam := knftables.IPv4Family
@@ -227,7 +252,7 @@ func newProxier(cfg Config) *Proxier {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	p := &Proxier{cfg: cfg, family: knftables.IPv4Family, now: time.Now, staleChains: map[string]time.Time{}}
+	p := &Proxier{cfg: cfg, family: knftables.IPv4Family, now: time.Now, staleChains: map[tobj]time.Time{}}
 	pl := &planner{cfg: cfg, ipX: "ip", addrType: "ipv4_addr"}
 	if cfg.IPv6 {
 		pl.ipX, pl.addrType, p.family = "ip6", "ipv6_addr", knftables.IPv6Family
@@ -424,15 +449,37 @@ func (p *Proxier) deleteStale(ctx context.Context, now time.Time) {
 	}
 }
 
-// Cleanup deletes this family's table; a missing table is not an error.
+// Cleanup deletes this family's table and dispatch tables
+// (--nftables-shards); a missing table is not an error.
 func (p *Proxier) Cleanup(ctx context.Context) error {
 	tx := &txn{}
 	tx.add(&knftables.Table{})
 	tx.delete(&knftables.Table{})
+	for _, t := range p.shardTables(ctx) {
+		tx.add(&knftables.Table{Name: t})
+		tx.delete(&knftables.Table{Name: t})
+	}
 	if err := p.apply.apply(ctx, tx.ops); err != nil && !isNotFound(err) {
 		return fmt.Errorf("delete table %s %s: %w", p.family, TableName, err)
 	}
 	p.recreated, p.known = false, nil
 	clear(p.staleChains)
 	return nil
+}
+
+// shardTables lists the dispatch tables (--nftables-shards) the kernel
+// holds, whatever their number in this configuration.
+func (p *Proxier) shardTables(ctx context.Context) []string {
+	chains, _, err := p.apply.list(ctx)
+	if err != nil {
+		p.log.Warn("listing the dispatch tables failed", "err", err)
+	}
+	var out []string
+	for _, c := range chains {
+		if isShardTable(c.table) && !slices.Contains(out, c.table) {
+			out = append(out, c.table)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -129,7 +129,7 @@ func TestChoiceRulesPartialSyncs(t *testing.T) {
 // with cfg; check, if set, looks at the table after each step.
 func partialSyncsTraceAsFull(t *testing.T, cfg Config, check func(t *testing.T, step string, nft *knftables.Fake)) {
 	ctx := context.Background()
-	nft := knftables.NewFake(knftables.IPv4Family, TableName)
+	nft := newFake(cfg)
 	p := NewProxier(cfg, nft)
 	w := newWorld()
 	w.add(service("ns", "a", "172.30.0.1"), ep("10.1.0.1", 80, false), ep("10.1.0.2", 80, false), ep("10.1.0.3", 80, false))
@@ -179,7 +179,7 @@ func partialSyncsTraceAsFull(t *testing.T, cfg Config, check func(t *testing.T, 
 		if check != nil {
 			check(t, st.name, nft)
 		}
-		fresh := knftables.NewFake(knftables.IPv4Family, TableName)
+		fresh := newFake(cfg)
 		if err := NewProxier(cfg, fresh).Sync(ctx, w.request(true)); err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,8 @@ package nftables
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -13,7 +15,9 @@ import (
 )
 
 // Tracer walks a virtual first packet through the kube-proxy table held by
-// a knftables.Fake, hook by hook in priority order, and reports every
+// a knftables.Fake (and the dispatch tables of --nftables-shards, whose NAT
+// chains follow the main table's at the same hook until one DNATs, as the
+// kernel runs a hook's NAT chains), hook by hook in priority order, and reports every
 // outcome (one per endpoint a load-balancing vmap may pick). It understands
 // exactly the rule forms this package writes; an unknown rule is an error,
 // so a new rule form cannot silently pass a behaviour test.
@@ -21,6 +25,11 @@ type Tracer struct {
 	Fake *knftables.Fake
 	// LocalAddrs are the node's addresses (for fib ... type local).
 	LocalAddrs []netip.Addr
+
+	// tables are the main table and the dispatch tables; cur is the one
+	// whose chain runs.
+	tables []*knftables.FakeTable
+	cur    *knftables.FakeTable
 }
 
 var _ proxy.Tracer = (*Tracer)(nil)
@@ -36,9 +45,28 @@ type tpkt struct {
 
 // Trace implements proxy.Tracer.
 func (tr *Tracer) Trace(pkt proxy.TracePacket) ([]proxy.TraceOutcome, error) {
-	if tr.Fake.Table == nil {
+	main := tr.Fake.Table
+	if main == nil { // a Fake without a default table (--nftables-shards)
+		for _, fam := range []knftables.Family{knftables.IPv4Family, knftables.IPv6Family} {
+			if t := tr.Fake.Tables[fam][TableName]; t != nil && main == nil {
+				main = t
+			}
+		}
+	}
+	if main == nil {
 		return nil, fmt.Errorf("no table")
 	}
+	w := &Tracer{Fake: tr.Fake, LocalAddrs: tr.LocalAddrs, tables: []*knftables.FakeTable{main}}
+	tables := tr.Fake.Tables[main.Family]
+	for _, name := range slices.Sorted(maps.Keys(tables)) {
+		if isShardTable(name) {
+			w.tables = append(w.tables, tables[name])
+		}
+	}
+	return w.trace(pkt)
+}
+
+func (tr *Tracer) trace(pkt proxy.TracePacket) ([]proxy.TraceOutcome, error) {
 	start := tpkt{src: pkt.Src, dst: pkt.Dst, proto: strings.ToLower(string(pkt.Protocol)), dport: pkt.DPort}
 	if start.proto == "" {
 		start.proto = "tcp"
@@ -111,12 +139,33 @@ func (tr *Tracer) local(a netip.Addr) bool {
 	return false
 }
 
-// runAll runs a base chain for each state; "accept" (end of a base chain or
-// a dnat) leaves verdict empty so the next hook runs.
+// runAll runs the base chain of each table that has it for each state;
+// "accept" (end of a base chain or a dnat) leaves verdict empty so the next
+// table's chain or the next hook runs. Once a NAT chain has translated a
+// connection, the hook's NAT chains of later tables do not see it.
 func (tr *Tracer) runAll(in []tpkt, chain string) ([]tpkt, error) {
+	for _, t := range tr.tables {
+		c := t.Chains[chain]
+		if c == nil || (t != tr.tables[0] && c.Hook == nil) {
+			continue
+		}
+		tr.cur = t
+		var err error
+		// A dispatch table's NAT chains are dstnat's, the hook a DNAT
+		// happened in.
+		laterNAT := t != tr.tables[0] && c.Type != nil && *c.Type == knftables.NATType
+		if in, err = tr.runTable(in, chain, laterNAT); err != nil {
+			return nil, err
+		}
+	}
+	tr.cur = tr.tables[0]
+	return in, nil
+}
+
+func (tr *Tracer) runTable(in []tpkt, chain string, laterNAT bool) ([]tpkt, error) {
 	var out []tpkt
 	for _, s := range in {
-		if s.verdict != "" {
+		if s.verdict != "" || (laterNAT && s.dnat != "") {
 			out = append(out, s)
 			continue
 		}
@@ -140,7 +189,7 @@ func (tr *Tracer) run(s tpkt, chain string, depth int) ([]tpkt, error) {
 	if depth > 16 {
 		return nil, fmt.Errorf("chain recursion too deep at %s", chain)
 	}
-	c := tr.Fake.Table.Chains[chain]
+	c := tr.cur.Chains[chain]
 	if c == nil {
 		return nil, fmt.Errorf("no chain %q", chain)
 	}
@@ -474,7 +523,7 @@ func prefixHas(p string, a netip.Addr) bool {
 }
 
 func (tr *Tracer) setHas(name, key string) bool {
-	if s := tr.Fake.Table.Sets[name]; s != nil {
+	if s := tr.cur.Sets[name]; s != nil {
 		for _, e := range s.Elements {
 			if strings.Join(e.Key, " . ") == key {
 				return true
@@ -485,7 +534,7 @@ func (tr *Tracer) setHas(name, key string) bool {
 }
 
 func (tr *Tracer) mapGet(name, key string) (string, bool) {
-	if m := tr.Fake.Table.Maps[name]; m != nil {
+	if m := tr.cur.Maps[name]; m != nil {
 		for _, e := range m.Elements {
 			if strings.Join(e.Key, " . ") == key {
 				return strings.Join(e.Value, " "), true
