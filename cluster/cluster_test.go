@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,7 +55,7 @@ func TestUpDown(t *testing.T) {
 	prefix := "svcnt-t" + hex.EncodeToString(rb[:])
 	dir := t.TempDir()
 	up := exec.Command("ip", "netns", "exec", lab.Name, bin, "up", "--nodes", "2", "--data-dir", dir, "--prefix", prefix,
-		"--proxy-mode", "nftables", "--proxy-arg=--nftables-endpoint-choice=shared")
+		"--proxy-mode", "nftables", "--proxy-arg=--nftables-endpoint-choice=shared", "--proxy-arg=--nftables-shards=4")
 	stdout, _ := up.StdoutPipe()
 	up.Stderr = os.Stderr
 	if err := up.Start(); err != nil {
@@ -118,11 +119,12 @@ func TestUpDown(t *testing.T) {
 	// --proxy-arg reached the proxies: Service chains with more than one
 	// endpoint (the DNS Service, once every DNS pod's endpoint has reached
 	// this node's proxy; one endpoint is a plain dnat) pick from the shared
-	// maps.
+	// maps, in the four dispatch tables (the DNS answers above went through
+	// them).
 	nodeName := NodeName(prefix, 2)
 	var table string
 	for i := 0; i < 30; i++ {
-		out, err := exec.Command(bin, "node-exec", "--data-dir", dir, nodeName, "--", "nft", "list", "table", "ip", "kube-proxy").CombinedOutput()
+		out, err := exec.Command(bin, "node-exec", "--data-dir", dir, nodeName, "--", "nft", "list", "ruleset", "ip").CombinedOutput()
 		if err != nil {
 			t.Fatalf("node-exec %s nft list: %v\n%s", nodeName, err, out)
 		}
@@ -132,7 +134,12 @@ func TestUpDown(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	if !strings.Contains(table, "map service-endpoints-udp-") || !strings.Contains(table, "numgen random mod") {
-		t.Errorf("node %s: no shared endpoint map in its kube-proxy table:\n%s", nodeName, table)
+		t.Errorf("node %s: no shared endpoint map in its kube-proxy tables:\n%s", nodeName, table)
+	}
+	for i := range 4 {
+		if want := fmt.Sprintf("table ip kube-proxy-s%02d {", i); !strings.Contains(table, want) {
+			t.Errorf("node %s: no dispatch table %q:\n%s", nodeName, want, table)
+		}
 	}
 	// The proxies read the Service range from the ServiceCIDR objects (up
 	// passes them no --service-cluster-ip-range).

@@ -155,8 +155,9 @@ func startIn(ns, name, logPath string, args ...string) (*proc, error) {
 	}
 	cmd := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...)
 	cmd.Stdout, cmd.Stderr = f, f
-	// If the harness dies, its children go too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// If the harness dies, its children go too; a process group of its
+	// own, so that stop also ends what it started (kube-proxy's nft).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, err
@@ -175,7 +176,8 @@ func (p *proc) exited() bool {
 	}
 }
 
-// stop sends SIGTERM and, after grace, SIGKILL, and waits for the exit.
+// stop sends SIGTERM and, after grace, SIGKILL, waits for the exit, then
+// kills what is left of the process group.
 func (p *proc) stop(grace time.Duration) {
 	if p.exited() {
 		return
@@ -187,6 +189,9 @@ func (p *proc) stop(grace time.Duration) {
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}
+	// A child left running (an nft still applying a proxy's transaction
+	// would hold the ruleset's lock and a CPU) goes with the group.
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 }
 
 func (p *proc) tail(n int) string {

@@ -73,4 +73,28 @@
 // l4proto tcp dnat ip addr . port to numgen random mod N offset O map
 // @service-endpoints-tcp-XX`. Neither a set per Service nor a rule per
 // endpoint: linear starts and one-change syncs as cheap as the map's.
+//
+// --nftables-shards=N (Config.Shards, opt-in, up to 64) spreads the
+// Services over N dispatch tables, "kube-proxy-s00" … (shardOf: a hash of
+// the Service's namespace and name, so all its ports share one). The
+// kernel validates a whole table — every chain reachable from its base
+// chains, every element of its verdict maps — on each commit that adds a
+// jump, goto, DNAT or masquerade (nft_table_validate), so in one table a
+// one-Service change beside N Services costs O(N). A dispatch table holds
+// two NAT base chains (prerouting and output, priority dstnat) jumping to
+// its own services chain — the ClusterIP masquerade mark over its own copy
+// of cluster-ips, its service-ips and service-nodeports maps (and
+// nodeport-ips) — and the Service, local, external and endpoint chains,
+// affinity sets and shared endpoint maps of its Services. NAT chains run
+// only for a connection's first packet, and once one table's chain DNATs
+// it the hook's NAT chains of the other tables no longer see it, as the
+// kernel runs a hook's NAT chains. The main table keeps everything that
+// filters (the no-endpoint, cluster-IP and NodePort checks, the
+// firewall-ips map with the firewall chains, masquerading and hairpin
+// sets) and an empty services chain. A change then validates one dispatch
+// table (1/N of the Services) and, when it adds a verdict to the main
+// table, the main table, which has no per-Service chain but firewall
+// ones. Every behaviour test traces the same outcomes as with one table
+// (shards_test.go); restarting with another N deletes the tables beyond it
+// and moves the chains.
 package nftables
