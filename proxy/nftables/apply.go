@@ -71,58 +71,50 @@ func transaction(nft NFT, family knftables.Family, ops []op) (*knftables.Transac
 	return tx, nil
 }
 
-// objTable is the table an object names ("" for TableName).
-func objTable(o knftables.Object) string {
+// objCopy returns a copy of o and pointers to the copy's family and
+// table (a Table's name is its table); nil pointers for other objects.
+func objCopy(o knftables.Object) (knftables.Object, *knftables.Family, *string) {
 	switch x := o.(type) {
 	case *knftables.Table:
-		return x.Name
+		c := *x
+		return &c, &c.Family, &c.Name
 	case *knftables.Chain:
-		return x.Table
+		c := *x
+		return &c, &c.Family, &c.Table
 	case *knftables.Rule:
-		return x.Table
+		c := *x
+		return &c, &c.Family, &c.Table
 	case *knftables.Set:
-		return x.Table
+		c := *x
+		return &c, &c.Family, &c.Table
 	case *knftables.Map:
-		return x.Table
+		c := *x
+		return &c, &c.Family, &c.Table
 	case *knftables.Element:
-		return x.Table
+		c := *x
+		return &c, &c.Family, &c.Table
+	}
+	return o, nil, nil
+}
+
+// objTable is the table an object names ("" for TableName).
+func objTable(o knftables.Object) string {
+	if _, _, t := objCopy(o); t != nil {
+		return *t
 	}
 	return ""
 }
 
 // qualify returns a copy of o with its family and table filled in.
 func qualify(o knftables.Object, family knftables.Family) knftables.Object {
-	table := objTable(o)
-	if table == "" {
-		table = TableName
+	c, fam, table := objCopy(o)
+	if fam != nil {
+		*fam = family
+		if *table == "" {
+			*table = TableName
+		}
 	}
-	switch x := o.(type) {
-	case *knftables.Table:
-		c := *x
-		c.Family, c.Name = family, table
-		return &c
-	case *knftables.Chain:
-		c := *x
-		c.Family, c.Table = family, table
-		return &c
-	case *knftables.Rule:
-		c := *x
-		c.Family, c.Table = family, table
-		return &c
-	case *knftables.Set:
-		c := *x
-		c.Family, c.Table = family, table
-		return &c
-	case *knftables.Map:
-		c := *x
-		c.Family, c.Table = family, table
-		return &c
-	case *knftables.Element:
-		c := *x
-		c.Family, c.Table = family, table
-		return &c
-	}
-	return o
+	return c
 }
 
 func (a *textApplier) apply(ctx context.Context, ops []op) error {
