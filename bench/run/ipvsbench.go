@@ -174,6 +174,27 @@ func addrPlus(a netip.Addr, k int) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
+// informerObjects are the N Services and EndpointSlices as a proxy's
+// informers hold them: made before the heap baseline and kept until after
+// the heap is measured, so that the heap counts what each proxy keeps
+// beyond them (svcnet's trackers refer to the objects themselves, which a
+// real proxy's informer store holds either way; kube-proxy keeps copies of
+// what it needs).
+type informerObjects struct {
+	svcs   []*corev1.Service
+	slices []*discoveryv1.EndpointSlice
+}
+
+func newInformerObjects(n int) *informerObjects {
+	o := &informerObjects{}
+	for i := range n {
+		svc, slice := ipvsObjects(i)
+		o.svcs = append(o.svcs, svc)
+		o.slices = append(o.slices, slice)
+	}
+	return o
+}
+
 func heapMB(before runtime.MemStats) float64 {
 	var after runtime.MemStats
 	runtime.GC()
@@ -210,17 +231,18 @@ func ipvsKubeProxy(n, changes int) (ipvsResult, error) {
 	setField(p, "netlinkHandle", kpipvs.NetLinkHandle(newMemLinks()))
 	setField(p, "conntrack", conntrack.NewFake())
 	setField(p, "serviceHealthServer", healthcheck.NewFakeServiceHealthServer())
+	objs := newInformerObjects(n)
 	base := baseline()
-	for i := 0; i < n; i++ {
-		svc, slice := ipvsObjects(i)
-		p.OnServiceAdd(svc)
-		p.OnEndpointSliceAdd(slice)
+	for i := range n {
+		p.OnServiceAdd(objs.svcs[i])
+		p.OnEndpointSliceAdd(objs.slices[i])
 	}
 	p.OnServiceSynced()
 	t0 := time.Now()
 	p.OnEndpointSlicesSynced()
 	r.Full = time.Since(t0).Seconds()
 	r.HeapMB = heapMB(base)
+	runtime.KeepAlive(objs)
 	vs, err := fakeIPVS.GetVirtualServers()
 	if err != nil {
 		return r, err
@@ -270,11 +292,11 @@ func ipvsSvcnet(n, changes int) (ipvsResult, error) {
 	svcs, eps := proxy.ServicePortMap{}, proxy.EndpointsMap{}
 	cache := proxy.NewPolicyCache()
 	node := proxy.NodeInfo{Name: benchNode, IPs: []netip.Addr{netip.MustParseAddr(ipvsNodeIP)}}
+	objs := newInformerObjects(n)
 	base := baseline()
-	for i := 0; i < n; i++ {
-		svc, slice := ipvsObjects(i)
-		st.Update(nil, svc)
-		et.EndpointSliceUpdate(slice, false)
+	for i := range n {
+		st.Update(nil, objs.svcs[i])
+		et.EndpointSliceUpdate(objs.slices[i], false)
 	}
 	sync := func(full bool) (time.Duration, error) {
 		t0 := time.Now()
@@ -292,6 +314,7 @@ func ipvsSvcnet(n, changes int) (ipvsResult, error) {
 	}
 	r.Full = d.Seconds()
 	r.HeapMB = heapMB(base)
+	runtime.KeepAlive(objs)
 	vs, err := h.GetServices()
 	if err != nil {
 		return r, err

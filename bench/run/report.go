@@ -179,7 +179,8 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 			"through the proxy core's change trackers and policy cache. N ClusterIP Services × 10 ready endpoints of their own on "+
 			"another node; **one change** adds one Service with its slice and syncs (%d per run; kube-proxy's IPVS sync is always "+
 			"a full one, svcnet's a partial one that replans and writes only the new Service). Heap: the live heap the proxy "+
-			"keeps after the first sync.\n\n", cfg.changes)
+			"keeps after the first sync beyond the Service and EndpointSlice objects themselves, which a proxy's informers hold "+
+			"either way (svcnet's trackers refer to those objects, kube-proxy's keep copies of what they need).\n\n", cfg.changes)
 		w("| Services | first sync: kube-proxy / svcnet | ratio | one change: kube-proxy / svcnet | ratio | heap MB: kube-proxy / svcnet |\n|---|---|---|---|---|---|\n")
 		for _, n := range cfg.sizes {
 			g := func(metric, impl string) stat { return stats(res.get("ipvs", impl, n, metric)) }
