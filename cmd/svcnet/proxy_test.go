@@ -23,7 +23,7 @@ func TestParseProxyArgs(t *testing.T) {
 	if a, err := parseProxyArgs([]string{"--profiling"}); err != nil || !a.profiling {
 		t.Errorf("--profiling: %v %+v", err, a)
 	}
-	for _, bad := range [][]string{{"--cluster-cidr", "10.0.0.0/33"}, {"--nodeport-addresses", "nope"}, {"--sync-period", "0s"}, {"extra"}, {"--iptables-dispatch", "bush"}, {"--nftables-endpoint-choice", "set"}} {
+	for _, bad := range [][]string{{"--cluster-cidr", "10.0.0.0/33"}, {"--nodeport-addresses", "nope"}, {"--sync-period", "0s"}, {"extra"}, {"--iptables-dispatch", "bush"}, {"--nftables-endpoint-choice", "set"}, {"--nftables-shards", "-1"}, {"--nftables-shards", "65"}} {
 		if _, err := parseProxyArgs(bad); err == nil {
 			t.Errorf("%v: no error", bad)
 		} else if strings.Contains(err.Error(), "panic") {

@@ -15,6 +15,8 @@ func TestCheckProxyArgs(t *testing.T) {
 		{"nftables", []string{"--nftables-endpoint-choice=shared", "--min-sync-period=0s"}, ""},
 		{"iptables", []string{"--iptables-dispatch=tree", "--masquerade-all"}, ""},
 		{"nftables", []string{"--nftables-endpoint-choice=bogus"}, "--nftables-endpoint-choice"},
+		{"nftables", []string{"--nftables-endpoint-choice=shared", "--nftables-shards=16"}, ""},
+		{"nftables", []string{"--nftables-shards=65"}, "--nftables-shards"},
 		{"iptables", []string{"--no-such-flag=1"}, "no-such-flag"},
 		{"iptables", []string{"--sync-period=soon"}, "sync-period"},
 		{"iptables", []string{"nftables-endpoint-choice=shared"}, "want one --FLAG=VALUE"},
