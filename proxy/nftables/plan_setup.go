@@ -86,12 +86,8 @@ func (pl *planner) keepsTable(table string) bool {
 	if table == "" || table == TableName {
 		return true
 	}
-	for i := range max(pl.cfg.Shards, 0) {
-		if shardTable(i) == table {
-			return true
-		}
-	}
-	return false
+	i := shardIndex(table)
+	return i >= 0 && i < pl.cfg.Shards
 }
 
 // flushSharedMaps empties table's shared endpoint maps

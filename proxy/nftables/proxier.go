@@ -28,18 +28,34 @@ const ShardTablePrefix = TableName + "-s"
 // MaxShards bounds --nftables-shards.
 const MaxShards = 64
 
-// shardTable is the name of dispatch table i.
-func shardTable(i int) string { return fmt.Sprintf("%s%02d", ShardTablePrefix, i) }
+// shardTables are the dispatch tables' names, made once (plans name a
+// table for every Service port).
+var shardTables = func() (names [MaxShards]string) {
+	for i := range names {
+		names[i] = fmt.Sprintf("%s%02d", ShardTablePrefix, i)
+	}
+	return names
+}()
 
-// isShardTable reports whether name is a dispatch table's.
-func isShardTable(name string) bool {
+// shardTable is the name of dispatch table i.
+func shardTable(i int) string { return shardTables[i] }
+
+// shardIndex returns the number of dispatch table name, or -1 when name
+// is not a dispatch table's.
+func shardIndex(name string) int {
 	rest, ok := strings.CutPrefix(name, ShardTablePrefix)
 	if !ok || len(rest) != 2 {
-		return false
+		return -1
 	}
-	_, err := strconv.Atoi(rest)
-	return err == nil
+	i, err := strconv.Atoi(rest)
+	if err != nil || i < 0 {
+		return -1
+	}
+	return i
 }
+
+// isShardTable reports whether name is a dispatch table's.
+func isShardTable(name string) bool { return shardIndex(name) >= 0 }
 
 // Object names, as kube-proxy names them.
 const (
@@ -252,6 +268,7 @@ func newProxier(cfg Config) *Proxier {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	cfg.Shards = min(max(cfg.Shards, 0), MaxShards) // NewMode refuses others (ValidateShards)
 	p := &Proxier{cfg: cfg, family: knftables.IPv4Family, now: time.Now, staleChains: map[tobj]time.Time{}}
 	pl := &planner{cfg: cfg, ipX: "ip", addrType: "ipv4_addr"}
 	if cfg.IPv6 {
