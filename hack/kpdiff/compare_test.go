@@ -83,3 +83,38 @@ func TestDiffIPVS(t *testing.T) {
 		}
 	}
 }
+
+// The traced comparison of --nftables-shards: a scenario's tables trace as
+// kube-proxy's; without one dispatch element of svcnet's, they do not.
+func TestDiffTraces(t *testing.T) {
+	if err := initMakers(); err != nil {
+		t.Fatal(err)
+	}
+	sc := Generate(1, 4)
+	kp, err := kubeProxyNFTables(sc, sc.Families[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv, err := svcnetNFTablesShards(sc, sc.Families[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diffTraces(kp, sv); len(d) != 0 {
+		t.Fatalf("scenario 4 differs: %v", d)
+	}
+	var cut []string
+	dropped := false
+	for _, l := range strings.Split(sv, "\n") {
+		if !dropped && strings.Contains(l, "-s0") && strings.Contains(l, " service-ips { ") && strings.HasPrefix(l, "add element") {
+			dropped = true
+			continue
+		}
+		cut = append(cut, l)
+	}
+	if !dropped {
+		t.Fatal("no dispatch element in svcnet's tables")
+	}
+	if d := diffTraces(kp, strings.Join(cut, "\n")); len(d) == 0 {
+		t.Error("a missing dispatch element not seen")
+	}
+}

@@ -44,7 +44,7 @@ func main() {
 	n := flag.Int("n", 1000, "scenarios to generate")
 	seed := flag.Int64("seed", 1, "generator seed (scenario i of a seed is always the same)")
 	start := flag.Int("start", 0, "first scenario id")
-	modes := flag.String("modes", "iptables,nftables,ipvs", "modes to compare")
+	modes := flag.String("modes", "iptables,nftables,ipvs,nftables-shards", "modes to compare (nftables-shards: svcnet with --nftables-shards=4 against kube-proxy's nftables table, by traced packet outcomes)")
 	show := flag.Int("show", 2, "differing scenarios to print in full per mode")
 	kinds := flag.Int("kinds", 15, "kinds of difference to list per mode")
 	one := flag.Int("scenario", -1, "run only this scenario id and print its input and both outputs")
@@ -59,9 +59,10 @@ func main() {
 		os.Exit(2)
 	}
 	all := map[string]*modeRun{
-		"iptables": {name: "iptables", kp: kubeProxyIPTables, sv: svcnetIPTables, diff: diffIPTables},
-		"nftables": {name: "nftables", kp: kubeProxyNFTables, sv: svcnetNFTables, diff: diffNFT},
-		"ipvs":     {name: "ipvs", kp: kubeProxyIPVS, sv: svcnetIPVS, diff: diffIPVS},
+		"iptables":        {name: "iptables", kp: kubeProxyIPTables, sv: svcnetIPTables, diff: diffIPTables},
+		"nftables":        {name: "nftables", kp: kubeProxyNFTables, sv: svcnetNFTables, diff: diffNFT},
+		"ipvs":            {name: "ipvs", kp: kubeProxyIPVS, sv: svcnetIPVS, diff: diffIPVS},
+		"nftables-shards": {name: "nftables-shards", kp: kubeProxyNFTables, sv: svcnetNFTablesShards, diff: diffTraces},
 	}
 	var runs []*modeRun
 	for _, m := range strings.Split(*modes, ",") {

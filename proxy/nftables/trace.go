@@ -537,7 +537,7 @@ func (tr *Tracer) mapGet(name, key string) (string, bool) {
 	if m := tr.cur.Maps[name]; m != nil {
 		for _, e := range m.Elements {
 			if strings.Join(e.Key, " . ") == key {
-				return strings.Join(e.Value, " "), true
+				return strings.Join(e.Value, " . "), true // a concatenation parsed from a dump is split
 			}
 		}
 	}
