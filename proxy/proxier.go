@@ -349,10 +349,11 @@ func (p *Proxier) sync(ctx context.Context) error {
 		m.SyncProxyRulesLastTimestamp.WithLabelValues(Family(v6)).SetToCurrentTime()
 	}
 	if p.cfg.ServiceHealth != nil {
-		if err := p.cfg.ServiceHealth.SyncServices(p.svcMap.HealthCheckNodePorts()); err != nil {
+		hc := p.svcMap.HealthCheckNodePorts()
+		if err := p.cfg.ServiceHealth.SyncServices(hc); err != nil {
 			p.log.Error("syncing health check services", "err", err)
 		}
-		p.cfg.ServiceHealth.SyncEndpoints(p.epMap.LocalReadyEndpoints())
+		p.cfg.ServiceHealth.SyncEndpoints(p.epMap.LocalReadyEndpoints(hc, sr.Ports))
 	}
 	if p.cfg.Conntrack != nil {
 		if err := p.cfg.Conntrack.CleanStaleEntries(ctx, p.svcMap, p.epMap); err != nil {

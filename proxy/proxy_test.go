@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -514,5 +515,36 @@ func TestServiceCIDRsFromObjects(t *testing.T) {
 	old := fake.NewSimpleClientset()
 	if ok, err := WatchServiceCIDRs(ctx, old, NewProxier(Config{Provider: prov}), time.Second); ok || err != nil {
 		t.Errorf("without the resource: %v, %v", ok, err)
+	}
+}
+
+// TestLocalReadyEndpoints: the health-check counts cover exactly the
+// Services with a health check node port, count each local ready address
+// once across the Service's ports, and are the same with the tracker's
+// port index as without it.
+func TestLocalReadyEndpoints(t *testing.T) {
+	lb := types.NamespacedName{Namespace: "default", Name: "lb"}
+	other := types.NamespacedName{Namespace: "default", Name: "other"}
+	none := types.NamespacedName{Namespace: "default", Name: "none"}
+	web := ServicePortName{NamespacedName: lb, Port: "http", Protocol: v1.ProtocolTCP}
+	https := ServicePortName{NamespacedName: lb, Port: "https", Protocol: v1.ProtocolTCP}
+	o := ServicePortName{NamespacedName: other, Protocol: v1.ProtocolTCP}
+	n := ServicePortName{NamespacedName: none, Protocol: v1.ProtocolTCP}
+	ep := func(a string, local, ready bool) *Endpoint {
+		return &Endpoint{Addr: netip.MustParseAddr(a), Port: 80, IsLocal: local, Ready: ready}
+	}
+	eps := EndpointsMap{
+		web:   {ep("10.0.0.1", true, true), ep("10.0.0.2", true, false), ep("10.0.1.1", false, true)},
+		https: {ep("10.0.0.1", true, true), ep("10.0.0.3", true, true)},
+		o:     {ep("10.0.0.4", true, true)},
+		n:     {ep("10.0.1.2", false, true)},
+	}
+	hc := map[types.NamespacedName]uint16{lb: 32000, none: 32001}
+	want := map[types.NamespacedName]int{lb: 2}
+	index := PortIndex{lb: {web, https}, other: {o}, none: {n}}
+	for _, ports := range []PortIndex{index, nil} {
+		if got := eps.LocalReadyEndpoints(hc, ports); !maps.Equal(got, want) {
+			t.Errorf("index %v: got %v, want %v", ports != nil, got, want)
+		}
 	}
 }

@@ -224,24 +224,41 @@ func (m ServicePortMap) HealthCheckNodePorts() map[types.NamespacedName]uint16 {
 	return out
 }
 
-// LocalReadyEndpoints counts, per Service, the ready endpoints on this node
-// (each address once, across ports), as the health-check server reports them.
-func (m EndpointsMap) LocalReadyEndpoints() map[types.NamespacedName]int {
-	seen := map[types.NamespacedName]map[netip.Addr]bool{}
-	for name, eps := range m {
-		for _, ep := range eps {
-			if !ep.IsLocal || !ep.Ready {
-				continue
+// LocalReadyEndpoints counts, for each Service of services (those with a
+// health check node port), the ready endpoints on this node (each address
+// once, across ports), as the health-check server reports them. ports is
+// the service tracker's index of each Service's ports, so the cost follows
+// the Services with health checks, not every endpoint of the node's
+// Services; without it, every port of m is looked at.
+func (m EndpointsMap) LocalReadyEndpoints(services map[types.NamespacedName]uint16, ports PortIndex) map[types.NamespacedName]int {
+	out := make(map[types.NamespacedName]int, len(services))
+	count := func(nn types.NamespacedName, names []ServicePortName) {
+		var seen []netip.Addr
+		for _, name := range names {
+			for _, ep := range m[name] {
+				if ep.IsLocal && ep.Ready && !slices.Contains(seen, ep.Addr) {
+					seen = append(seen, ep.Addr)
+				}
 			}
-			if seen[name.NamespacedName] == nil {
-				seen[name.NamespacedName] = map[netip.Addr]bool{}
-			}
-			seen[name.NamespacedName][ep.Addr] = true
+		}
+		if len(seen) > 0 {
+			out[nn] = len(seen)
 		}
 	}
-	out := map[types.NamespacedName]int{}
-	for n, s := range seen {
-		out[n] = len(s)
+	if ports != nil {
+		for nn := range services {
+			count(nn, ports[nn])
+		}
+		return out
+	}
+	byService := map[types.NamespacedName][]ServicePortName{}
+	for name := range m {
+		if _, ok := services[name.NamespacedName]; ok {
+			byService[name.NamespacedName] = append(byService[name.NamespacedName], name)
+		}
+	}
+	for nn, names := range byService {
+		count(nn, names)
 	}
 	return out
 }

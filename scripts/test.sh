@@ -8,6 +8,11 @@ export PATH=$PATH:/usr/local/go/bin
 start=$(date +%s)
 go build ./...
 go vet ./...
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt: not formatted: $unformatted" >&2
+	exit 1
+fi
 # Packages run two at a time (the machine has two cores); every package that
 # needs a kernel feature or a program says so in its skip message.
 go test -count=1 -p 2 -timeout 30m ./... "$@"

@@ -406,7 +406,6 @@ func (m *memAddrs) Add(_ context.Context, a netip.Addr) error { m.addrs[a] = tru
 func (m *memAddrs) Del(_ context.Context, a netip.Addr) error { delete(m.addrs, a); return nil }
 func (m *memAddrs) Delete(context.Context) error              { clear(m.addrs); return nil }
 
-
 // setField assigns an unexported field of kube-proxy's Proxier (its
 // dependencies are unexported; its own fake constructor is in a _test.go
 // file).

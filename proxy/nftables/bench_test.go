@@ -92,6 +92,7 @@ func benchSync(b *testing.B, p *Proxier, svcs proxy.ServicePortMap, eps proxy.En
 		one = k
 		break
 	}
+	index := portIndex(svcs)
 	var partial time.Duration
 	const changes = 5
 	for c := 0; c < changes; c++ {
@@ -102,6 +103,7 @@ func benchSync(b *testing.B, p *Proxier, svcs proxy.ServicePortMap, eps proxy.En
 		}
 		req := &proxy.SyncRequest{Services: svcs, Endpoints: eps}
 		req.EndpointsResult.UpdatedServices = sets.New(one.NamespacedName)
+		req.ServiceResult.Ports = index
 		req.UsePolicyCache(cache)
 		cache.UpdatePorts(proxy.NodeInfo{}, req.ChangedPorts(), nil)
 		start = time.Now()
@@ -116,6 +118,17 @@ func benchSync(b *testing.B, p *Proxier, svcs proxy.ServicePortMap, eps proxy.En
 	runtime.KeepAlive(p)
 	runtime.KeepAlive(cache)
 	_ = p.Cleanup(context.Background())
+}
+
+// portIndex is the index the proxy core's service tracker hands every
+// sync (ServiceUpdateResult.Ports): without it, ChangedPorts walks all
+// Services, which a running proxy never does.
+func portIndex(svcs proxy.ServicePortMap) proxy.PortIndex {
+	index := proxy.PortIndex{}
+	for name := range svcs {
+		index[name.NamespacedName] = append(index[name.NamespacedName], name)
+	}
+	return index
 }
 
 var benchSizes = []int{1000, 10000, 50000}
@@ -146,6 +159,7 @@ func BenchmarkOneChangeNetlink(b *testing.B) {
 					break
 				}
 				orig := eps[one]
+				index := portIndex(svcs)
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					if i%2 == 0 {
@@ -155,6 +169,7 @@ func BenchmarkOneChangeNetlink(b *testing.B) {
 					}
 					req := &proxy.SyncRequest{Services: svcs, Endpoints: eps}
 					req.EndpointsResult.UpdatedServices = sets.New(one.NamespacedName)
+					req.ServiceResult.Ports = index
 					if err := p.Sync(context.Background(), req); err != nil {
 						b.Fatal(err)
 					}

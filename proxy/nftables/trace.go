@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
