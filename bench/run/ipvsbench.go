@@ -14,6 +14,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,6 +26,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -75,7 +77,7 @@ func benchIPVS(res *results, cfg *config) error {
 			for _, impl := range impls {
 				err := step(fmt.Sprintf("ipvs %s n=%d", impl, n), func(tb *benchTB) error {
 					ns := testbed.NewNetNS(tb, "bench-ipvs")
-					cmd := exec.Command("ip", "netns", "exec", ns.Name, self, ipvsChildArg,
+					cmd := exec.Command("ip", "netns", "exec", ns.Name, self, ipvsChildArg, "-netns", ns.Name,
 						"-impl", impl, "-n", fmt.Sprint(n), "-changes", fmt.Sprint(cfg.changes))
 					var stderr strings.Builder
 					cmd.Stderr = &stderr
@@ -115,7 +117,16 @@ func ipvsChild(args []string) {
 	impl := fs.String("impl", "svcnet", "kube-proxy or svcnet")
 	n := fs.Int("n", 1000, "Services")
 	changes := fs.Int("changes", 5, "one-Service changes")
+	netns := fs.String("netns", "", "the throwaway network namespace (ip netns) this child must be running in")
 	_ = fs.Parse(args)
+	// Both proxies write real iptables rules and ipsets: never into the
+	// machine's namespace. benchIPVS starts this child in a namespace of
+	// its own and names it; started by hand without one, it would leave
+	// kube-proxy's rules behind.
+	if err := inNamedNetNS(*netns); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v (bench/run starts it inside a throwaway namespace)\n", ipvsChildArg, err)
+		os.Exit(1)
+	}
 	var r ipvsResult
 	var err error
 	switch *impl {
@@ -131,6 +142,25 @@ func ipvsChild(args []string) {
 		os.Exit(1)
 	}
 	_ = json.NewEncoder(os.Stdout).Encode(r)
+}
+
+// inNamedNetNS says whether this process runs in the network namespace
+// `ip netns` knows as name.
+func inNamedNetNS(name string) error {
+	if name == "" {
+		return errors.New("no -netns given")
+	}
+	var self, named syscall.Stat_t
+	if err := syscall.Stat("/proc/self/ns/net", &self); err != nil {
+		return err
+	}
+	if err := syscall.Stat("/run/netns/"+name, &named); err != nil {
+		return err
+	}
+	if self.Ino != named.Ino || self.Dev != named.Dev {
+		return fmt.Errorf("not running in network namespace %q", name)
+	}
+	return nil
 }
 
 const (
