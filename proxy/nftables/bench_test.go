@@ -87,6 +87,13 @@ func benchSync(b *testing.B, p *Proxier, svcs proxy.ServicePortMap, eps proxy.En
 	full := time.Since(start)
 	runtime.GC()
 	runtime.ReadMemStats(&after)
+	start = time.Now()
+	refullReq := &proxy.SyncRequest{Full: true, Services: svcs, Endpoints: eps}
+	refullReq.UsePolicyCache(cache)
+	if err := p.Sync(context.Background(), refullReq); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(time.Since(start).Seconds(), "refull-sync-s")
 	var one proxy.ServicePortName
 	for k := range svcs {
 		one = k

@@ -206,6 +206,14 @@ func (pl *planner) shardOf(nn types.NamespacedName) string {
 type txn struct {
 	ops   []op
 	ports []int
+	// late are ops a full sync writes after everything else: the
+	// elements of the shared endpoint maps. A rule that looks a map up
+	// makes the kernel check every element the map has at that point
+	// (nf_tables_bind_set; one walk per chain, as each chain binds the map
+	// anew), so the maps are filled once their rules are in: the walks
+	// then see empty maps, where interleaved they cost O(Services ×
+	// elements per map).
+	late []op
 }
 
 func (t *txn) add(o knftables.Object)    { t.ops = append(t.ops, op{opAdd, o}) }

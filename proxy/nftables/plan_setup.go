@@ -20,6 +20,7 @@ import (
 // their number deleted.
 func (pl *planner) setup(tx *txn, local []netip.Addr, recreated bool, listedChains, listedSets []tobj) {
 	tx.add(&knftables.Table{Comment: ptrTo("rules for kube-proxy")})
+	pl.replaceSharedMaps(tx, "", listedChains, listedSets)
 	if !recreated {
 		// Base chains are deleted once so that a table left by another
 		// version with other priorities is replaced rather than refused.
@@ -66,9 +67,8 @@ func (pl *planner) setup(tx *txn, local []netip.Addr, recreated bool, listedChai
 		tx.delete(&knftables.Map{Name: serviceIPsMap})
 		tx.delete(&knftables.Map{Name: serviceNodePortsMap})
 	}
-	pl.flushSharedMaps(tx, "", listedSets)
 	for i := range max(pl.cfg.Shards, 0) {
-		pl.setupShard(tx, shardTable(i), local, recreated, matchAll, listedSets)
+		pl.setupShard(tx, shardTable(i), local, recreated, matchAll, listedChains, listedSets)
 	}
 	gone := sets.New[string]()
 	for _, o := range slices.Concat(listedChains, listedSets) {
@@ -90,14 +90,33 @@ func (pl *planner) keepsTable(table string) bool {
 	return i >= 0 && i < pl.cfg.Shards
 }
 
-// flushSharedMaps empties table's shared endpoint maps
-// (--nftables-endpoint-choice=shared) of an earlier run: they are added
-// when a chain first uses them.
-func (pl *planner) flushSharedMaps(tx *txn, table string, listedSets []tobj) {
+// replaceSharedMaps deletes table's shared endpoint maps
+// (--nftables-endpoint-choice=shared) of an earlier run or sync: they are
+// added anew, empty, when a chain first uses them, and filled after the
+// rules (txn.late). Flushed instead, they would keep their old elements
+// in the kernel until the commit, and every rule that binds a map walks
+// them (nf_tables_bind_set): a full sync of a table that exists cost
+// O(Services × elements per map). A map can go only once no rule uses it,
+// so every chain the table lists is flushed first, before the table's
+// setup writes any rule (a full sync rewrites them all, or drops them).
+func (pl *planner) replaceSharedMaps(tx *txn, table string, listedChains, listedSets []tobj) {
+	in := func(o tobj) bool { return o.table == table || (table == "" && o.table == TableName) }
+	var maps []string
 	for _, m := range listedSets {
-		if (m.table == table || (table == "" && m.table == TableName)) && isSharedMap(m.name) {
-			tx.flush(&knftables.Map{Table: table, Name: m.name})
+		if in(m) && isSharedMap(m.name) {
+			maps = append(maps, m.name)
 		}
+	}
+	if len(maps) == 0 {
+		return
+	}
+	for _, c := range listedChains {
+		if in(c) {
+			tx.flush(&knftables.Chain{Table: table, Name: c.name})
+		}
+	}
+	for _, m := range maps {
+		tx.delete(&knftables.Map{Table: table, Name: m})
 	}
 }
 
@@ -115,8 +134,9 @@ var shardChains = []baseChain{
 // masquerading and dispatches through the table's own service-ips and
 // service-nodeports maps to the chains of its Services; cluster-ips and
 // nodeport-ips are copies of the main table's for the table's rules.
-func (pl *planner) setupShard(tx *txn, t string, local []netip.Addr, recreated, matchAll bool, listedSets []tobj) {
+func (pl *planner) setupShard(tx *txn, t string, local []netip.Addr, recreated, matchAll bool, listedChains, listedSets []tobj) {
 	tx.add(&knftables.Table{Name: t, Comment: ptrTo("Service dispatch for kube-proxy (svcnet --nftables-shards)")})
+	pl.replaceSharedMaps(tx, t, listedChains, listedSets)
 	if !recreated {
 		for _, bc := range shardChains {
 			tx.add(&knftables.Chain{Table: t, Name: bc.name})
@@ -137,7 +157,6 @@ func (pl *planner) setupShard(tx *txn, t string, local []netip.Addr, recreated, 
 	tx.flush(&knftables.Set{Table: t, Name: clusterIPsSet})
 	pl.setupNodePorts(tx, t, local)
 	pl.setupServices(tx, t, matchAll)
-	pl.flushSharedMaps(tx, t, listedSets)
 }
 
 // setupMasquerading: marked connections (see masqueradeRule) and hairpin

@@ -52,6 +52,13 @@ func (pl *planner) planSync(in input, k *known) *txn {
 			i = j
 		}
 		pl.dropLeftovers(tx, k, in)
+		// The late ops in Service-sized runs, so that a fresh table is
+		// still written in parts (applyTx).
+		for i := 0; i < len(tx.late); i += lateRun {
+			tx.ports = append(tx.ports, len(tx.ops))
+			tx.ops = append(tx.ops, tx.late[i:min(i+lateRun, len(tx.late))]...)
+		}
+		tx.late = nil
 		return tx
 	}
 	changed := in.req.ChangedServices()
@@ -188,6 +195,10 @@ func (pl *planner) syncService(tx *txn, k *known, nn types.NamespacedName, pols 
 	}
 }
 
+// lateRun is how many late ops (txn.late) form one run of a full sync's
+// parts.
+const lateRun = 1000
+
 // ensureElem adds e unless the Service already held it with the same
 // value, replacing it when the value changed or another Service wrote it
 // with another value (a conflict in the Services' spec: the last one
@@ -204,7 +215,12 @@ func (pl *planner) ensureElem(tx *txn, k *known, e desiredElem, old map[elemID]d
 	if isSharedMap(e.id.set) {
 		// A chain's own key: no other Service holds it, so no count is
 		// kept (100,000 endpoints would be 100,000 entries).
-		tx.add(elementObject(e.id, e.value, e.comment, isMap))
+		o := op{opAdd, elementObject(e.id, e.value, e.comment, isMap)}
+		if seen != nil { // a full sync: after the rules (txn.late)
+			tx.late = append(tx.late, o)
+		} else {
+			tx.ops = append(tx.ops, o)
+		}
 		return
 	}
 	refs := k.refs[e.id]

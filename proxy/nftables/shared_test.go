@@ -2,7 +2,9 @@ package nftables
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -141,4 +143,126 @@ func TestSpanAlloc(t *testing.T) {
 	if sp := a.alloc(key("v"), 8); sp != (span{4, 8}) {
 		t.Fatalf("v(8) after the sync = %v, want y's old {4 8}", sp)
 	}
+}
+
+// recordingApplier keeps the transactions it applies.
+type recordingApplier struct {
+	applier
+	txs [][]op
+}
+
+func (r *recordingApplier) apply(ctx context.Context, ops []op) error {
+	r.txs = append(r.txs, slices.Clone(ops))
+	return r.applier.apply(ctx, ops)
+}
+
+// TestSharedFullSyncAgain: a full sync over tables that exist — the
+// periodic one, and the first of a restarted proxy — deletes the shared
+// endpoint maps before writing any rule, fills them only after every rule
+// that looks them up (so the kernel's binding checks walk empty maps), and
+// leaves the same ruleset, and the same outcomes for every packet, as a
+// full sync from nothing.
+func TestSharedFullSyncAgain(t *testing.T) {
+	ctx := context.Background()
+	for _, shards := range []int{0, 3} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
+			cfg := shardsConfig(shards, true)
+			w := overallWorld()
+			pkts := overallPackets(w)
+			// Enough Services that every shared map serves several.
+			for i := range 600 {
+				w.add(service("many", fmt.Sprintf("s%d", i), fmt.Sprintf("172.30.%d.%d", 100+i/200, i%200+1)),
+					ep(fmt.Sprintf("10.181.%d.%d", i/200, i%200+1), 80, false), ep(fmt.Sprintf("10.182.%d.%d", i/200, i%200+1), 80, false))
+			}
+			fresh := newFake(cfg)
+			if err := NewProxier(cfg, fresh).Sync(ctx, w.request(true)); err != nil {
+				t.Fatal(err)
+			}
+			nft := newFake(cfg)
+			p := NewProxier(cfg, nft)
+			rec := &recordingApplier{applier: p.apply}
+			p.apply = rec
+			restarted := NewProxier(cfg, nft)
+			rec2 := &recordingApplier{applier: restarted.apply}
+			restarted.apply = rec2
+			for _, step := range []struct {
+				name string
+				p    *Proxier
+				rec  *recordingApplier
+			}{{"first", p, rec}, {"again", p, rec}, {"restarted", restarted, rec2}} {
+				step.rec.txs = nil
+				if err := step.p.Sync(ctx, w.request(true)); err != nil {
+					t.Fatalf("%s: %v", step.name, err)
+				}
+				if got, want := nft.Dump(), fresh.Dump(); got != want {
+					t.Errorf("%s: ruleset differs from a full sync from nothing: %s", step.name, firstDiff(got, want))
+				}
+				sameTraces(t, step.name, nft, fresh, pkts)
+				checkSharedOrder(t, step.name, step.rec.txs, step.name != "first")
+			}
+		})
+	}
+}
+
+// checkSharedOrder: in each transaction no element of a shared map comes
+// before a rule that looks the map up, and, when the maps existed
+// (existed), each is deleted before such a rule.
+func checkSharedOrder(t *testing.T, step string, txs [][]op, existed bool) {
+	t.Helper()
+	rules := 0
+	for _, ops := range txs {
+		firstRule, lastRule, firstElem, deleted := map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
+		for i, o := range ops {
+			switch obj := o.obj.(type) {
+			case *knftables.Rule:
+				if j := strings.Index(obj.Rule, "map @"+sharedEndpointsMap+"-"); j >= 0 && o.verb == opAdd {
+					m := obj.Table + "/" + strings.TrimPrefix(obj.Rule[j:], "map @")
+					if _, ok := firstRule[m]; !ok {
+						firstRule[m] = i
+					}
+					lastRule[m] = i
+					rules++
+				}
+			case *knftables.Element:
+				if isSharedMap(obj.Map) && o.verb == opAdd {
+					if _, ok := firstElem[obj.Table+"/"+obj.Map]; !ok {
+						firstElem[obj.Table+"/"+obj.Map] = i
+					}
+				}
+			case *knftables.Map:
+				if isSharedMap(obj.Name) && o.verb == opDelete {
+					deleted[obj.Table+"/"+obj.Name] = i
+				}
+			}
+		}
+		for m, r := range lastRule {
+			if e, ok := firstElem[m]; ok && e < r {
+				t.Errorf("%s: map %s gets elements (op %d) before a rule that looks it up (op %d)", step, m, e, r)
+			}
+			if d, ok := deleted[m]; existed && (!ok || d > firstRule[m]) {
+				t.Errorf("%s: map %s is not deleted before its rules (delete at %d, ok %v; a rule at %d)", step, m, d, ok, firstRule[m])
+			}
+		}
+	}
+	if rules == 0 {
+		t.Errorf("%s: no rule looks a shared map up", step)
+	}
+}
+
+// firstDiff shows the first line where got and want differ.
+func firstDiff(got, want string) string {
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := range max(len(g), len(w)) {
+		var a, b string
+		if i < len(g) {
+			a = g[i]
+		}
+		if i < len(w) {
+			b = w[i]
+		}
+		if a != b {
+			return fmt.Sprintf("line %d: got %q, want %q", i+1, a, b)
+		}
+	}
+	return "equal"
 }
