@@ -12,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // ConntrackCleaner removes conntrack entries made stale by a sync (see
@@ -63,7 +64,10 @@ type Proxier struct {
 	epSynced  bool
 
 	// Owned by the sync loop.
-	svcMap       ServicePortMap
+	svcMap ServicePortMap
+	// udp holds the Services with a UDP port (the conntrack cleaner has
+	// nothing to do without one), kept from the changed Services only.
+	udp          map[types.NamespacedName]bool
 	epMap        EndpointsMap
 	policies     *PolicyCache
 	needFull     bool
@@ -233,6 +237,28 @@ func (p *Proxier) setSynced(svc, ep bool) {
 	}
 }
 
+// trackUDP updates p.udp from the Services sr says changed (the first
+// time, from every Service).
+func (p *Proxier) trackUDP(sr ServiceUpdateResult) {
+	if p.udp == nil || sr.Ports == nil {
+		p.udp = map[types.NamespacedName]bool{}
+		for name := range p.svcMap {
+			if name.Protocol == v1.ProtocolUDP {
+				p.udp[name.NamespacedName] = true
+			}
+		}
+		return
+	}
+	for nn := range sr.UpdatedServices {
+		delete(p.udp, nn)
+		for _, name := range sr.Ports[nn] {
+			if name.Protocol == v1.ProtocolUDP {
+				p.udp[nn] = true
+			}
+		}
+	}
+}
+
 func (p *Proxier) isInitialized() bool {
 	p.syncedMu.Lock()
 	defer p.syncedMu.Unlock()
@@ -282,6 +308,7 @@ func (p *Proxier) sync(ctx context.Context) error {
 	}
 	sr := p.svcTrack.Apply(p.svcMap)
 	er := p.epTrack.Apply(p.epMap)
+	p.trackUDP(sr) // here: a failing sync consumes the changes too
 	p.cfg.Metrics.ServiceChangesPending.Set(0)
 	p.cfg.Metrics.EndpointChangesPending.Set(0)
 	p.nodeMu.Lock()
@@ -355,7 +382,7 @@ func (p *Proxier) sync(ctx context.Context) error {
 		}
 		p.cfg.ServiceHealth.SyncEndpoints(p.epMap.LocalReadyEndpoints(hc, sr.Ports))
 	}
-	if p.cfg.Conntrack != nil {
+	if p.cfg.Conntrack != nil && len(p.udp) > 0 {
 		if err := p.cfg.Conntrack.CleanStaleEntries(ctx, p.svcMap, p.epMap); err != nil {
 			p.log.Warn("clearing stale conntrack entries", "err", err)
 		}

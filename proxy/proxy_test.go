@@ -548,3 +548,41 @@ func TestLocalReadyEndpoints(t *testing.T) {
 		}
 	}
 }
+
+type countingCleaner struct{ calls int }
+
+func (c *countingCleaner) CleanStaleEntries(context.Context, ServicePortMap, EndpointsMap) error {
+	c.calls++
+	return nil
+}
+
+// TestConntrackOnlyWithUDP: the stale-flow cleaner (a conntrack dump per
+// sync) runs only while some Service has a UDP port; which Services do is
+// followed through the changes, not found by walking every Service.
+func TestConntrackOnlyWithUDP(t *testing.T) {
+	ctx := context.Background()
+	ct := &countingCleaner{}
+	p := NewProxier(Config{Provider: &recordingProvider{}, Node: NodeInfo{Name: "n1"}, SyncPeriod: time.Hour, Conntrack: ct})
+	p.setSynced(true, true)
+	tcp := testService("default", "web", "10.96.0.20", v1.ServicePort{Port: 80, Protocol: v1.ProtocolTCP})
+	dns := testService("kube-system", "dns", "10.96.0.10", v1.ServicePort{Name: "tcp", Port: 53, Protocol: v1.ProtocolTCP})
+	dnsUDP := testService("kube-system", "dns", "10.96.0.10", v1.ServicePort{Name: "tcp", Port: 53, Protocol: v1.ProtocolTCP},
+		v1.ServicePort{Name: "udp", Port: 53, Protocol: v1.ProtocolUDP})
+	step := func(name string, change func(), want int) {
+		t.Helper()
+		change()
+		before := ct.calls
+		if err := p.SyncNow(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := ct.calls - before; got != want {
+			t.Errorf("%s: cleaner ran %d times, want %d", name, got, want)
+		}
+	}
+	step("TCP only", func() { p.OnServiceAdd(tcp); p.OnServiceAdd(dns) }, 0)
+	step("a UDP port added", func() { p.OnServiceUpdate(dns, dnsUDP) }, 1)
+	step("an unrelated change", func() { p.OnServiceDelete(tcp) }, 1)
+	step("the UDP port removed", func() { p.OnServiceUpdate(dnsUDP, dns) }, 0)
+	step("a UDP Service again", func() { p.OnServiceUpdate(dns, dnsUDP) }, 1)
+	step("and deleted", func() { p.OnServiceDelete(dnsUDP) }, 0)
+}
