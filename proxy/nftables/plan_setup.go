@@ -13,7 +13,8 @@ import (
 
 // setup writes the table, its base chains and jumps, and the fixed sets,
 // maps and rules every full sync rewrites; the dispatch maps and sets are
-// flushed (every Service's elements follow). recreated says the base
+// flushed (every Service's elements follow) and the shared endpoint maps
+// replaced (replaceSharedMaps). recreated says the base
 // chains were created by this process already; listedChains and listedSets
 // are the chains, sets and maps the tables hold. With --nftables-shards the
 // dispatch tables are written too (setupShard), and dispatch tables beyond

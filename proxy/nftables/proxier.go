@@ -381,7 +381,8 @@ var (
 // applyTx applies tx as one transaction, or, when the table did not exist
 // (fresh), in parts of whole Services, so that Services become reachable
 // part by part instead of all at the end (with no previous table there is
-// nothing whose atomic replacement matters):
+// nothing whose atomic replacement matters; in the shared layout the
+// endpoints come in the last parts, txn.late):
 //   - a part holds about freshTableAnonSets anonymous sets: the kernel
 //     walks the whole transaction for every anonymous set a rule binds
 //     (__nft_set_trans_bind), so one transaction of N Services, each with
