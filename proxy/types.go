@@ -233,11 +233,11 @@ func (m ServicePortMap) HealthCheckNodePorts() map[types.NamespacedName]uint16 {
 func (m EndpointsMap) LocalReadyEndpoints(services map[types.NamespacedName]uint16, ports PortIndex) map[types.NamespacedName]int {
 	out := make(map[types.NamespacedName]int, len(services))
 	count := func(nn types.NamespacedName, names []ServicePortName) {
-		var seen []netip.Addr
+		seen := map[netip.Addr]bool{}
 		for _, name := range names {
 			for _, ep := range m[name] {
-				if ep.IsLocal && ep.Ready && !slices.Contains(seen, ep.Addr) {
-					seen = append(seen, ep.Addr)
+				if ep.IsLocal && ep.Ready {
+					seen[ep.Addr] = true
 				}
 			}
 		}
