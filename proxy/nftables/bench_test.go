@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -146,15 +147,15 @@ var benchSizes = []int{1000, 10000, 50000}
 //	go test -run XXX -bench 'OneChangeNetlink/choice=shared.*/services=50000' -benchtime 200x ./proxy/nftables
 func BenchmarkOneChangeNetlink(b *testing.B) {
 	testbed.RequireCommand(b, "nft")
-	for _, choice := range []string{"map", "rules", "shared", "shared-shards16"} {
+	for _, choice := range []string{"map", "rules", "shared", "shared-shards16", "shared-shards64"} {
 		for _, n := range []int{1000, 10000, 50000} {
 			b.Run(fmt.Sprintf("choice=%s/services=%d", choice, n), func(b *testing.B) {
 				ns := testbed.NewNetNS(b, "nftbench")
 				svcs, eps := bigWorld(n)
 				cfg := Config{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
 					ChoiceRules: choice == "rules", ChoiceShared: strings.HasPrefix(choice, "shared")}
-				if strings.HasSuffix(choice, "-shards16") {
-					cfg.Shards = 16
+				if _, n, ok := strings.Cut(choice, "-shards"); ok {
+					cfg.Shards, _ = strconv.Atoi(n)
 				}
 				p := NewNetlinkProxier(cfg, ns.Name, nil)
 				if err := p.Sync(context.Background(), &proxy.SyncRequest{Full: true, Services: svcs, Endpoints: eps}); err != nil {
