@@ -853,12 +853,14 @@ func ptrDeref(s *string) string {
 	return *s
 }
 
-// typeOfUserData is the set user data nft (1.0) writes for a map declared
-// `typeof numgen random mod 1 : ip[6] daddr . P dport` (P tcp, udp or
-// sctp): key in host byte
-// order, and the key's and value's typeof expressions (nft's expression,
-// protocol and field numbers), then the comment. These are the only
-// typeof declarations the plan makes.
+// typeOfUserData is the set user data nft (1.0) writes for the maps the
+// plan declares with typeof: `numgen random mod 1 : ip[6] daddr . P dport`
+// (the shared endpoint maps) and `ip[6] daddr . P dport . numgen random
+// mod N : ip[6] daddr . P dport` (the direct ClusterIP choices), P tcp,
+// udp or sctp. It holds the key's and value's byte order (host for a
+// generator's value alone, none for a concatenation), their typeof
+// expressions (nft's expression, protocol and field numbers; a
+// concatenation lists its parts), then the comment.
 func typeOfUserData(typeOf, comment string) ([]byte, error) {
 	tlv := func(t byte, v []byte) []byte { return append([]byte{t, byte(len(v))}, v...) }
 	u32 := func(t byte, v uint32) []byte { return tlv(t, binary.NativeEndian.AppendUint32(nil, v)) }
@@ -867,32 +869,63 @@ func typeOfUserData(typeOf, comment string) ([]byte, error) {
 		exprPayload, exprConcat, exprNumgen                                                   = 7, 13, 23
 		protoIP, protoIP6                                                                     = 12, 13
 		fieldIPDaddr, fieldIP6Daddr, fieldDport                                               = 12, 9, 2
+		byteOrderNone, byteOrderHost                                                          = 0, 1
 	)
 	protos := map[string]uint32{"tcp": 8, "udp": 6, "sctp": 10}
 	payload := func(proto, field uint32) []byte {
 		return slices.Concat(u32(0, exprPayload), tlv(1, slices.Concat(u32(0, proto), u32(1, field))))
 	}
-	// numgen random mod 1 : ip daddr . tcp dport
-	f := strings.Fields(typeOf)
-	if len(f) != 10 || strings.Join(f[:5], " ") != "numgen random mod 1 :" || f[6] != "daddr" || f[7] != "." || f[9] != "dport" {
-		return nil, fmt.Errorf("no user data for typeof %q", typeOf)
+	field := func(f string) ([]byte, error) {
+		w := strings.Fields(f)
+		switch {
+		case len(w) == 2 && w[0] == "ip" && w[1] == "daddr":
+			return payload(protoIP, fieldIPDaddr), nil
+		case len(w) == 2 && w[0] == "ip6" && w[1] == "daddr":
+			return payload(protoIP6, fieldIP6Daddr), nil
+		case len(w) == 2 && w[1] == "dport" && protos[w[0]] != 0:
+			return payload(protos[w[0]], fieldDport), nil
+		case len(w) == 4 && w[0] == "numgen" && w[1] == "random" && w[2] == "mod":
+			n, err := parseUint32(w[3])
+			return slices.Concat(u32(0, exprNumgen), tlv(1, slices.Concat(u32(0, unix.NFT_NG_RANDOM), u32(1, n), u32(2, 0)))), err
+		}
+		return nil, fmt.Errorf("no user data for typeof %q", f)
 	}
-	var addr []byte
-	switch f[5] {
-	case "ip":
-		addr = payload(protoIP, fieldIPDaddr)
-	case "ip6":
-		addr = payload(protoIP6, fieldIP6Daddr)
-	default:
-		return nil, fmt.Errorf("no user data for typeof %q", typeOf)
+	// part returns the typeof expression of one side and its byte order.
+	part := func(side string) ([]byte, uint32, error) {
+		fs := strings.Split(side, " . ")
+		if len(fs) == 1 {
+			e, err := field(fs[0])
+			return e, byteOrderHost, err
+		}
+		var parts []byte
+		for i, f := range fs {
+			e, err := field(f)
+			if err != nil {
+				return nil, 0, err
+			}
+			parts = append(parts, tlv(byte(i), e)...)
+		}
+		return slices.Concat(u32(0, exprConcat), tlv(1, parts)), byteOrderNone, nil
 	}
-	l4, ok := protos[f[8]]
+	keyS, valS, ok := strings.Cut(typeOf, " : ")
 	if !ok {
+		return nil, fmt.Errorf("no user data for typeof %q (not a map)", typeOf)
+	}
+	key, keyOrder, err := part(keyS)
+	if err != nil {
+		return nil, err
+	}
+	if keyOrder == byteOrderHost && !strings.HasPrefix(keyS, "numgen") {
 		return nil, fmt.Errorf("no user data for typeof %q", typeOf)
 	}
-	key := slices.Concat(u32(0, exprNumgen), tlv(1, slices.Concat(u32(0, unix.NFT_NG_RANDOM), u32(1, 1), u32(2, 0))))
-	data := slices.Concat(u32(0, exprConcat), tlv(1, slices.Concat(tlv(0, addr), tlv(1, payload(l4, fieldDport)))))
-	out := slices.Concat(u32(udKeyByteOrder, 1), u32(udDataByteOrder, 0), tlv(udKeyTypeOf, key), tlv(udDataTypeOf, data), u32(udDataInterval, 0))
+	data, dataOrder, err := part(valS)
+	if err != nil {
+		return nil, err
+	}
+	if dataOrder != byteOrderNone {
+		return nil, fmt.Errorf("no user data for typeof %q", typeOf)
+	}
+	out := slices.Concat(u32(udKeyByteOrder, keyOrder), u32(udDataByteOrder, dataOrder), tlv(udKeyTypeOf, key), tlv(udDataTypeOf, data), u32(udDataInterval, 0))
 	if comment != "" {
 		out = append(out, tlv(udComment, append([]byte(comment), 0))...)
 	}
@@ -903,7 +936,7 @@ func typeOfUserData(typeOf, comment string) ([]byte, error) {
 // types ("numgen random mod 1 : ip daddr . tcp dport" is "integer :
 // ipv4_addr . inet_service").
 func typeOfTypes(typeOf string) (string, error) {
-	exprTypes := map[string]string{"numgen random mod 1": "integer", "ip daddr": "ipv4_addr", "ip6 daddr": "ipv6_addr", "tcp dport": "inet_service", "udp dport": "inet_service", "sctp dport": "inet_service"}
+	exprTypes := map[string]string{"ip daddr": "ipv4_addr", "ip6 daddr": "ipv6_addr", "tcp dport": "inet_service", "udp dport": "inet_service", "sctp dport": "inet_service"}
 	var out strings.Builder
 	keyS, valS, isMap := strings.Cut(typeOf, " : ")
 	for i, part := range []string{keyS, valS}[:1+b2i(isMap)] {
@@ -911,7 +944,11 @@ func typeOfTypes(typeOf string) (string, error) {
 			out.WriteString(" : ")
 		}
 		for j, f := range strings.Split(part, " . ") {
-			t, ok := exprTypes[strings.TrimSpace(f)]
+			f = strings.TrimSpace(f)
+			t, ok := exprTypes[f]
+			if w := strings.Fields(f); len(w) == 4 && strings.Join(w[:3], " ") == "numgen random mod" {
+				t, ok = "integer", true
+			}
 			if !ok {
 				return "", fmt.Errorf("unsupported typeof %q", f)
 			}

@@ -56,12 +56,20 @@ type desiredPort struct {
 	// jump to them); sets are the affinity sets.
 	chains []tobj
 	sets   []*knftables.Set
-	maps   []*knftables.Map // shared endpoint maps the rules use
+	maps   []mapUse // shared endpoint maps the rules use
 	rules  []*knftables.Rule
 	elems  []desiredElem
 	// noLocalInternal/External: a Local policy without local endpoints
 	// (metrics).
 	noLocalInternal, noLocalExternal bool
+}
+
+// mapUse is a shared endpoint map a Service port uses and, for the maps
+// of direct ClusterIP choices, the rule that looks it up (written once,
+// with the map).
+type mapUse struct {
+	m    *knftables.Map
+	rule *knftables.Rule
 }
 
 // known is the kernel state after the last successful sync, kept small:
@@ -243,7 +251,9 @@ func elementObject(id elemID, value, comment string, isMap bool) *knftables.Elem
 func isMapName(name string) bool { return name != clusterIPsSet && name != hairpinConnectionsSet }
 
 // isSharedMap reports whether name is a shared endpoint map.
-func isSharedMap(name string) bool { return strings.HasPrefix(name, sharedEndpointsMap+"-") }
+func isSharedMap(name string) bool {
+	return strings.HasPrefix(name, sharedEndpointsMap+"-") || strings.HasPrefix(name, clusterIPEndpointsChain+"-")
+}
 
 // desired computes the desired state of one Service port from its policy
 // (and, in the shared layout, the key ranges spans gives it).
@@ -252,6 +262,7 @@ func (pl *planner) desired(name proxy.ServicePortName, pol *proxy.PortPolicy, sp
 	d := &desiredPort{}
 	n := pl.names(name, pol)
 	affinity := sp.SessionAffinity == v1.ServiceAffinityClientIP
+	direct := pl.direct(pol)
 	chain := func(c string) { d.chains = append(d.chains, tobj{n.table, c}) }
 	for _, ep := range pol.Reachable {
 		if affinity {
@@ -262,7 +273,7 @@ func (pl *planner) desired(name proxy.ServicePortName, pol *proxy.PortPolicy, sp
 			d.elems = append(d.elems, desiredElem{id: elemID{"", hairpinConnectionsSet, a + " . " + a + " . " + n.protocol + " . " + strconv.Itoa(ep.Port)}})
 		}
 	}
-	if pol.UsesCluster {
+	if pol.UsesCluster && !direct {
 		chain(n.cluster)
 	}
 	if pol.UsesLocal {
@@ -276,7 +287,7 @@ func (pl *planner) desired(name proxy.ServicePortName, pol *proxy.PortPolicy, sp
 		// table with its chains.
 		d.chains = append(d.chains, tobj{"", n.firewall})
 	}
-	pl.dispatchElements(d, n, pol)
+	pl.dispatchElements(d, n, pol, direct)
 	pl.externalRules(d, n, pol)
 	pl.firewallRule(d, n, pol)
 	if affinity {
@@ -286,7 +297,7 @@ func (pl *planner) desired(name proxy.ServicePortName, pol *proxy.PortPolicy, sp
 				Timeout: ptrTo(time.Duration(sp.StickyMaxAgeSeconds) * time.Second)})
 		}
 	}
-	if pol.UsesCluster {
+	if pol.UsesCluster && !direct {
 		pl.endpointChoice(d, sp, n, n.cluster, pol.Cluster, spans)
 	}
 	if pol.UsesLocal {
@@ -330,8 +341,9 @@ func (n *portNames) affSet(ep *proxy.Endpoint) string {
 
 // dispatchElements adds the port's elements of the dispatch maps and sets
 // (cluster-ips, service-ips, no-endpoint-*, firewall-ips,
-// service-nodeports).
-func (pl *planner) dispatchElements(d *desiredPort, n *portNames, pol *proxy.PortPolicy) {
+// service-nodeports), or with direct (see planner.direct) the ClusterIPs'
+// keys of a direct choice map in place of their service-ips elements.
+func (pl *planner) dispatchElements(d *desiredPort, n *portNames, pol *proxy.PortPolicy, direct bool) {
 	sp := pol.Port
 	internalChain, hasInternal := n.cluster, pol.Internal.Verdict == proxy.VerdictAccept
 	if pol.Internal.Local {
@@ -363,9 +375,12 @@ func (pl *planner) dispatchElements(d *desiredPort, n *portNames, pol *proxy.Por
 			// The dispatch table's copy, for its masquerade rule.
 			d.elems = append(d.elems, desiredElem{id: elemID{n.table, clusterIPsSet, cip.String()}})
 		}
-		if hasInternal {
+		switch {
+		case direct:
+			pl.directElements(d, n, pol, cip)
+		case hasInternal:
 			add(serviceIPsMap, cip.String()+suffix, "goto "+internalChain, "")
-		} else {
+		default:
 			add(noEndpointServicesMap, cip.String()+suffix, internalVerdict, n.comment)
 		}
 	}

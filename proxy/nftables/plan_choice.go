@@ -3,6 +3,7 @@ package nftables
 import (
 	"fmt"
 	"hash/fnv"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -126,8 +127,8 @@ func (pl *planner) sharedMap(d *desiredPort, table, protocol, chain string) stri
 	if names := sharedMapNames()[protocol]; names != nil {
 		name = names[g]
 	}
-	d.maps = append(d.maps, &knftables.Map{Table: table, Name: name, TypeOf: "numgen random mod 1 : " + pl.ipX + " daddr . " + protocol + " dport",
-		Comment: ptrTo("endpoints of " + strings.ToUpper(protocol) + " Service chains, a range of keys per chain")})
+	d.maps = append(d.maps, mapUse{m: &knftables.Map{Table: table, Name: name, TypeOf: "numgen random mod 1 : " + pl.ipX + " daddr . " + protocol + " dport",
+		Comment: ptrTo("endpoints of " + strings.ToUpper(protocol) + " Service chains, a range of keys per chain")}})
 	return name
 }
 
@@ -149,6 +150,77 @@ var sharedMapNames = sync.OnceValue(func() map[string][]string {
 		proto := strings.ToLower(string(p))
 		for g := range sharedMapGroups {
 			out[proto] = append(out[proto], fmt.Sprintf("%s-%s-%02x", sharedEndpointsMap, proto, g))
+		}
+	}
+	return out
+})
+
+// direct reports whether the ClusterIP traffic of a port is dispatched
+// without a chain of its own (--nftables-endpoint-choice=shared): a port
+// whose only use of the cluster policy chain is the random choice for its
+// ClusterIPs (no session affinity, no other scheduler, no NodePort,
+// externalIP or LoadBalancer IP, internalTrafficPolicy Cluster) and that
+// has 1 to maxDirectEndpoints endpoints. Its ClusterIPs then have no
+// service-ips element; each cluster IP . port . i (i < N) is a key of the
+// map cluster-ip-endpoints-PROTOCOL-N, whose value is the i-th endpoint,
+// and the chain cluster-ip-endpoints (jumped to for every ClusterIP) holds
+// one rule per such map:
+//
+//	meta l4proto tcp dnat ip addr . port to ip daddr . tcp dport . numgen random mod 3 map @cluster-ip-endpoints-tcp-3
+//
+// Why: the kernel's commit walks every chain of every table of the
+// network namespace (nf_tables_commit, to publish the rule blobs), so with
+// a chain per Service port a one-endpoint change beside 50k Services cost
+// 12-16 ms however few tables it touched; and adding a verdict element
+// makes it validate the table. A direct port's change writes only data
+// elements of hash maps: no chain, no rule, no validation. The first
+// packet of a ClusterIP connection looks up at most one map per distinct
+// endpoint count of its protocol (maxDirectEndpoints bounds that walk).
+func (pl *planner) direct(pol *proxy.PortPolicy) bool {
+	sp := pol.Port
+	if !pl.cfg.ChoiceShared || sp.SessionAffinity == v1.ServiceAffinityClientIP || !pol.HasEndpoints || pol.Externally ||
+		pol.UsesLocal || !pol.UsesCluster || pol.Internal.Verdict != proxy.VerdictAccept || pol.Internal.Local ||
+		len(pol.Cluster) == 0 || len(pol.Cluster) > maxDirectEndpoints {
+		return false
+	}
+	return proxy.NewBalance(sp, Schedulers).Scheduler == lb.Random
+}
+
+// maxDirectEndpoints bounds the endpoints of a direct port (see direct):
+// a new ClusterIP connection walks one rule per endpoint count in use.
+const maxDirectEndpoints = 64
+
+// directElements adds cluster IP cip's keys of the direct choice map of
+// the port's number of cluster endpoints (and the map, with its rule).
+func (pl *planner) directElements(d *desiredPort, n *portNames, pol *proxy.PortPolicy, cip netip.Addr) {
+	if bal := proxy.NewBalance(pol.Port, Schedulers); bal.Fallback != "" && pl.cfg.UnsupportedScheduler != nil {
+		pl.cfg.UnsupportedScheduler(pol.Port.Name, pol.Port.Scheduler)
+	}
+	eps := pol.Cluster
+	name := directMapNames()[n.protocol][len(eps)]
+	d.maps = append(d.maps, mapUse{
+		m: &knftables.Map{Table: n.table, Name: name,
+			TypeOf: fmt.Sprintf("%s daddr . %s dport . numgen random mod %d : %s daddr . %s dport", pl.ipX, n.protocol, len(eps), pl.ipX, n.protocol),
+			Comment: ptrTo(fmt.Sprintf("endpoints of %s ClusterIP ports with %d endpoint%s", strings.ToUpper(n.protocol), len(eps), map[bool]string{true: "s"}[len(eps) > 1]))},
+		rule: &knftables.Rule{Table: n.table, Chain: clusterIPEndpointsChain,
+			Rule: knftables.Concat("meta l4proto", n.protocol, "dnat", pl.ipX, "addr . port to", pl.ipX, "daddr .", n.protocol, "dport . numgen random mod",
+				strconv.Itoa(len(eps)), "map @"+name)},
+	})
+	prefix := cip.String() + " . " + n.port + " . "
+	for i, ep := range eps {
+		d.elems = append(d.elems, desiredElem{id: elemID{n.table, name, prefix + strconv.Itoa(i)}, value: ep.Addr.String() + " . " + strconv.Itoa(ep.Port)})
+	}
+}
+
+// directMapNames are the names of the direct choice maps by protocol and
+// endpoint count, made once.
+var directMapNames = sync.OnceValue(func() map[string][]string {
+	out := map[string][]string{}
+	for _, p := range []v1.Protocol{v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP} {
+		proto := strings.ToLower(string(p))
+		out[proto] = make([]string, maxDirectEndpoints+1)
+		for n := 1; n <= maxDirectEndpoints; n++ {
+			out[proto][n] = fmt.Sprintf("%s-%s-%d", clusterIPEndpointsChain, proto, n)
 		}
 	}
 	return out

@@ -50,6 +50,7 @@ func (pl *planner) setup(tx *txn, local []netip.Addr, recreated bool, listedChai
 	for _, c := range []string{servicesChain, clusterIPsCheckChain, masqueradingChain, firewallCheckChain} {
 		ensure(c)
 	}
+	pl.dropDirectChain(tx, "", listedChains)
 	pl.setupMasquerading(tx)
 	matchAll := pl.setupNodePorts(tx, "", local)
 	pl.setupChecks(tx, matchAll)
@@ -121,6 +122,23 @@ func (pl *planner) replaceSharedMaps(tx *txn, table string, listedChains, listed
 	}
 }
 
+// dropDirectChain deletes table's chain of direct ClusterIP choices (see
+// planner.direct) when the table lists it and no longer dispatches that
+// way (another endpoint choice, or the main table under --nftables-shards).
+// The table's services chain, which jumps to it, is flushed by then.
+func (pl *planner) dropDirectChain(tx *txn, table string, listedChains []tobj) {
+	if pl.cfg.ChoiceShared && (table != "" || pl.cfg.Shards <= 0) {
+		return
+	}
+	for _, c := range listedChains {
+		if c.name == clusterIPEndpointsChain && (c.table == table || (table == "" && c.table == TableName)) {
+			ch := &knftables.Chain{Table: table, Name: clusterIPEndpointsChain}
+			tx.flush(ch)
+			tx.delete(ch)
+		}
+	}
+}
+
 // shardChains are the base chains of a dispatch table: the NAT hooks,
 // where only a connection's first packet goes, so that the tables cost
 // nothing per packet of an established connection. The first table to
@@ -151,6 +169,7 @@ func (pl *planner) setupShard(tx *txn, t string, local []netip.Addr, recreated, 
 	}
 	tx.add(&knftables.Chain{Table: t, Name: servicesChain})
 	tx.flush(&knftables.Chain{Table: t, Name: servicesChain})
+	pl.dropDirectChain(tx, t, listedChains)
 	for _, bc := range shardChains {
 		tx.add(&knftables.Rule{Table: t, Chain: bc.name, Rule: "jump " + servicesChain})
 	}
@@ -244,6 +263,12 @@ func (pl *planner) dispatchMaps(tx *txn, table string) {
 // masquerade-all) is marked before dispatch, as it may leave the node.
 func (pl *planner) setupServices(tx *txn, table string, matchAll bool) {
 	pl.dispatchMaps(tx, table)
+	if pl.cfg.ChoiceShared {
+		// The direct choices (planner.direct): their rules follow with
+		// their maps.
+		tx.add(&knftables.Chain{Table: table, Name: clusterIPEndpointsChain})
+		tx.flush(&knftables.Chain{Table: table, Name: clusterIPEndpointsChain})
+	}
 	tx.flush(&knftables.Map{Table: table, Name: serviceIPsMap})
 	tx.flush(&knftables.Map{Table: table, Name: serviceNodePortsMap})
 	rule := func(text string, comment *string) {
@@ -255,6 +280,9 @@ func (pl *planner) setupServices(tx *txn, table string, matchAll bool) {
 		rule(knftables.Concat(pl.ipX, "daddr", "@", clusterIPsSet, m, pl.masqueradeRule()), ptrTo("masquerade clusterIP traffic from outside cluster"))
 	}
 	rule(knftables.Concat(pl.ipX, "daddr . meta l4proto . th dport vmap", "@", serviceIPsMap), nil)
+	if pl.cfg.ChoiceShared {
+		rule(knftables.Concat(pl.ipX, "daddr", "@", clusterIPsSet, "jump", clusterIPEndpointsChain), ptrTo("ClusterIPs without a chain of their own"))
+	}
 	if matchAll {
 		rule(knftables.Concat("fib daddr type local", pl.noLocalhost(), "meta l4proto . th dport vmap", "@", serviceNodePortsMap), nil)
 	} else {

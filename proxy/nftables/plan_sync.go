@@ -160,10 +160,13 @@ func (pl *planner) syncService(tx *txn, k *known, nn types.NamespacedName, pols 
 		for _, s := range dp.sets {
 			tx.add(s)
 		}
-		for _, m := range dp.maps {
-			if id := (tobj{m.Table, m.Name}); !k.maps[id] {
+		for _, u := range dp.maps {
+			if id := (tobj{u.m.Table, u.m.Name}); !k.maps[id] {
 				k.maps[id] = true
-				tx.add(m)
+				tx.add(u.m)
+				if u.rule != nil {
+					tx.add(u.rule)
+				}
 			}
 		}
 		for _, r := range dp.rules {
@@ -289,7 +292,9 @@ func (pl *planner) dropLeftovers(tx *txn, k *known, in input) {
 		for _, pol := range pols {
 			n := pl.names(pol.Port.Name, pol)
 			for _, c := range []string{n.cluster, n.local, n.external} {
-				active.Insert(tobj{n.table, c})
+				if c != n.cluster || !pl.direct(pol) {
+					active.Insert(tobj{n.table, c})
+				}
 			}
 			active.Insert(tobj{"", n.firewall})
 			if pol.Port.SessionAffinity == v1.ServiceAffinityClientIP {

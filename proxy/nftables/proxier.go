@@ -77,6 +77,10 @@ const (
 	// sharedEndpointsMap-PROTOCOL-GROUP are svcnet's
 	// (--nftables-endpoint-choice=shared).
 	sharedEndpointsMap = "service-endpoints"
+	// clusterIPEndpointsChain holds the direct ClusterIP choices of the
+	// shared layout, one rule per map clusterIPEndpointsChain-PROTOCOL-N
+	// (see planner.direct).
+	clusterIPEndpointsChain = "cluster-ip-endpoints"
 
 	filterPreroutingPreDNATChain = "filter-prerouting-pre-dnat"
 	filterOutputPreDNATChain     = "filter-output-pre-dnat"

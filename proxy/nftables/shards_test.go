@@ -203,8 +203,14 @@ func TestShardsResize(t *testing.T) {
 				}
 			}
 		}
+		// One table of the same endpoint choice (the shared layout's
+		// direct ClusterIP ports have no chain).
+		ref := knftables.NewFake(knftables.IPv4Family, TableName)
+		if err := NewProxier(shardsConfig(0, cfg.ChoiceShared), ref).Sync(ctx, w.request(true)); err != nil {
+			t.Fatal(err)
+		}
 		var want int
-		for c := range one.Table.Chains {
+		for c := range ref.Table.Chains {
 			if isServiceChainName(c) {
 				want++
 			}

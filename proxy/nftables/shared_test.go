@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/knftables"
 
@@ -109,6 +110,76 @@ func checkSharedMap(t *testing.T, step string, nft *knftables.Fake) {
 		for k, chain := range used[name] {
 			if !held[k] {
 				t.Errorf("%s: key %s of chain %s is missing from %s", step, k, chain, name)
+			}
+		}
+	}
+	checkDirectMaps(t, step, nft)
+}
+
+// checkDirectMaps checks the direct ClusterIP choices (planner.direct):
+// each map cluster-ip-endpoints-P-N has exactly one rule, in
+// cluster-ip-endpoints, with mod N; it holds keys 0 .. N-1 of each cluster
+// IP . port it serves and no other; a cluster IP . port is in one map at
+// most, is not also dispatched by service-ips, and its address is in
+// cluster-ips (which the jump to the chain matches).
+func checkDirectMaps(t *testing.T, step string, nft *knftables.Fake) {
+	t.Helper()
+	rules := map[string]int{}
+	if ch := nft.Table.Chains[clusterIPEndpointsChain]; ch != nil {
+		for _, r := range ch.Rules {
+			f := strings.Fields(r.Rule)
+			m := strings.TrimPrefix(f[len(f)-1], "@")
+			if want := fmt.Sprintf("%s dport . numgen random mod %s map @%s", f[2], m[strings.LastIndex(m, "-")+1:], m); !strings.HasSuffix(r.Rule, want) {
+				t.Errorf("%s: rule %q, want it to end %q", step, r.Rule, want)
+			}
+			rules[m]++
+		}
+	}
+	served := map[string]string{} // cluster IP . port -> map
+	for name, m := range nft.Table.Maps {
+		if !strings.HasPrefix(name, clusterIPEndpointsChain+"-") {
+			continue
+		}
+		if rules[name] != 1 && len(m.Elements) > 0 {
+			t.Errorf("%s: map %s has %d rules, want 1", step, name, rules[name])
+		}
+		proto := strings.Split(name, "-")[3]
+		n, err := strconv.Atoi(name[strings.LastIndex(name, "-")+1:])
+		if err != nil {
+			t.Fatalf("%s: map %s: %v", step, name, err)
+		}
+		keys := map[string][]int{}
+		for _, e := range m.Elements {
+			if len(e.Key) != 3 {
+				t.Fatalf("%s: %s key %v", step, name, e.Key)
+			}
+			i, _ := strconv.Atoi(e.Key[2])
+			ipPort := e.Key[0] + " . " + e.Key[1]
+			keys[ipPort] = append(keys[ipPort], i)
+		}
+		for ipPort, is := range keys {
+			slices.Sort(is)
+			if len(is) != n || is[0] != 0 || is[n-1] != n-1 {
+				t.Errorf("%s: %s holds keys %v of %s, want 0..%d", step, name, is, ipPort, n-1)
+			}
+			if other, dup := served[ipPort]; dup {
+				t.Errorf("%s: %s in %s and %s", step, ipPort, other, name)
+			}
+			served[ipPort] = name
+			ip, port, _ := strings.Cut(ipPort, " . ")
+			if nft.Table.Maps[serviceIPsMap] != nil {
+				for _, e := range nft.Table.Maps[serviceIPsMap].Elements {
+					if strings.Join(e.Key, " . ") == ip+" . "+proto+" . "+port {
+						t.Errorf("%s: %s . %s is in %s and service-ips", step, ipPort, proto, name)
+					}
+				}
+			}
+			in := false
+			for _, e := range nft.Table.Sets[clusterIPsSet].Elements {
+				in = in || e.Key[0] == ip
+			}
+			if !in {
+				t.Errorf("%s: %s of %s is not in cluster-ips", step, ip, name)
 			}
 		}
 	}
@@ -265,4 +336,55 @@ func firstDiff(got, want string) string {
 		}
 	}
 	return "equal"
+}
+
+// TestChoiceSwitch: a proxy restarted over its own table with another
+// endpoint choice or table layout (shared, kube-proxy's map, shared again,
+// shared in dispatch tables, shared in one table) leaves exactly the table
+// a fresh proxy of that configuration writes (the chain and maps of the
+// direct ClusterIP choices go with the shared layout, or move to the
+// dispatch tables), and the same traces.
+func TestChoiceSwitch(t *testing.T) {
+	ctx := context.Background()
+	w := overallWorld()
+	nft := knftables.NewFake("", "")
+	for i, cfg := range []Config{sharedConfig(), testConfig(), sharedConfig(), shardsConfig(2, true), sharedConfig()} {
+		step := fmt.Sprintf("step %d (shared %v, %d tables)", i, cfg.ChoiceShared, cfg.Shards)
+		p := NewProxier(cfg, nft)
+		if err := p.Sync(ctx, w.request(true)); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		// Leftover Service chains go stale, then go.
+		p.now = func() time.Time { return time.Now().Add(2 * time.Second) }
+		if err := p.Sync(ctx, w.request(false, "ns1/svc1")); err != nil {
+			t.Fatal(err)
+		}
+		fresh := knftables.NewFake("", "")
+		if err := NewProxier(cfg, fresh).Sync(ctx, w.request(true)); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := objectNames(nft), objectNames(fresh); !slices.Equal(got, want) {
+			t.Errorf("%s: tables hold\n%v\nwant\n%v", step, got, want)
+		}
+		sameTraces(t, step, nft, fresh, overallPackets(w))
+	}
+}
+
+// objectNames lists the tables, chains, sets and maps of nft's IPv4 tables.
+func objectNames(nft *knftables.Fake) []string {
+	var out []string
+	for name, tbl := range nft.Tables[knftables.IPv4Family] {
+		out = append(out, "table "+name)
+		for c := range tbl.Chains {
+			out = append(out, name+" chain "+c)
+		}
+		for s := range tbl.Sets {
+			out = append(out, name+" set "+s)
+		}
+		for m := range tbl.Maps {
+			out = append(out, name+" map "+m)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

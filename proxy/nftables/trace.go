@@ -437,6 +437,9 @@ func (tr *Tracer) dnatMap(s tpkt, toks []string) ([]tpkt, *tpkt, error) {
 // are the values of keys O .. O+N-1; a key the map lacks is an error (the
 // kernel would not DNAT such a packet: a sync bug).
 func (tr *Tracer) dnatNamedMap(s tpkt, toks []string) ([]tpkt, *tpkt, error) {
+	if len(toks) == 18 && toks[7] == "daddr" && toks[12] == "numgen" {
+		return tr.dnatDirect(s, toks)
+	}
 	// dnat ip addr . port to numgen random mod N offset O map @NAME
 	if len(toks) != 14 || toks[6] != "numgen" || toks[8] != "mod" || toks[10] != "offset" {
 		return nil, nil, fmt.Errorf("unknown dnat form at %q", strings.Join(toks, " "))
@@ -465,6 +468,51 @@ func (tr *Tracer) dnatNamedMap(s tpkt, toks []string) ([]tpkt, *tpkt, error) {
 		o := s
 		o.dnat, o.dst, o.dport, o.verdict = ap.String(), ap.Addr(), int(ap.Port()), "accept"
 		all = append(all, o)
+	}
+	return all, nil, nil
+}
+
+// dnatDirect follows `dnat ip addr . port to ip daddr . P dport . numgen
+// random mod N map @NAME` (a direct ClusterIP choice, planner.direct): the
+// possible outcomes are the values of keys DST . DPORT . 0 .. N-1. Without
+// key 0 the lookup fails and the rule does not match (the packet goes on,
+// as in the kernel); with some keys but not all the map is broken (a sync
+// bug), an error.
+func (tr *Tracer) dnatDirect(s tpkt, toks []string) ([]tpkt, *tpkt, error) {
+	// 0 dnat 1 ip 2 addr 3 . 4 port 5 to 6 ip 7 daddr 8 . 9 P 10 dport 11 . 12 numgen 13 random 14 mod 15 N 16 map 17 @NAME
+	if toks[6] != toks[1] || toks[9] != s.proto || toks[10] != "dport" || toks[13] != "random" || toks[14] != "mod" || toks[16] != "map" {
+		return nil, nil, fmt.Errorf("unknown dnat form at %q", strings.Join(toks, " "))
+	}
+	n, err := strconv.ParseUint(toks[15], 10, 32)
+	if err != nil {
+		return nil, nil, err
+	}
+	name := strings.TrimPrefix(toks[17], "@")
+	prefix := s.dst.String() + " . " + strconv.Itoa(s.dport) + " . "
+	var all []tpkt
+	seen := map[netip.AddrPort]bool{}
+	for k := range n {
+		v, ok := tr.mapGet(name, prefix+strconv.FormatUint(k, 10))
+		if !ok && k == 0 {
+			return nil, &s, nil
+		}
+		if !ok {
+			return nil, nil, fmt.Errorf("map %s has %s0 but not %s%d (%s)", name, prefix, prefix, k, strings.Join(toks, " "))
+		}
+		ap, err := parseDNATTarget(v)
+		if err != nil {
+			return nil, nil, err
+		}
+		if seen[ap] {
+			continue
+		}
+		seen[ap] = true
+		o := s
+		o.dnat, o.dst, o.dport, o.verdict = ap.String(), ap.Addr(), int(ap.Port()), "accept"
+		all = append(all, o)
+	}
+	if _, extra := tr.mapGet(name, prefix+strconv.FormatUint(n, 10)); extra {
+		return nil, nil, fmt.Errorf("map %s has %s%d beyond its rule's %d endpoints", name, prefix, n, n)
 	}
 	return all, nil, nil
 }
