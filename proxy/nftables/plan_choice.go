@@ -200,7 +200,7 @@ func (pl *planner) directElements(d *desiredPort, n *portNames, pol *proxy.PortP
 	name := directMapNames()[n.protocol][len(eps)]
 	d.maps = append(d.maps, mapUse{
 		m: &knftables.Map{Table: n.table, Name: name,
-			TypeOf: fmt.Sprintf("%s daddr . %s dport . numgen random mod %d : %s daddr . %s dport", pl.ipX, n.protocol, len(eps), pl.ipX, n.protocol),
+			TypeOf:  fmt.Sprintf("%s daddr . %s dport . numgen random mod %d : %s daddr . %s dport", pl.ipX, n.protocol, len(eps), pl.ipX, n.protocol),
 			Comment: ptrTo(fmt.Sprintf("endpoints of %s ClusterIP ports with %d endpoint%s", strings.ToUpper(n.protocol), len(eps), map[bool]string{true: "s"}[len(eps) > 1]))},
 		rule: &knftables.Rule{Table: n.table, Chain: clusterIPEndpointsChain,
 			Rule: knftables.Concat("meta l4proto", n.protocol, "dnat", pl.ipX, "addr . port to", pl.ipX, "daddr .", n.protocol, "dport . numgen random mod",
