@@ -72,7 +72,15 @@
 // `service-endpoints-PROTO-XX`, each chain using a range of keys: `meta
 // l4proto tcp dnat ip addr . port to numgen random mod N offset O map
 // @service-endpoints-tcp-XX`. Neither a set per Service nor a rule per
-// endpoint: linear starts and one-change syncs as cheap as the map's.
+// endpoint: linear starts and one-change syncs as cheap as the map's. A
+// port that needs its chain only for that choice (ClusterIP-only, random,
+// no affinity, internalTrafficPolicy Cluster, up to 64 endpoints) has no
+// chain at all (planner.direct): its cluster IP . port . i keys are in a
+// map per endpoint count N, `cluster-ip-endpoints-tcp-N`, looked up by one
+// rule per map, `dnat ip addr . port to ip daddr . tcp dport . numgen random
+// mod N map @cluster-ip-endpoints-tcp-N`, so its changes write map
+// elements only and the kernel's commit, which walks every chain of the
+// namespace, no longer grows with the Services.
 //
 // --nftables-shards=N (Config.Shards, opt-in, up to 64) spreads the
 // Services over N dispatch tables, "kube-proxy-s00" … (shardOf: a hash of

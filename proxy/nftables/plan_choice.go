@@ -58,7 +58,9 @@ import (
 // no set per Service, so programming N Services is O(N) in the kernel; unlike
 // it, a chain keeps one rule, so a commit's validation of the table (which
 // walks every rule on each change) stays as cheap as with kube-proxy's maps.
-// The other schedulers and session affinity keep the per-chain map.
+// The other schedulers and session affinity keep the per-chain map. A
+// port whose chain would hold nothing but this choice for its ClusterIPs
+// has no chain in that layout (see direct).
 func (pl *planner) endpointChoice(d *desiredPort, sp *proxy.ServicePort, n *portNames, chain string, eps []*proxy.Endpoint, spans spanFunc) {
 	affinity := sp.SessionAffinity == v1.ServiceAffinityClientIP
 	rule := func(text string) {
