@@ -2,6 +2,7 @@ package nftables
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os/exec"
 	"regexp"
@@ -115,6 +116,18 @@ func netlinkMatchesNFT(t *testing.T, choice string) {
 				Status: v1.ServiceStatus{LoadBalancer: v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: "2001:db8:99::1"}}}},
 			}, ep("fd00:10::1", 53, true), ep("fd00:10::2", 53, false))
 		}
+		// A ClusterIP-only Service of three protocols (direct choices in
+		// the shared layout), whose endpoint count changes below.
+		cip, epIP := "172.30.0.77", func(i int) string { return fmt.Sprintf("10.180.1.%d", i) }
+		if v6 {
+			cip, epIP = "fd00:10:96::77", func(i int) string { return fmt.Sprintf("fd00:10::1:%d", i) }
+		}
+		w.add(&v1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "direct"},
+			Spec: v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, ClusterIP: cip, ClusterIPs: []string{cip},
+				Ports: []v1.ServicePort{{Name: "tcp", Port: 80, Protocol: v1.ProtocolTCP}, {Name: "udp", Port: 53, Protocol: v1.ProtocolUDP},
+					{Name: "sctp", Port: 9000, Protocol: v1.ProtocolSCTP}}},
+		}, ep(epIP(1), 8080, false), ep(epIP(2), 8080, true), ep(epIP(3), 8080, false))
 		cfg.ChoiceRules, cfg.ChoiceShared = choice == "rules", strings.HasPrefix(choice, "shared")
 		if strings.HasSuffix(choice, "-shards") {
 			cfg.Shards = 3
@@ -146,9 +159,11 @@ func netlinkMatchesNFT(t *testing.T, choice string) {
 				w.eps[n] = append(w.eps[n][:1:1], ep(map[bool]string{false: "10.180.0.9", true: "fd00:10::9"}[v6], int(w.svcs[n].Port), true))
 			case "svc6", "mh":
 				delete(w.svcs, n)
+			case "direct":
+				w.eps[n] = w.eps[n][:2:2]
 			}
 		}
-		step("partial sync", req(false, "ns1/svc1", "ns6/svc6", "sched/mh", "ns1/dual"))
+		step("partial sync", req(false, "ns1/svc1", "ns6/svc6", "sched/mh", "ns1/dual", "ns1/direct"))
 		step("second full sync", req(true))
 	}
 }
