@@ -1033,26 +1033,28 @@ func (b *batch) elements(run []op) error {
 	if s.IsMap && s.DataType.Name != gnft.TypeVerdict.Name {
 		valTypes = gnft.ConcatSetTypeElements(s.DataType)
 	}
-	var elems []gnft.SetElement
-	for _, o := range run {
-		e := o.obj.(*knftables.Element)
-		se, err := encodeElement(e, types, s.Concatenation, valTypes)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		if o.verb == opDelete {
-			se.VerdictData, se.Comment = nil, ""
-		}
-		elems = append(elems, se)
-	}
+	// Encoded and sent a chunk at a time, through one buffer (a full
+	// sync's runs hold up to lateRun elements; google/nftables marshals a
+	// chunk into its message before returning).
 	const chunk = 256
-	for i := 0; i < len(elems); i += chunk {
-		part := elems[i:min(i+chunk, len(elems))]
+	elems := make([]gnft.SetElement, 0, min(chunk, len(run)))
+	for i := 0; i < len(run); i += chunk {
+		elems = elems[:0]
+		for _, o := range run[i:min(i+chunk, len(run))] {
+			se, err := encodeElement(o.obj.(*knftables.Element), types, s.Concatenation, valTypes)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			if o.verb == opDelete {
+				se.VerdictData, se.Comment = nil, ""
+			}
+			elems = append(elems, se)
+		}
 		var err error
 		if run[0].verb == opDelete {
-			err = b.c.SetDeleteElements(s, part)
+			err = b.c.SetDeleteElements(s, elems)
 		} else {
-			err = b.c.SetAddElements(s, part)
+			err = b.c.SetAddElements(s, elems)
 		}
 		if err != nil {
 			return err

@@ -192,6 +192,9 @@ type planner struct {
 	cfg      Config
 	ipX      string // "ip" or "ip6"
 	addrType string // "ipv4_addr" or "ipv6_addr"
+	// directMaps are the declarations and rules of the direct choice
+	// maps made so far (constant: see directMap).
+	directMaps map[directKey]mapUse
 }
 
 // shardOf returns the table that dispatches Service nn: "" (TableName)

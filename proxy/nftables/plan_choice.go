@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,18 +201,44 @@ func (pl *planner) directElements(d *desiredPort, n *portNames, pol *proxy.PortP
 	}
 	eps := pol.Cluster
 	name := directMapNames()[n.protocol][len(eps)]
-	d.maps = append(d.maps, mapUse{
-		m: &knftables.Map{Table: n.table, Name: name,
-			TypeOf:  fmt.Sprintf("%s daddr . %s dport . numgen random mod %d : %s daddr . %s dport", pl.ipX, n.protocol, len(eps), pl.ipX, n.protocol),
-			Comment: ptrTo(fmt.Sprintf("endpoints of %s ClusterIP ports with %d endpoint%s", strings.ToUpper(n.protocol), len(eps), map[bool]string{true: "s"}[len(eps) > 1]))},
-		rule: &knftables.Rule{Table: n.table, Chain: clusterIPEndpointsChain,
-			Rule: knftables.Concat("meta l4proto", n.protocol, "dnat", pl.ipX, "addr . port to", pl.ipX, "daddr .", n.protocol, "dport . numgen random mod",
-				strconv.Itoa(len(eps)), "map @"+name)},
-	})
+	d.maps = append(d.maps, pl.directMap(n.table, n.protocol, name, len(eps)))
 	prefix := cip.String() + " . " + n.port + " . "
+	d.elems = slices.Grow(d.elems, len(eps))
 	for i, ep := range eps {
 		d.elems = append(d.elems, desiredElem{id: elemID{n.table, name, prefix + strconv.Itoa(i)}, value: ep.Addr.String() + " . " + strconv.Itoa(ep.Port)})
 	}
+}
+
+// directKey names a direct choice map: table, protocol and endpoint count.
+type directKey struct {
+	table, protocol string
+	n               int
+}
+
+// directMap returns the declaration and rule of a direct choice map, made
+// once per planner (every port of that count shares them).
+func (pl *planner) directMap(table, protocol, name string, n int) mapUse {
+	key := directKey{table, protocol, n}
+	if u, ok := pl.directMaps[key]; ok {
+		return u
+	}
+	plural := "s"
+	if n == 1 {
+		plural = ""
+	}
+	u := mapUse{
+		m: &knftables.Map{Table: table, Name: name,
+			TypeOf:  fmt.Sprintf("%s daddr . %s dport . numgen random mod %d : %s daddr . %s dport", pl.ipX, protocol, n, pl.ipX, protocol),
+			Comment: ptrTo(fmt.Sprintf("endpoints of %s ClusterIP ports with %d endpoint%s", strings.ToUpper(protocol), n, plural))},
+		rule: &knftables.Rule{Table: table, Chain: clusterIPEndpointsChain,
+			Rule: knftables.Concat("meta l4proto", protocol, "dnat", pl.ipX, "addr . port to", pl.ipX, "daddr .", protocol, "dport . numgen random mod",
+				strconv.Itoa(n), "map @"+name)},
+	}
+	if pl.directMaps == nil {
+		pl.directMaps = map[directKey]mapUse{}
+	}
+	pl.directMaps[key] = u
+	return u
 }
 
 // directMapNames are the names of the direct choice maps by protocol and

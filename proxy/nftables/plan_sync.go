@@ -54,6 +54,7 @@ func (pl *planner) planSync(in input, k *known) *txn {
 		pl.dropLeftovers(tx, k, in)
 		// The late ops in Service-sized runs, so that a fresh table is
 		// still written in parts (applyTx).
+		tx.ops = slices.Grow(tx.ops, len(tx.late))
 		for i := 0; i < len(tx.late); i += lateRun {
 			tx.ports = append(tx.ports, len(tx.ops))
 			tx.ops = append(tx.ops, tx.late[i:min(i+lateRun, len(tx.late))]...)
@@ -97,6 +98,8 @@ func comparePorts(a, b proxy.ServicePortName) int {
 }
 
 // desiredService is the union of the desired state of a Service's ports.
+// The lookup maps are built by index, only when a sync must compare it
+// with another state (a full sync's Services have no old state).
 type desiredService struct {
 	ports  []*desiredPort
 	chains map[tobj]bool
@@ -105,10 +108,20 @@ type desiredService struct {
 }
 
 func (pl *planner) desiredService(pols []*proxy.PortPolicy, spans spanFunc) *desiredService {
-	d := &desiredService{chains: map[tobj]bool{}, sets: map[tobj]bool{}, elems: map[elemID]desiredElem{}}
+	d := &desiredService{ports: make([]*desiredPort, 0, len(pols))}
 	for _, pol := range pols {
-		dp := pl.desired(pol.Port.Name, pol, spans)
-		d.ports = append(d.ports, dp)
+		d.ports = append(d.ports, pl.desired(pol.Port.Name, pol, spans))
+	}
+	return d
+}
+
+// index builds d's lookup maps (once).
+func (d *desiredService) index() {
+	if d.elems != nil {
+		return
+	}
+	d.chains, d.sets, d.elems = map[tobj]bool{}, map[tobj]bool{}, map[elemID]desiredElem{}
+	for _, dp := range d.ports {
 		for _, c := range dp.chains {
 			d.chains[c] = true
 		}
@@ -121,7 +134,48 @@ func (pl *planner) desiredService(pols []*proxy.PortPolicy, spans spanFunc) *des
 			}
 		}
 	}
-	return d
+}
+
+// uniqueElems returns the elements of d's ports, each id once (the first
+// one's value: two ports, or an externalIP that is also a LoadBalancer IP,
+// may want the same element). Small Services are deduplicated without a
+// map (a full sync makes one per Service otherwise).
+func (d *desiredService) uniqueElems() []desiredElem {
+	n := 0
+	for _, dp := range d.ports {
+		n += len(dp.elems)
+	}
+	if len(d.ports) == 1 && n <= 32 {
+		es := d.ports[0].elems
+		dup := false
+		for i := 1; i < len(es) && !dup; i++ {
+			dup = slices.ContainsFunc(es[:i], func(o desiredElem) bool { return o.id == es[i].id })
+		}
+		if !dup {
+			return es
+		}
+	}
+	out := make([]desiredElem, 0, n)
+	if n > 32 {
+		seen := make(map[elemID]bool, n)
+		for _, dp := range d.ports {
+			for _, e := range dp.elems {
+				if !seen[e.id] {
+					seen[e.id] = true
+					out = append(out, e)
+				}
+			}
+		}
+		return out
+	}
+	for _, dp := range d.ports {
+		for _, e := range dp.elems {
+			if !slices.ContainsFunc(out, func(o desiredElem) bool { return o.id == e.id }) {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
 }
 
 // syncService rewrites one Service (pols empty: it is gone or has no port
@@ -173,16 +227,16 @@ func (pl *planner) syncService(tx *txn, k *known, nn types.NamespacedName, pols 
 			tx.add(r)
 		}
 	}
-	done := map[elemID]bool{}
-	for _, dp := range d.ports {
-		for _, e := range dp.elems {
-			if !done[e.id] {
-				done[e.id] = true
-				pl.ensureElem(tx, k, d.elems[e.id], old.elems, seen)
-			}
-		}
+	if len(old.ports) > 0 {
+		old.index()
 	}
-	pl.release(tx, k, old, d, now)
+	for _, e := range d.uniqueElems() {
+		pl.ensureElem(tx, k, e, old.elems, seen)
+	}
+	if len(old.ports) > 0 {
+		d.index()
+		pl.release(tx, k, old, d, now)
+	}
 	for _, dp := range old.ports {
 		k.noLocalInternal -= b2i(dp.noLocalInternal)
 		k.noLocalExternal -= b2i(dp.noLocalExternal)
@@ -287,6 +341,10 @@ func b2i(b bool) int {
 // port uses, and deletes the listed affinity sets no port uses: leftovers
 // of an earlier run or of a failed sync.
 func (pl *planner) dropLeftovers(tx *txn, k *known, in input) {
+	if !slices.ContainsFunc(in.listedChains, func(c tobj) bool { return isServiceChainName(c.name) }) &&
+		!slices.ContainsFunc(in.listedSets, func(s tobj) bool { return strings.HasPrefix(s.name, affinitySetPrefix) }) {
+		return // a fresh table
+	}
 	active, activeSets := sets.New[tobj](), sets.New[tobj]()
 	for _, pols := range k.services {
 		for _, pol := range pols {
