@@ -583,17 +583,26 @@ func (c *compiler) dnatNamedMap(s *ruleState) error {
 	if err != nil {
 		return err
 	}
-	if err := s.expect("map"); err != nil {
+	name, err := namedMap(s)
+	if err != nil {
 		return err
-	}
-	name, ok := strings.CutPrefix(s.next(), "@")
-	if !ok || name == "" {
-		return fmt.Errorf("expected a map name")
 	}
 	s.out = append(s.out, gen...)
 	s.out = append(s.out, &expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: name},
 		&expr.NAT{Type: expr.NATTypeDestNAT, Family: c.natFamily(), RegAddrMin: 1, RegProtoMin: 8 + c.addrLen/4})
 	return nil
+}
+
+// namedMap parses "map @NAME".
+func namedMap(s *ruleState) (string, error) {
+	if err := s.expect("map"); err != nil {
+		return "", err
+	}
+	name, ok := strings.CutPrefix(s.next(), "@")
+	if !ok || name == "" {
+		return "", fmt.Errorf("expected a map name")
+	}
+	return name, nil
 }
 
 // dnatDirect compiles the rest of "dnat ip addr . port to ip daddr . P
@@ -615,12 +624,9 @@ func (c *compiler) dnatDirect(s *ruleState) error {
 	if err != nil {
 		return err
 	}
-	if err := s.expect("map"); err != nil {
+	name, err := namedMap(s)
+	if err != nil {
 		return err
-	}
-	name, ok := strings.CutPrefix(s.next(), "@")
-	if !ok || name == "" {
-		return fmt.Errorf("expected a map name")
 	}
 	if len(gen) != 1 {
 		return fmt.Errorf("a generator of %d expressions in a key", len(gen))

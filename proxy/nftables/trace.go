@@ -409,22 +409,10 @@ func (tr *Tracer) dnatMap(s tpkt, toks []string) ([]tpkt, *tpkt, error) {
 		if toks[k+1] != ":" || toks[k+3] != "." {
 			return nil, nil, fmt.Errorf("unknown dnat map element at %q", strings.Join(toks[k:], " "))
 		}
-		a, err := netip.ParseAddr(toks[k+2])
-		if err != nil {
+		var err error
+		if all, err = dnatOutcome(all, seen, s, strings.Join(toks[k+2:k+5], " ")); err != nil {
 			return nil, nil, err
 		}
-		port, err := strconv.ParseUint(toks[k+4], 10, 16)
-		if err != nil {
-			return nil, nil, err
-		}
-		ap := netip.AddrPortFrom(a, uint16(port))
-		if seen[ap] {
-			continue
-		}
-		seen[ap] = true
-		n := s
-		n.dnat, n.dst, n.dport, n.verdict = ap.String(), a, int(port), "accept"
-		all = append(all, n)
 	}
 	if len(all) == 0 {
 		return nil, nil, fmt.Errorf("empty dnat map at %q", strings.Join(toks, " "))
@@ -457,17 +445,10 @@ func (tr *Tracer) dnatNamedMap(s tpkt, toks []string) ([]tpkt, *tpkt, error) {
 		if !ok {
 			return nil, nil, fmt.Errorf("map %s has no key %d (%s)", name, k, strings.Join(toks, " "))
 		}
-		ap, err := parseDNATTarget(v)
-		if err != nil {
+		var err error
+		if all, err = dnatOutcome(all, seen, s, v); err != nil {
 			return nil, nil, err
 		}
-		if seen[ap] {
-			continue
-		}
-		seen[ap] = true
-		o := s
-		o.dnat, o.dst, o.dport, o.verdict = ap.String(), ap.Addr(), int(ap.Port()), "accept"
-		all = append(all, o)
 	}
 	return all, nil, nil
 }
@@ -499,22 +480,26 @@ func (tr *Tracer) dnatDirect(s tpkt, toks []string) ([]tpkt, *tpkt, error) {
 		if !ok {
 			return nil, nil, fmt.Errorf("map %s has %s0 but not %s%d (%s)", name, prefix, prefix, k, strings.Join(toks, " "))
 		}
-		ap, err := parseDNATTarget(v)
-		if err != nil {
+		if all, err = dnatOutcome(all, seen, s, v); err != nil {
 			return nil, nil, err
 		}
-		if seen[ap] {
-			continue
-		}
-		seen[ap] = true
-		o := s
-		o.dnat, o.dst, o.dport, o.verdict = ap.String(), ap.Addr(), int(ap.Port()), "accept"
-		all = append(all, o)
 	}
 	if _, extra := tr.mapGet(name, prefix+strconv.FormatUint(n, 10)); extra {
 		return nil, nil, fmt.Errorf("map %s has %s%d beyond its rule's %d endpoints", name, prefix, n, n)
 	}
 	return all, nil, nil
+}
+
+// dnatOutcome appends s DNATed to map value v ("IP . PORT") to all,
+// unless seen has that target already.
+func dnatOutcome(all []tpkt, seen map[netip.AddrPort]bool, s tpkt, v string) ([]tpkt, error) {
+	ap, err := parseDNATTarget(v)
+	if err != nil || seen[ap] {
+		return all, err
+	}
+	seen[ap] = true
+	s.dnat, s.dst, s.dport, s.verdict = ap.String(), ap.Addr(), int(ap.Port()), "accept"
+	return append(all, s), nil
 }
 
 // parseDNATTarget parses a map value "IP . PORT".
