@@ -116,11 +116,11 @@ func TestUpDown(t *testing.T) {
 	if got != "10.96.0.1\n" {
 		t.Errorf("DNS through the ClusterIP 10.96.0.10: %q", got)
 	}
-	// --proxy-arg reached the proxies: Service chains with more than one
-	// endpoint (the DNS Service, once every DNS pod's endpoint has reached
-	// this node's proxy; one endpoint is a plain dnat) pick from the shared
-	// maps, in the four dispatch tables (the DNS answers above went through
-	// them).
+	// --proxy-arg reached the proxies: the DNS Service, a ClusterIP-only
+	// Service, has no chain of its own in the shared layout; its endpoints
+	// are keys of a direct choice map (cluster-ip-endpoints-udp-N, N DNS
+	// pods), in one of the four dispatch tables (the DNS answers above went
+	// through it).
 	nodeName := NodeName(prefix, 2)
 	var table string
 	for i := 0; i < 30; i++ {
@@ -128,13 +128,13 @@ func TestUpDown(t *testing.T) {
 		if err != nil {
 			t.Fatalf("node-exec %s nft list: %v\n%s", nodeName, err, out)
 		}
-		if table = string(out); strings.Contains(table, "map service-endpoints-udp-") && strings.Contains(table, "numgen random mod") {
+		if table = string(out); strings.Contains(table, "map cluster-ip-endpoints-udp-") && strings.Contains(table, "numgen random mod") {
 			break
 		}
 		time.Sleep(time.Second)
 	}
-	if !strings.Contains(table, "map service-endpoints-udp-") || !strings.Contains(table, "numgen random mod") {
-		t.Errorf("node %s: no shared endpoint map in its kube-proxy tables:\n%s", nodeName, table)
+	if !strings.Contains(table, "map cluster-ip-endpoints-udp-") || !strings.Contains(table, "numgen random mod") {
+		t.Errorf("node %s: no direct choice map in its kube-proxy tables:\n%s", nodeName, table)
 	}
 	for i := range 4 {
 		if want := fmt.Sprintf("table ip kube-proxy-s%02d {", i); !strings.Contains(table, want) {
