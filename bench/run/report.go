@@ -180,15 +180,20 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 			"another node; **one change** adds one Service with its slice and syncs (%d per run; kube-proxy's IPVS sync is always "+
 			"a full one, svcnet's a partial one that replans and writes only the new Service). Heap: the live heap the proxy "+
 			"keeps after the first sync beyond the Service and EndpointSlice objects themselves, which a proxy's informers hold "+
-			"either way (svcnet's trackers refer to those objects, kube-proxy's keep copies of what they need).\n\n", cfg.changes)
-		w("| Services | first sync: kube-proxy / svcnet | ratio | one change: kube-proxy / svcnet | ratio | heap MB: kube-proxy / svcnet |\n|---|---|---|---|---|---|\n")
+			"either way (svcnet's trackers refer to those objects, kube-proxy's keep copies of what they need); that heap includes "+
+			"each proxy's in-memory IPVS table and address list, which differ in layout (svcnet's `ipvs.Fake` keeps a map of real "+
+			"servers per virtual server, kube-proxy's `FakeIPVS` a slice), so **own heap** is the same measure taken after the "+
+			"changes with both emptied (all virtual servers deleted, the address list cleared): what the proxy itself keeps, "+
+			"where a node's kernel holds the rest.\n\n", cfg.changes)
+		w("| Services | first sync: kube-proxy / svcnet | ratio | one change: kube-proxy / svcnet | ratio | heap MB: kube-proxy / svcnet | own heap MB: kube-proxy / svcnet | ratio |\n|---|---|---|---|---|---|---|---|\n")
 		for _, n := range cfg.sizes {
 			g := func(metric, impl string) stat { return stats(res.get("ipvs", impl, n, metric)) }
-			w("| %d | %s / %s | %s | %s / %s | %s | %s / %s |\n", n,
+			w("| %d | %s / %s | %s | %s / %s | %s | %s / %s | %s / %s | %s |\n", n,
 				g("full", "kube-proxy").format("s"), g("full", "svcnet").format("s"), ratio(g("full", "svcnet"), g("full", "kube-proxy")),
 				msStat(g("onechange", "kube-proxy")).format("ms"), msStat(g("onechange", "svcnet")).format("ms"),
 				ratio(g("onechange", "svcnet"), g("onechange", "kube-proxy")),
-				g("heap", "kube-proxy").format(""), g("heap", "svcnet").format(""))
+				g("heap", "kube-proxy").format(""), g("heap", "svcnet").format(""),
+				g("heapown", "kube-proxy").format(""), g("heapown", "svcnet").format(""), ratio(g("heapown", "svcnet"), g("heapown", "kube-proxy")))
 		}
 		w("\nWhat separates them at scale is how the ipsets are written: kube-proxy runs the `ipset` program once per " +
 			"entry it adds (one per Service port in KUBE-CLUSTER-IP), svcnet one `ipset restore` per sync; and, for one change, " +
