@@ -62,7 +62,7 @@ type ipvsResult struct {
 	// IPVS table and kube-ipvs0 address list are emptied: what the
 	// proxy keeps itself (a kernel holds the rest).
 	HeapOwnMB float64 `json:"heapOwnMB"`
-	VS      int       `json:"vs"`      // virtual servers after the first sync
+	VS        int     `json:"vs"` // virtual servers after the first sync
 }
 
 // benchIPVS runs both implementations at every size, alternating their
