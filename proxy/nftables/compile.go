@@ -571,81 +571,55 @@ func (c *compiler) dnat(s *ruleState) error {
 	return nil
 }
 
-// dnatNamedMap compiles the rest of "dnat ip addr . port to GEN map @NAME"
-// (--nftables-endpoint-choice=shared): the generator's value is the key
-// as it is (host byte order, as nft keys a map declared with typeof
-// numgen), the value the address and port of the DNAT.
+// dnatNamedMap compiles the rest of "dnat ip addr . port to KEY map
+// @NAME" as nft does. KEY is a generator (--nftables-endpoint-choice=shared:
+// its value, in host byte order as nft keys a map declared with typeof
+// numgen, in reg 1) or "ip daddr . P dport . numgen random mod N" (a
+// direct ClusterIP choice, planner.direct: the address in reg 1, the port
+// and the generator's value in the 32-bit registers after it). The
+// lookup's value, address and port, comes back into reg 1 for the DNAT.
 func (c *compiler) dnatNamedMap(s *ruleState) error {
+	portReg := 8 + c.addrLen/4
+	var key []expr.Any
 	if s.peek(0) == c.ipX() {
-		return c.dnatDirect(s)
+		if err := s.expect(c.ipX(), "daddr", "."); err != nil {
+			return err
+		}
+		if p := s.next(); p != "tcp" && p != "udp" && p != "sctp" {
+			return fmt.Errorf("unexpected %q in a key", p)
+		}
+		if err := s.expect("dport", "."); err != nil {
+			return err
+		}
+		addr, _, err := c.loadField("daddr", 1)
+		if err != nil {
+			return err
+		}
+		port, _, err := c.loadField("dport", portReg)
+		if err != nil {
+			return err
+		}
+		key = []expr.Any{addr, port}
 	}
 	gen, err := c.generator(s)
 	if err != nil {
 		return err
 	}
-	name, err := namedMap(s)
-	if err != nil {
-		return err
+	if key != nil {
+		ng, ok := gen[0].(*expr.Numgen)
+		if len(gen) != 1 || !ok {
+			return fmt.Errorf("only numgen after the port in a key")
+		}
+		ng.Register = portReg + 1
 	}
-	s.out = append(s.out, gen...)
-	s.out = append(s.out, &expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: name},
-		&expr.NAT{Type: expr.NATTypeDestNAT, Family: c.natFamily(), RegAddrMin: 1, RegProtoMin: 8 + c.addrLen/4})
-	return nil
-}
-
-// namedMap parses "map @NAME".
-func namedMap(s *ruleState) (string, error) {
 	if err := s.expect("map"); err != nil {
-		return "", err
+		return err
 	}
 	name, ok := strings.CutPrefix(s.next(), "@")
 	if !ok || name == "" {
-		return "", fmt.Errorf("expected a map name")
+		return fmt.Errorf("expected a map name")
 	}
-	return name, nil
-}
-
-// dnatDirect compiles the rest of "dnat ip addr . port to ip daddr . P
-// dport . numgen random mod N map @NAME" (a direct ClusterIP choice,
-// planner.direct) as nft does: the address in reg 1, the port and the
-// generator's value (host byte order) in the 32-bit registers after it,
-// the lookup's value (address and port) back into reg 1 for the DNAT.
-func (c *compiler) dnatDirect(s *ruleState) error {
-	if err := s.expect(c.ipX(), "daddr", "."); err != nil {
-		return err
-	}
-	if p := s.next(); p != "tcp" && p != "udp" && p != "sctp" {
-		return fmt.Errorf("unexpected %q in a key", p)
-	}
-	if err := s.expect("dport", "."); err != nil {
-		return err
-	}
-	gen, err := c.generator(s)
-	if err != nil {
-		return err
-	}
-	name, err := namedMap(s)
-	if err != nil {
-		return err
-	}
-	if len(gen) != 1 {
-		return fmt.Errorf("a generator of %d expressions in a key", len(gen))
-	}
-	ng, ok := gen[0].(*expr.Numgen)
-	if !ok {
-		return fmt.Errorf("only numgen in a key")
-	}
-	portReg := 8 + c.addrLen/4
-	ng.Register = portReg + 1
-	addr, _, err := c.loadField("daddr", 1)
-	if err != nil {
-		return err
-	}
-	port, _, err := c.loadField("dport", portReg)
-	if err != nil {
-		return err
-	}
-	s.out = append(s.out, addr, port, ng,
+	s.out = append(append(append(s.out, key...), gen...),
 		&expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: name},
 		&expr.NAT{Type: expr.NATTypeDestNAT, Family: c.natFamily(), RegAddrMin: 1, RegProtoMin: portReg})
 	return nil
