@@ -17,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -167,11 +168,16 @@ func (s *Scheduler) schedule(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
+	// The assumed bindings are read before the pods: a binding leaves
+	// assumed only after the informer's cache shows it, so every binding is
+	// in one of the two. Read the other way round, an event landing between
+	// the two reads would hide a pod from the decision.
+	assumed := s.assumedPods()
 	all, err := s.pods.List(labels.Everything())
 	if err != nil {
 		return err
 	}
-	node, reason := s.Pick(pod, nodes, all)
+	node, reason := pick(pod, nodes, all, assumed)
 	if node == "" {
 		if s.recorder != nil {
 			s.recorder.Event(pod, corev1.EventTypeWarning, "FailedScheduling", reason)
@@ -238,9 +244,20 @@ func asStatus(err error, out *apierrors.APIStatus) bool {
 	return ok
 }
 
+func (s *Scheduler) assumedPods() map[string]assumedPod {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.assumed)
+}
+
 // Pick returns the node pod should run on, or "" and a FailedScheduling
-// message.
+// message, given the pods of the cache and the bindings it has not shown
+// yet.
 func (s *Scheduler) Pick(pod *corev1.Pod, nodes []*corev1.Node, pods []*corev1.Pod) (string, string) {
+	return pick(pod, nodes, pods, s.assumedPods())
+}
+
+func pick(pod *corev1.Pod, nodes []*corev1.Node, pods []*corev1.Pod, assumed map[string]assumedPod) (string, string) {
 	onNode := map[string][]*corev1.Pod{}
 	seen := map[string]bool{}
 	for _, p := range pods {
@@ -249,13 +266,11 @@ func (s *Scheduler) Pick(pod *corev1.Pod, nodes []*corev1.Node, pods []*corev1.P
 			seen[p.Namespace+"/"+p.Name] = true
 		}
 	}
-	s.mu.Lock()
-	for k, a := range s.assumed {
+	for k, a := range assumed {
 		if !seen[k] {
 			onNode[a.node] = append(onNode[a.node], a.pod)
 		}
 	}
-	s.mu.Unlock()
 	var notReady, unschedulable, selector, taints, ports int
 	type cand struct {
 		name string
