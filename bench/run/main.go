@@ -53,6 +53,7 @@ type config struct {
 	perfDir        string   // record svcnet proxy starts with perf into this directory
 	svcnetEnv      []string // extra environment of the svcnet proxy (diagnostics)
 	heapDir        string   // save the svcnet proxy's heap profile after its first sync here
+	endpointSpread int      // Service i has 1 + i%endpointSpread endpoints (0: endpointsPerService each)
 }
 
 func intList(s string) ([]int, error) {
@@ -85,6 +86,7 @@ func main() {
 	flag.IntVar(&cfg.reps, "reps", 3, "repetitions of every measurement (svcnet and peer alternate their order)")
 	flag.IntVar(&cfg.repsLarge, "reps-large", 0, "repetitions of the proxy measurements at 30,000 Services and more (0: -reps); kube-proxy's start takes minutes there")
 	flag.IntVar(&cfg.changes, "changes", 5, "one-change syncs per proxy run")
+	flag.IntVar(&cfg.endpointSpread, "endpoint-spread", 0, "give Service i 1 + i%K endpoints (K at most 64) instead of 10 each, and also measure connects to Service K-1 (\"widest\"): in svcnet's shared layout the last of K direct choice maps a new ClusterIP connection looks up")
 	flag.IntVar(&cfg.connects, "connects", 1000, "TCP connects per latency measurement")
 	flag.IntVar(&cfg.maxConnSize, "connect-max-services", 30000, "measure connect latency only up to this many Services")
 	flag.IntVar(&cfg.iptablesMax, "iptables-max-services", 0, "run iptables mode only up to this many Services (0: every size); its full syncs take minutes at 10k on a loaded machine")
@@ -125,6 +127,9 @@ func main() {
 	}
 	if cfg.apiSizes, err = intList(apiSizes); err != nil || len(cfg.apiSizes) == 0 {
 		fail(fmt.Errorf("-api-sizes: %v", err))
+	}
+	if cfg.endpointSpread < 0 || cfg.endpointSpread > maxEndpointSpread {
+		fail(fmt.Errorf("-endpoint-spread %d: must be 0 to %d", cfg.endpointSpread, maxEndpointSpread))
 	}
 	cfg.modes = strings.Split(modes, ",")
 	cfg.impls = strings.Split(impls, ",")

@@ -28,6 +28,9 @@ import (
 
 const (
 	endpointsPerService = 10
+	// maxEndpointSpread bounds -endpoint-spread (the addresses of the pods
+	// namespace are 10.1.0.2 up to 10.1.0.65).
+	maxEndpointSpread = 64
 	benchNode           = "node1"
 	benchNodeIP         = "10.1.0.1"
 	benchNS             = "default"
@@ -51,14 +54,26 @@ type proxyBed struct {
 	perfDir    string
 	env        []string
 	heapDir    string
+	// spread, when positive, gives Service i 1 + i%spread endpoints
+	// (-endpoint-spread) instead of endpointsPerService.
+	spread int
 }
 
-func newProxyBed(tb *benchTB, bins *peers, n int) (*proxyBed, error) {
-	b := &proxyBed{dir: tb.TempDir()}
+// endpointCount is the number of endpoints of the i-th Service (the
+// one-change Services have i < 0: endpointsPerService).
+func (b *proxyBed) endpointCount(i int) int {
+	if b.spread <= 0 || i < 0 {
+		return endpointsPerService
+	}
+	return 1 + i%b.spread
+}
+
+func newProxyBed(tb *benchTB, bins *peers, n, spread int) (*proxyBed, error) {
+	b := &proxyBed{dir: tb.TempDir(), spread: spread}
 	b.node = testbed.NewNetNS(tb, "bench-node")
 	b.pods = testbed.NewNetNS(tb, "bench-pods")
 	testbed.Link(tb, b.node, "eth0", benchNodeIP+"/24", b.pods, "eth0", "10.1.0.2/24")
-	for i := 1; i < endpointsPerService; i++ {
+	for i := 1; i < max(endpointsPerService, spread); i++ {
 		b.pods.MustRun("ip", "addr", "add", fmt.Sprintf("10.1.0.%d/24", 2+i), "dev", "eth0")
 	}
 	b.pods.MustRun("ip", "route", "add", "default", "via", benchNodeIP)
@@ -150,8 +165,8 @@ func retry(f func() error) error {
 }
 
 // createService creates a ClusterIP Service and its EndpointSlice with the
-// ten endpoints; it returns the ClusterIP.
-func (b *proxyBed) createService(ctx context.Context, name string) (string, error) {
+// i-th Service's endpoints (endpointCount); it returns the ClusterIP.
+func (b *proxyBed) createService(ctx context.Context, name string, i int) (string, error) {
 	var ip string
 	if err := retry(func() error {
 		svc, err := b.cs.CoreV1().Services(benchNS).Create(ctx, &corev1.Service{
@@ -170,8 +185,8 @@ func (b *proxyBed) createService(ctx context.Context, name string) (string, erro
 		return "", err
 	}
 	var eps []discoveryv1.Endpoint
-	for i := 0; i < endpointsPerService; i++ {
-		eps = append(eps, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.1.0.%d", 2+i)},
+	for j := 0; j < b.endpointCount(i); j++ {
+		eps = append(eps, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.1.0.%d", 2+j)},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}, NodeName: ptr(benchNode)})
 	}
 	err := retry(func() error {
@@ -210,7 +225,7 @@ func (b *proxyBed) populate(n int) (float64, error) {
 				if i >= n {
 					return
 				}
-				ip, err := b.createService(ctx, fmt.Sprintf("svc-%05d", i))
+				ip, err := b.createService(ctx, fmt.Sprintf("svc-%05d", i), i)
 				if err != nil {
 					firstErr.CompareAndSwap(nil, err)
 					return
@@ -377,10 +392,23 @@ func (b *proxyBed) runProxy(res *results, bins *peers, impl, mode string, n int,
 		m.v("go_memstats_heap_inuse_bytes")/(1<<20), m.v("go_memstats_heap_alloc_bytes")/(1<<20), m.v("go_memstats_heap_released_bytes")/(1<<20))
 
 	if n <= o.maxConn && o.connects > 0 {
-		for _, t := range []struct {
+		targets := []struct {
 			name string
 			ip   string
-		}{{"first", b.clusterIPs[0]}, {"last", b.clusterIPs[n-1]}} {
+		}{{"first", b.clusterIPs[0]}, {"last", b.clusterIPs[n-1]}}
+		if b.spread > 1 && b.spread <= n {
+			// The first Service with the most endpoints: in svcnet's
+			// shared layout its direct choice map is the last one the
+			// cluster-ip-endpoints chain looks up (the maps' rules are
+			// written in the order of the first Service, by name, using
+			// each), so a new connection to it misses every other map
+			// first.
+			targets = append(targets, struct {
+				name string
+				ip   string
+			}{"widest", b.clusterIPs[b.spread-1]})
+		}
+		for _, t := range targets {
 			ds, err := b.connects(t.ip, o.connects)
 			if err != nil {
 				rules, _ := b.node.Run("sh", "-c", "nft list ruleset | grep -n -m5 -F '"+t.ip+" '")
@@ -405,7 +433,7 @@ func (b *proxyBed) runProxy(res *results, bins *peers, impl, mode string, n int,
 		name := fmt.Sprintf("chg-%d", i)
 		tc := time.Now()
 		b.deleteService(ctx, name) // a failed earlier run's leftover
-		if _, err := b.createService(ctx, name); err != nil {
+		if _, err := b.createService(ctx, name, -1); err != nil {
 			return err
 		}
 		if err := waitFor(o.timeout, 5*time.Millisecond, impl+" sync after a change", func() error {
@@ -485,7 +513,7 @@ func (b *proxyBed) connects(ip string, k int) ([]time.Duration, error) {
 func benchProxies(res *results, bins *peers, cfg *config) error {
 	for _, n := range cfg.sizes {
 		err := step(fmt.Sprintf("proxy n=%d", n), func(tb *benchTB) error {
-			b, err := newProxyBed(tb, bins, n)
+			b, err := newProxyBed(tb, bins, n, cfg.endpointSpread)
 			if err != nil {
 				return err
 			}

@@ -90,8 +90,12 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 		w("One node namespace runs `svcnet apiserver` (the API both proxies watch; the real kube-proxy runs on it as in " +
 			"`e2e/interop`) and, in turn, each proxy with the same flags (`--proxy-mode M --cluster-cidr 10.244.0.0/16 " +
 			"--conntrack-max-per-core 0 --nodeport-addresses primary`, everything else default, so `--min-sync-period` is 1 s " +
-			"in both); a pods namespace behind a veth pair holds the 10 endpoint addresses. N ClusterIP Services × 10 ready " +
+			"in both); a pods namespace behind a veth pair holds the endpoint addresses. N ClusterIP Services × 10 ready " +
 			"endpoints (one EndpointSlice each) exist before the proxy starts. The ruleset is flushed between runs.\n\n")
+		if cfg.endpointSpread > 0 {
+			w("**This run's Services do not have 10 endpoints each** (`-endpoint-spread %d`): Service i has 1 + i mod %d "+
+				"ready endpoints (the one-change Services 10).\n\n", cfg.endpointSpread, cfg.endpointSpread)
+		}
 		w("- **programmed after start**: from starting the process to the end of its first sync (its own " +
 			"`kubeproxy_sync_proxy_rules_last_timestamp_seconds`, once `/healthz` reports a sync): informer lists, " +
 			"computing and writing everything.\n")
@@ -133,13 +137,22 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 		w("%d TCP connects (connect() until established; the endpoint accepts and closes) from the node namespace to the "+
 			"ClusterIP of the first and of the last of the N Services (in creation order), after the proxy's first sync; "+
 			"p50 and p99 in µs.\n\n", cfg.connects)
+		if cfg.endpointSpread > 1 {
+			w("Service **widest** is Service %d, the first with %d endpoints: in svcnet's shared layout a new connection to "+
+				"it looks up each of the %d direct choice maps of the cluster-ip-endpoints chain (one per endpoint count in "+
+				"use, written in the order of the Services that first use them) before its own.\n\n",
+				cfg.endpointSpread-1, cfg.endpointSpread, cfg.endpointSpread)
+		}
 		w("| mode | Services | Service | p50 kube-proxy / svcnet | p99 kube-proxy / svcnet |\n|---|---|---|---|---|\n")
 		for _, mode := range cfg.modes {
 			for _, n := range cfg.sizes {
 				if n > cfg.maxConnSize {
 					continue
 				}
-				for _, t := range []string{"first", "last"} {
+				for _, t := range []string{"first", "last", "widest"} {
+					if t == "widest" && len(res.get("proxy", mode, n, "connect-widest-p50", "svcnet")) == 0 {
+						continue
+					}
 					g := func(metric, impl string) stat { return stats(res.get("proxy", mode, n, metric, impl)) }
 					w("| %s | %d | %s | %s / %s | %s / %s |\n", mode, n, t,
 						g("connect-"+t+"-p50", "kube-proxy").format("µs"), g("connect-"+t+"-p50", "svcnet").format("µs"),

@@ -4,6 +4,7 @@ import (
 	"math"
 	"runtime/debug"
 	"testing"
+	"time"
 )
 
 func TestRelaxGCForStart(t *testing.T) {
@@ -30,3 +31,44 @@ func TestRelaxGCForStart(t *testing.T) {
 		t.Errorf("after the first sync the memory limit = %d, want the previous (none)", got)
 	}
 }
+
+// A live heap beyond half the start's limit switches to the large start's
+// pacing (GOGC startLargeGCPercent under largeStartLimit) until restore.
+func TestRelaxGCLargeStart(t *testing.T) {
+	prevPct, prevLimit := debug.SetGCPercent(100), debug.SetMemoryLimit(math.MaxInt64)
+	t.Cleanup(func() { debug.SetGCPercent(prevPct); debug.SetMemoryLimit(prevLimit) })
+
+	const limit = 64 << 20
+	restore := relaxGC(50, limit)
+	live := make([][]byte, 0, 48)
+	for range 48 { // 48 MiB live, more than half the limit
+		live = append(live, make([]byte, 1<<20))
+	}
+	var pct int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for range 32 { // garbage: the collector runs when the heap reaches the limit, and measures what is live
+			sink = make([]byte, 1<<20)
+		}
+		pct = debug.SetGCPercent(-1)
+		debug.SetGCPercent(pct)
+		if pct == startLargeGCPercent {
+			break
+		}
+	}
+	if pct != startLargeGCPercent {
+		t.Fatalf("with %d MiB live under a %d MiB start limit GOGC = %d, want %d", len(live), limit>>20, pct, startLargeGCPercent)
+	}
+	if got, want := debug.SetMemoryLimit(-1), largeStartLimit(math.MaxInt64); got != want || got <= limit {
+		t.Errorf("large start memory limit = %d, want %d (above the start's %d)", got, want, limit)
+	}
+	restore()
+	if got := debug.SetGCPercent(50); got != 50 {
+		t.Errorf("after the first sync GOGC = %d, want the steady 50", got)
+	}
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("after the first sync the memory limit = %d, want the previous (none)", got)
+	}
+	live = live[:0]
+}
+
+var sink []byte
