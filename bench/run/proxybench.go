@@ -31,9 +31,9 @@ const (
 	// maxEndpointSpread bounds -endpoint-spread (the addresses of the pods
 	// namespace are 10.1.0.2 up to 10.1.0.65).
 	maxEndpointSpread = 64
-	benchNode           = "node1"
-	benchNodeIP         = "10.1.0.1"
-	benchNS             = "default"
+	benchNode         = "node1"
+	benchNodeIP       = "10.1.0.1"
+	benchNS           = "default"
 )
 
 // The two proxies under test, started with the same flags where the flags
