@@ -574,14 +574,27 @@ func (c *compiler) dnat(s *ruleState) error {
 // dnatNamedMap compiles the rest of "dnat ip addr . port to KEY map
 // @NAME" as nft does. KEY is a generator (--nftables-endpoint-choice=shared:
 // its value, in host byte order as nft keys a map declared with typeof
-// numgen, in reg 1) or "ip daddr . P dport . numgen random mod N" (a
-// direct ClusterIP choice, planner.direct: the address in reg 1, the port
-// and the generator's value in the 32-bit registers after it). The
-// lookup's value, address and port, comes back into reg 1 for the DNAT.
+// numgen, in reg 1), "ip daddr . P dport . numgen random mod N" (a direct
+// ClusterIP choice, planner.direct: the address in reg 1, the port and the
+// generator's value in the 32-bit registers after it) or "P dport . numgen
+// random mod N" (a direct NodePort choice: the port in reg 1, the
+// generator's value in the next 32-bit register). The lookup's value,
+// address and port, comes back into reg 1 for the DNAT.
 func (c *compiler) dnatNamedMap(s *ruleState) error {
 	portReg := 8 + c.addrLen/4
 	var key []expr.Any
-	if s.peek(0) == c.ipX() {
+	genReg := portReg + 1
+	if p := s.peek(0); (p == "tcp" || p == "udp" || p == "sctp") && s.peek(1) == "dport" {
+		s.next()
+		if err := s.expect("dport", "."); err != nil {
+			return err
+		}
+		port, _, err := c.loadField("dport", 1)
+		if err != nil {
+			return err
+		}
+		key, genReg = []expr.Any{port}, 9
+	} else if s.peek(0) == c.ipX() {
 		if err := s.expect(c.ipX(), "daddr", "."); err != nil {
 			return err
 		}
@@ -610,7 +623,7 @@ func (c *compiler) dnatNamedMap(s *ruleState) error {
 		if len(gen) != 1 || !ok {
 			return fmt.Errorf("only numgen after the port in a key")
 		}
-		ng.Register = portReg + 1
+		ng.Register = genReg
 	}
 	if err := s.expect("map"); err != nil {
 		return err

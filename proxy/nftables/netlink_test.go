@@ -116,17 +116,18 @@ func netlinkMatchesNFT(t *testing.T, choice string) {
 				Status: v1.ServiceStatus{LoadBalancer: v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: "2001:db8:99::1"}}}},
 			}, ep("fd00:10::1", 53, true), ep("fd00:10::2", 53, false))
 		}
-		// A ClusterIP-only Service of three protocols (direct choices in
-		// the shared layout), whose endpoint count changes below.
+		// A NodePort Service of three protocols (direct ClusterIP and
+		// NodePort choices in the shared layout), whose endpoint count
+		// changes below.
 		cip, epIP := "172.30.0.77", func(i int) string { return fmt.Sprintf("10.180.1.%d", i) }
 		if v6 {
 			cip, epIP = "fd00:10:96::77", func(i int) string { return fmt.Sprintf("fd00:10::1:%d", i) }
 		}
 		w.add(&v1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "direct"},
-			Spec: v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, ClusterIP: cip, ClusterIPs: []string{cip},
-				Ports: []v1.ServicePort{{Name: "tcp", Port: 80, Protocol: v1.ProtocolTCP}, {Name: "udp", Port: 53, Protocol: v1.ProtocolUDP},
-					{Name: "sctp", Port: 9000, Protocol: v1.ProtocolSCTP}}},
+			Spec: v1.ServiceSpec{Type: v1.ServiceTypeNodePort, ClusterIP: cip, ClusterIPs: []string{cip},
+				Ports: []v1.ServicePort{{Name: "tcp", Port: 80, Protocol: v1.ProtocolTCP, NodePort: 30777},
+					{Name: "udp", Port: 53, Protocol: v1.ProtocolUDP, NodePort: 30777}, {Name: "sctp", Port: 9000, Protocol: v1.ProtocolSCTP, NodePort: 30778}}},
 		}, ep(epIP(1), 8080, false), ep(epIP(2), 8080, true), ep(epIP(3), 8080, false))
 		cfg.ChoiceRules, cfg.ChoiceShared = choice == "rules", strings.HasPrefix(choice, "shared")
 		if strings.HasSuffix(choice, "-shards") {

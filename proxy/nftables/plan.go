@@ -251,11 +251,14 @@ func elementObject(id elemID, value, comment string, isMap bool) *knftables.Elem
 
 // isMapName reports whether a dispatch object is a map (the others are
 // sets).
-func isMapName(name string) bool { return name != clusterIPsSet && name != hairpinConnectionsSet }
+func isMapName(name string) bool {
+	return name != clusterIPsSet && name != hairpinConnectionsSet && name != directNodePortsSet
+}
 
 // isSharedMap reports whether name is a shared endpoint map.
 func isSharedMap(name string) bool {
-	return strings.HasPrefix(name, sharedEndpointsMap+"-") || strings.HasPrefix(name, clusterIPEndpointsChain+"-")
+	return strings.HasPrefix(name, sharedEndpointsMap+"-") || strings.HasPrefix(name, clusterIPEndpointsChain+"-") ||
+		strings.HasPrefix(name, nodePortEndpointsChain+"-")
 }
 
 // desired computes the desired state of one Service port from its policy
@@ -282,7 +285,7 @@ func (pl *planner) desired(name proxy.ServicePortName, pol *proxy.PortPolicy, sp
 	if pol.UsesLocal {
 		chain(n.local)
 	}
-	if pol.Externally {
+	if pol.Externally && !direct {
 		chain(n.external)
 	}
 	if pol.Firewall {
@@ -291,7 +294,9 @@ func (pl *planner) desired(name proxy.ServicePortName, pol *proxy.PortPolicy, sp
 		d.chains = append(d.chains, tobj{"", n.firewall})
 	}
 	pl.dispatchElements(d, n, pol, direct)
-	pl.externalRules(d, n, pol)
+	if !direct {
+		pl.externalRules(d, n, pol)
+	}
 	pl.firewallRule(d, n, pol)
 	if affinity {
 		for _, ep := range pol.Reachable {
@@ -406,7 +411,10 @@ func (pl *planner) dispatchElements(d *desiredPort, n *portNames, pol *proxy.Por
 	}
 	if sp.NodePort != 0 {
 		key := n.protocol + " . " + strconv.Itoa(sp.NodePort)
-		if pol.HasEndpoints {
+		switch {
+		case direct:
+			pl.directNodePortElements(d, n, pol)
+		case pol.HasEndpoints:
 			add(serviceNodePortsMap, key, "goto "+n.external, "")
 		}
 		if !hasExternal {

@@ -158,18 +158,32 @@ var sharedMapNames = sync.OnceValue(func() map[string][]string {
 	return out
 })
 
-// direct reports whether the ClusterIP traffic of a port is dispatched
-// without a chain of its own (--nftables-endpoint-choice=shared): a port
-// whose only use of the cluster policy chain is the random choice for its
-// ClusterIPs (no session affinity, no other scheduler, no NodePort,
-// externalIP or LoadBalancer IP, internalTrafficPolicy Cluster) and that
-// has 1 to maxDirectEndpoints endpoints. Its ClusterIPs then have no
+// direct reports whether the traffic of a port is dispatched without a
+// chain of its own (--nftables-endpoint-choice=shared): a port whose only
+// use of its chains is the random choice for its ClusterIPs and, if it has
+// one, its NodePort (no session affinity, no other scheduler, no
+// externalIP or LoadBalancer IP, internalTrafficPolicy and, with a
+// NodePort, externalTrafficPolicy Cluster) and that has 1 to
+// maxDirectEndpoints endpoints. Its ClusterIPs then have no
 // service-ips element; each cluster IP . port . i (i < N) is a key of the
 // map cluster-ip-endpoints-PROTOCOL-N, whose value is the i-th endpoint,
 // and the chain cluster-ip-endpoints (jumped to for every ClusterIP) holds
 // one rule per such map:
 //
 //	meta l4proto tcp dnat ip addr . port to ip daddr . tcp dport . numgen random mod 3 map @cluster-ip-endpoints-tcp-3
+//
+// Its NodePort has no service-nodeports element: PROTOCOL . NODEPORT is in
+// the set direct-node-ports, whose rule (after the service-nodeports one)
+// sends the packet to the chain node-port-endpoints, which marks it for
+// masquerading (externalTrafficPolicy Cluster) and holds one rule per map
+// node-port-endpoints-PROTOCOL-N, keyed by NODEPORT . i:
+//
+//	meta l4proto tcp dnat ip addr . port to tcp dport . numgen random mod 3 map @node-port-endpoints-tcp-3
+//
+// NodePorts are unique in a cluster (the API server allocates them), so no
+// two Services compete for a key. externalIPs and LoadBalancer IPs may be
+// shared between Services, where kube-proxy lets one win; a port with
+// either keeps its chains.
 //
 // Why: the kernel's commit walks every chain of every table of the
 // network namespace (nf_tables_commit, to publish the rule blobs), so with
@@ -181,12 +195,21 @@ var sharedMapNames = sync.OnceValue(func() map[string][]string {
 // endpoint count of its protocol (maxDirectEndpoints bounds that walk).
 func (pl *planner) direct(pol *proxy.PortPolicy) bool {
 	sp := pol.Port
-	if !pl.cfg.ChoiceShared || sp.SessionAffinity == v1.ServiceAffinityClientIP || !pol.HasEndpoints || pol.Externally ||
-		pol.UsesLocal || !pol.UsesCluster || pol.Internal.Verdict != proxy.VerdictAccept || pol.Internal.Local ||
+	if !pl.cfg.ChoiceShared || sp.SessionAffinity == v1.ServiceAffinityClientIP || !pol.HasEndpoints ||
+		(pol.Externally && !onlyClusterNodePort(pol)) || pol.UsesLocal || !pol.UsesCluster || pol.Internal.Verdict != proxy.VerdictAccept || pol.Internal.Local ||
 		len(pol.Cluster) == 0 || len(pol.Cluster) > maxDirectEndpoints {
 		return false
 	}
 	return proxy.NewBalance(sp, Schedulers).Scheduler == lb.Random
+}
+
+// onlyClusterNodePort reports whether a port's only external entry is a
+// NodePort with externalTrafficPolicy Cluster (to the Service's cluster
+// endpoints, every connection masqueraded).
+func onlyClusterNodePort(pol *proxy.PortPolicy) bool {
+	sp := pol.Port
+	return sp.NodePort != 0 && len(sp.ExternalIPs) == 0 && len(sp.LoadBalancerVIPs) == 0 && !pol.Firewall &&
+		pol.MasqueradeExternal && pol.External.Verdict == proxy.VerdictAccept && !pol.External.Local
 }
 
 // maxDirectEndpoints bounds the endpoints of a direct port (see direct):
@@ -199,26 +222,45 @@ func (pl *planner) directElements(d *desiredPort, n *portNames, pol *proxy.PortP
 	if bal := proxy.NewBalance(pol.Port, Schedulers); bal.Fallback != "" && pl.cfg.UnsupportedScheduler != nil {
 		pl.cfg.UnsupportedScheduler(pol.Port.Name, pol.Port.Scheduler)
 	}
+	pl.directKeys(d, n, pol, false, cip.String()+" . "+n.port+" . ")
+}
+
+// directNodePortElements adds the port's NodePort keys of the direct
+// NodePort choice map of its number of cluster endpoints (and the map, with
+// its rule), and its element of direct-node-ports.
+func (pl *planner) directNodePortElements(d *desiredPort, n *portNames, pol *proxy.PortPolicy) {
+	port := strconv.Itoa(pol.Port.NodePort)
+	d.elems = append(d.elems, desiredElem{id: elemID{n.table, directNodePortsSet, n.protocol + " . " + port}})
+	pl.directKeys(d, n, pol, true, port+" . ")
+}
+
+// directKeys adds the keys prefix+i (i < N) of the direct choice map of
+// the port's N cluster endpoints, ClusterIP or NodePort, valued with the
+// i-th endpoint.
+func (pl *planner) directKeys(d *desiredPort, n *portNames, pol *proxy.PortPolicy, nodePort bool, prefix string) {
 	eps := pol.Cluster
-	name := directMapNames()[n.protocol][len(eps)]
-	d.maps = append(d.maps, pl.directMap(n.table, n.protocol, name, len(eps)))
-	prefix := cip.String() + " . " + n.port + " . "
+	name := directMapNames()[directKind{n.protocol, nodePort}][len(eps)]
+	d.maps = append(d.maps, pl.directMap(n.table, n.protocol, name, len(eps), nodePort))
 	d.elems = slices.Grow(d.elems, len(eps))
 	for i, ep := range eps {
 		d.elems = append(d.elems, desiredElem{id: elemID{n.table, name, prefix + strconv.Itoa(i)}, value: ep.Addr.String() + " . " + strconv.Itoa(ep.Port)})
 	}
 }
 
-// directKey names a direct choice map: table, protocol and endpoint count.
+// directKey names a direct choice map: table, protocol, endpoint count,
+// and whether it is keyed by NodePort.
 type directKey struct {
 	table, protocol string
 	n               int
+	nodePort        bool
 }
 
 // directMap returns the declaration and rule of a direct choice map, made
-// once per planner (every port of that count shares them).
-func (pl *planner) directMap(table, protocol, name string, n int) mapUse {
-	key := directKey{table, protocol, n}
+// once per planner (every port of that count shares them). A ClusterIP
+// map is keyed by destination . port . choice, a NodePort map by port .
+// choice.
+func (pl *planner) directMap(table, protocol, name string, n int, nodePort bool) mapUse {
+	key := directKey{table, protocol, n, nodePort}
 	if u, ok := pl.directMaps[key]; ok {
 		return u
 	}
@@ -226,12 +268,16 @@ func (pl *planner) directMap(table, protocol, name string, n int) mapUse {
 	if n == 1 {
 		plural = ""
 	}
+	keyOf, chain, what := pl.ipX+" daddr . "+protocol+" dport", clusterIPEndpointsChain, "ClusterIP"
+	if nodePort {
+		keyOf, chain, what = protocol+" dport", nodePortEndpointsChain, "NodePort"
+	}
 	u := mapUse{
 		m: &knftables.Map{Table: table, Name: name,
-			TypeOf:  fmt.Sprintf("%s daddr . %s dport . numgen random mod %d : %s daddr . %s dport", pl.ipX, protocol, n, pl.ipX, protocol),
-			Comment: ptrTo(fmt.Sprintf("endpoints of %s ClusterIP ports with %d endpoint%s", strings.ToUpper(protocol), n, plural))},
-		rule: &knftables.Rule{Table: table, Chain: clusterIPEndpointsChain,
-			Rule: knftables.Concat("meta l4proto", protocol, "dnat", pl.ipX, "addr . port to", pl.ipX, "daddr .", protocol, "dport . numgen random mod",
+			TypeOf:  fmt.Sprintf("%s . numgen random mod %d : %s daddr . %s dport", keyOf, n, pl.ipX, protocol),
+			Comment: ptrTo(fmt.Sprintf("endpoints of %s %s ports with %d endpoint%s", strings.ToUpper(protocol), what, n, plural))},
+		rule: &knftables.Rule{Table: table, Chain: chain,
+			Rule: knftables.Concat("meta l4proto", protocol, "dnat", pl.ipX, "addr . port to", keyOf, ". numgen random mod",
 				strconv.Itoa(n), "map @"+name)},
 	}
 	if pl.directMaps == nil {
@@ -241,15 +287,29 @@ func (pl *planner) directMap(table, protocol, name string, n int) mapUse {
 	return u
 }
 
-// directMapNames are the names of the direct choice maps by protocol and
+// directKind is a family of direct choice maps: protocol, and ClusterIP
+// or NodePort.
+type directKind struct {
+	protocol string
+	nodePort bool
+}
+
+// directMapNames are the names of the direct choice maps by kind and
 // endpoint count, made once.
-var directMapNames = sync.OnceValue(func() map[string][]string {
-	out := map[string][]string{}
+var directMapNames = sync.OnceValue(func() map[directKind][]string {
+	out := map[directKind][]string{}
 	for _, p := range []v1.Protocol{v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP} {
 		proto := strings.ToLower(string(p))
-		out[proto] = make([]string, maxDirectEndpoints+1)
-		for n := 1; n <= maxDirectEndpoints; n++ {
-			out[proto][n] = fmt.Sprintf("%s-%s-%d", clusterIPEndpointsChain, proto, n)
+		for _, np := range []bool{false, true} {
+			chain := clusterIPEndpointsChain
+			if np {
+				chain = nodePortEndpointsChain
+			}
+			names := make([]string, maxDirectEndpoints+1)
+			for n := 1; n <= maxDirectEndpoints; n++ {
+				names[n] = fmt.Sprintf("%s-%s-%d", chain, proto, n)
+			}
+			out[directKind{proto, np}] = names
 		}
 	}
 	return out

@@ -50,7 +50,7 @@ func (pl *planner) setup(tx *txn, local []netip.Addr, recreated bool, listedChai
 	for _, c := range []string{servicesChain, clusterIPsCheckChain, masqueradingChain, firewallCheckChain} {
 		ensure(c)
 	}
-	pl.dropDirectChain(tx, "", listedChains)
+	pl.dropDirectChain(tx, "", listedChains, listedSets)
 	pl.setupMasquerading(tx)
 	matchAll := pl.setupNodePorts(tx, "", local)
 	pl.setupChecks(tx, matchAll)
@@ -122,19 +122,26 @@ func (pl *planner) replaceSharedMaps(tx *txn, table string, listedChains, listed
 	}
 }
 
-// dropDirectChain deletes table's chain of direct ClusterIP choices (see
-// planner.direct) when the table lists it and no longer dispatches that
-// way (another endpoint choice, or the main table under --nftables-shards).
-// The table's services chain, which jumps to it, is flushed by then.
-func (pl *planner) dropDirectChain(tx *txn, table string, listedChains []tobj) {
+// dropDirectChain deletes table's chains of direct ClusterIP and NodePort
+// choices and its set of direct NodePorts (see planner.direct) when the
+// table lists them and no longer dispatches that way (another endpoint
+// choice, or the main table under --nftables-shards). The table's services
+// chain, which refers to them, is flushed by then.
+func (pl *planner) dropDirectChain(tx *txn, table string, listedChains, listedSets []tobj) {
 	if pl.cfg.ChoiceShared && (table != "" || pl.cfg.Shards <= 0) {
 		return
 	}
+	in := func(o tobj) bool { return o.table == table || (table == "" && o.table == TableName) }
 	for _, c := range listedChains {
-		if c.name == clusterIPEndpointsChain && (c.table == table || (table == "" && c.table == TableName)) {
-			ch := &knftables.Chain{Table: table, Name: clusterIPEndpointsChain}
+		if (c.name == clusterIPEndpointsChain || c.name == nodePortEndpointsChain) && in(c) {
+			ch := &knftables.Chain{Table: table, Name: c.name}
 			tx.flush(ch)
 			tx.delete(ch)
+		}
+	}
+	for _, s := range listedSets {
+		if s.name == directNodePortsSet && in(s) {
+			tx.delete(&knftables.Set{Table: table, Name: s.name})
 		}
 	}
 }
@@ -169,7 +176,7 @@ func (pl *planner) setupShard(tx *txn, t string, local []netip.Addr, recreated, 
 	}
 	tx.add(&knftables.Chain{Table: t, Name: servicesChain})
 	tx.flush(&knftables.Chain{Table: t, Name: servicesChain})
-	pl.dropDirectChain(tx, t, listedChains)
+	pl.dropDirectChain(tx, t, listedChains, listedSets)
 	for _, bc := range shardChains {
 		tx.add(&knftables.Rule{Table: t, Chain: bc.name, Rule: "jump " + servicesChain})
 	}
@@ -265,9 +272,15 @@ func (pl *planner) setupServices(tx *txn, table string, matchAll bool) {
 	pl.dispatchMaps(tx, table)
 	if pl.cfg.ChoiceShared {
 		// The direct choices (planner.direct): their rules follow with
-		// their maps.
+		// their maps, the NodePort ones after the masquerade mark.
 		tx.add(&knftables.Chain{Table: table, Name: clusterIPEndpointsChain})
 		tx.flush(&knftables.Chain{Table: table, Name: clusterIPEndpointsChain})
+		tx.add(&knftables.Chain{Table: table, Name: nodePortEndpointsChain})
+		tx.flush(&knftables.Chain{Table: table, Name: nodePortEndpointsChain})
+		tx.add(&knftables.Rule{Table: table, Chain: nodePortEndpointsChain, Rule: pl.masqueradeRule(), Comment: ptrTo("masquerade")})
+		tx.add(&knftables.Set{Table: table, Name: directNodePortsSet, Type: "inet_proto . inet_service",
+			Comment: ptrTo("NodePorts without a chain of their own")})
+		tx.flush(&knftables.Set{Table: table, Name: directNodePortsSet})
 	}
 	tx.flush(&knftables.Map{Table: table, Name: serviceIPsMap})
 	tx.flush(&knftables.Map{Table: table, Name: serviceNodePortsMap})
@@ -283,9 +296,12 @@ func (pl *planner) setupServices(tx *txn, table string, matchAll bool) {
 	if pl.cfg.ChoiceShared {
 		rule(knftables.Concat(pl.ipX, "daddr", "@", clusterIPsSet, "jump", clusterIPEndpointsChain), ptrTo("ClusterIPs without a chain of their own"))
 	}
+	nodePortDst := knftables.Concat(pl.ipX, "daddr", "@", nodePortIPsSet)
 	if matchAll {
-		rule(knftables.Concat("fib daddr type local", pl.noLocalhost(), "meta l4proto . th dport vmap", "@", serviceNodePortsMap), nil)
-	} else {
-		rule(knftables.Concat(pl.ipX, "daddr", "@", nodePortIPsSet, "meta l4proto . th dport vmap", "@", serviceNodePortsMap), nil)
+		nodePortDst = knftables.Concat("fib daddr type local", pl.noLocalhost())
+	}
+	rule(knftables.Concat(nodePortDst, "meta l4proto . th dport vmap", "@", serviceNodePortsMap), nil)
+	if pl.cfg.ChoiceShared {
+		rule(knftables.Concat(nodePortDst, "meta l4proto . th dport", "@", directNodePortsSet, "goto", nodePortEndpointsChain), nil)
 	}
 }

@@ -349,8 +349,9 @@ func (pl *planner) dropLeftovers(tx *txn, k *known, in input) {
 	for _, pols := range k.services {
 		for _, pol := range pols {
 			n := pl.names(pol.Port.Name, pol)
+			direct := pl.direct(pol)
 			for _, c := range []string{n.cluster, n.local, n.external} {
-				if c != n.cluster || !pl.direct(pol) {
+				if c == n.local || !direct {
 					active.Insert(tobj{n.table, c})
 				}
 			}

@@ -81,6 +81,12 @@ const (
 	// shared layout, one rule per map clusterIPEndpointsChain-PROTOCOL-N
 	// (see planner.direct).
 	clusterIPEndpointsChain = "cluster-ip-endpoints"
+	// nodePortEndpointsChain holds the direct NodePort choices, one rule
+	// per map nodePortEndpointsChain-PROTOCOL-N after the masquerade mark;
+	// directNodePortsSet lists the protocol . port of every direct
+	// NodePort (see planner.direct).
+	nodePortEndpointsChain = "node-port-endpoints"
+	directNodePortsSet     = "direct-node-ports"
 
 	filterPreroutingPreDNATChain = "filter-prerouting-pre-dnat"
 	filterOutputPreDNATChain     = "filter-output-pre-dnat"

@@ -183,6 +183,86 @@ func checkDirectMaps(t *testing.T, step string, nft *knftables.Fake) {
 			}
 		}
 	}
+	checkDirectNodePorts(t, step, nft)
+}
+
+// checkDirectNodePorts checks the direct NodePort choices of the shared
+// layout: node-port-endpoints marks for masquerading first and then has
+// one rule per map; each map holds keys 0..N-1 of each NodePort it serves
+// and nothing else; each such NodePort is in direct-node-ports (and in no
+// other map), and each element of direct-node-ports is served.
+func checkDirectNodePorts(t *testing.T, step string, nft *knftables.Fake) {
+	t.Helper()
+	rules := map[string]int{}
+	if ch := nft.Table.Chains[nodePortEndpointsChain]; ch != nil {
+		for i, r := range ch.Rules {
+			if i == 0 {
+				if !strings.HasPrefix(r.Rule, "mark set mark or ") {
+					t.Errorf("%s: %s begins with %q, want the masquerade mark", step, nodePortEndpointsChain, r.Rule)
+				}
+				continue
+			}
+			f := strings.Fields(r.Rule)
+			m := strings.TrimPrefix(f[len(f)-1], "@")
+			if want := fmt.Sprintf("to %s dport . numgen random mod %s map @%s", f[2], m[strings.LastIndex(m, "-")+1:], m); !strings.HasSuffix(r.Rule, want) {
+				t.Errorf("%s: rule %q, want it to end %q", step, r.Rule, want)
+			}
+			rules[m]++
+		}
+	}
+	direct := map[string]bool{} // proto . port
+	if s := nft.Table.Sets[directNodePortsSet]; s != nil {
+		for _, e := range s.Elements {
+			direct[strings.Join(e.Key, " . ")] = true
+		}
+	}
+	served := map[string]string{} // proto . port -> map
+	for name, m := range nft.Table.Maps {
+		if !strings.HasPrefix(name, nodePortEndpointsChain+"-") {
+			continue
+		}
+		if rules[name] != 1 && len(m.Elements) > 0 {
+			t.Errorf("%s: map %s has %d rules, want 1", step, name, rules[name])
+		}
+		proto := strings.Split(name, "-")[3]
+		n, err := strconv.Atoi(name[strings.LastIndex(name, "-")+1:])
+		if err != nil {
+			t.Fatalf("%s: map %s: %v", step, name, err)
+		}
+		keys := map[string][]int{}
+		for _, e := range m.Elements {
+			if len(e.Key) != 2 {
+				t.Fatalf("%s: %s key %v", step, name, e.Key)
+			}
+			i, _ := strconv.Atoi(e.Key[1])
+			keys[proto+" . "+e.Key[0]] = append(keys[proto+" . "+e.Key[0]], i)
+		}
+		for pp, is := range keys {
+			slices.Sort(is)
+			if len(is) != n || is[0] != 0 || is[n-1] != n-1 {
+				t.Errorf("%s: %s holds keys %v of %s, want 0..%d", step, name, is, pp, n-1)
+			}
+			if other, dup := served[pp]; dup {
+				t.Errorf("%s: %s in %s and %s", step, pp, other, name)
+			}
+			served[pp] = name
+			if !direct[pp] {
+				t.Errorf("%s: %s of %s is not in %s", step, pp, name, directNodePortsSet)
+			}
+			if nft.Table.Maps[serviceNodePortsMap] != nil {
+				for _, e := range nft.Table.Maps[serviceNodePortsMap].Elements {
+					if strings.Join(e.Key, " . ") == pp {
+						t.Errorf("%s: %s is in %s and %s", step, pp, name, serviceNodePortsMap)
+					}
+				}
+			}
+		}
+	}
+	for pp := range direct {
+		if served[pp] == "" {
+			t.Errorf("%s: %s is in %s but in no direct NodePort map", step, pp, directNodePortsSet)
+		}
+	}
 }
 
 // TestSpanAlloc: a chain keeps its range while its endpoints fit, moves to

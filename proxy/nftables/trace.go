@@ -293,6 +293,12 @@ func (tr *Tracer) rule(s tpkt, rule string, depth int) (res []tpkt, cont *tpkt, 
 				return nil, &s, nil
 			}
 			return tr.verdict(s, v, depth)
+		case t == "meta" && toks[i+1] == "l4proto" && toks[i+2] == "." && i+5 < len(toks) && strings.HasPrefix(toks[i+5], "@"):
+			// meta l4proto . th dport @set
+			if !tr.setHas(toks[i+5][1:], s.proto+" . "+fmt.Sprint(s.dport)) {
+				return nil, &s, nil
+			}
+			i += 6
 		case t == "meta" && toks[i+1] == "l4proto" && toks[i+2] == ".":
 			// meta l4proto . th dport vmap @map
 			v, ok := tr.mapGet(strings.TrimPrefix(toks[i+6], "@"), s.proto+" . "+fmt.Sprint(s.dport))
@@ -428,6 +434,14 @@ func (tr *Tracer) dnatNamedMap(s tpkt, toks []string) ([]tpkt, *tpkt, error) {
 	if len(toks) == 18 && toks[7] == "daddr" && toks[12] == "numgen" {
 		return tr.dnatDirect(s, toks)
 	}
+	if len(toks) == 15 && toks[7] == "dport" && toks[9] == "numgen" {
+		// dnat ip addr . port to P dport . numgen random mod N map @NAME:
+		// a direct NodePort choice, keyed by port . i.
+		if toks[6] != s.proto || toks[10] != "random" || toks[11] != "mod" || toks[13] != "map" {
+			return nil, nil, fmt.Errorf("unknown dnat form at %q", strings.Join(toks, " "))
+		}
+		return tr.dnatDirectKeys(s, toks, toks[12], toks[14], strconv.Itoa(s.dport)+" . ")
+	}
 	// dnat ip addr . port to numgen random mod N offset O map @NAME
 	if len(toks) != 14 || toks[6] != "numgen" || toks[8] != "mod" || toks[10] != "offset" {
 		return nil, nil, fmt.Errorf("unknown dnat form at %q", strings.Join(toks, " "))
@@ -464,12 +478,18 @@ func (tr *Tracer) dnatDirect(s tpkt, toks []string) ([]tpkt, *tpkt, error) {
 	if toks[6] != toks[1] || toks[9] != s.proto || toks[10] != "dport" || toks[13] != "random" || toks[14] != "mod" || toks[16] != "map" {
 		return nil, nil, fmt.Errorf("unknown dnat form at %q", strings.Join(toks, " "))
 	}
-	n, err := strconv.ParseUint(toks[15], 10, 32)
+	return tr.dnatDirectKeys(s, toks, toks[15], toks[17], s.dst.String()+" . "+strconv.Itoa(s.dport)+" . ")
+}
+
+// dnatDirectKeys follows a direct choice map @NAME of N endpoints whose
+// keys for this packet are prefix . 0 .. prefix . N-1: every value is a
+// possible outcome; no key 0 is no match (the next rule tries its map).
+func (tr *Tracer) dnatDirectKeys(s tpkt, toks []string, nTok, nameTok, prefix string) ([]tpkt, *tpkt, error) {
+	n, err := strconv.ParseUint(nTok, 10, 32)
 	if err != nil {
 		return nil, nil, err
 	}
-	name := strings.TrimPrefix(toks[17], "@")
-	prefix := s.dst.String() + " . " + strconv.Itoa(s.dport) + " . "
+	name := strings.TrimPrefix(nameTok, "@")
 	var all []tpkt
 	seen := map[netip.AddrPort]bool{}
 	for k := range n {
