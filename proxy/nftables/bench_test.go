@@ -20,13 +20,20 @@ import (
 )
 
 // bigWorld has n ClusterIP Services with 10 endpoints each.
-func bigWorld(n int) (proxy.ServicePortMap, proxy.EndpointsMap) {
+func bigWorld(n int) (proxy.ServicePortMap, proxy.EndpointsMap) { return bigWorldOf(n, false) }
+
+// bigWorldOf is bigWorld, with nodePorts a NodePort Service each
+// (externalTrafficPolicy Cluster, NodePort 10000 + i).
+func bigWorldOf(n int, nodePorts bool) (proxy.ServicePortMap, proxy.EndpointsMap) {
 	svcs, eps := proxy.ServicePortMap{}, proxy.EndpointsMap{}
 	for i := 0; i < n; i++ {
 		name := proxy.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "bench", Name: fmt.Sprintf("svc%d", i)},
 			Port: "http", Protocol: v1.ProtocolTCP}
 		svcs[name] = &proxy.ServicePort{Name: name, Type: v1.ServiceTypeClusterIP, Protocol: v1.ProtocolTCP, Port: 80,
 			ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)})}, SessionAffinity: v1.ServiceAffinityNone}
+		if nodePorts {
+			svcs[name].Type, svcs[name].NodePort = v1.ServiceTypeNodePort, 10000+i
+		}
 		for j := 0; j < 10; j++ {
 			k := i*10 + j
 			eps[name] = append(eps[name], &proxy.Endpoint{Addr: netip.AddrFrom4([4]byte{10, byte(k >> 16), byte(k >> 8), byte(k)}),
@@ -144,45 +151,54 @@ var benchSizes = []int{1000, 10000, 50000}
 // BenchmarkOneChangeNetlink measures one-Service partial syncs through
 // netlink beside n Services (ns/op is one sync), e.g.
 //
-//	go test -run XXX -bench 'OneChangeNetlink/choice=shared.*/services=50000' -benchtime 200x ./proxy/nftables
+//	go test -run XXX -bench 'OneChangeNetlink/choice=shared/type=.*/services=50000' -benchtime 200x ./proxy/nftables
+//
+// type=nodeport gives every Service a NodePort (externalTrafficPolicy
+// Cluster).
 func BenchmarkOneChangeNetlink(b *testing.B) {
 	testbed.RequireCommand(b, "nft")
 	for _, choice := range []string{"map", "rules", "shared", "shared-shards16", "shared-shards64"} {
-		for _, n := range []int{1000, 10000, 50000} {
-			b.Run(fmt.Sprintf("choice=%s/services=%d", choice, n), func(b *testing.B) {
-				ns := testbed.NewNetNS(b, "nftbench")
-				svcs, eps := bigWorld(n)
-				cfg := Config{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
-					ChoiceRules: choice == "rules", ChoiceShared: strings.HasPrefix(choice, "shared")}
-				if _, n, ok := strings.Cut(choice, "-shards"); ok {
-					cfg.Shards, _ = strconv.Atoi(n)
-				}
-				p := NewNetlinkProxier(cfg, ns.Name, nil)
-				if err := p.Sync(context.Background(), &proxy.SyncRequest{Full: true, Services: svcs, Endpoints: eps}); err != nil {
-					b.Fatal(err)
-				}
-				var one proxy.ServicePortName
-				for k := range svcs {
-					one = k
-					break
-				}
-				orig := eps[one]
-				index := portIndex(svcs)
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					if i%2 == 0 {
-						eps[one] = orig[1:]
-					} else {
-						eps[one] = orig
-					}
-					req := &proxy.SyncRequest{Services: svcs, Endpoints: eps}
-					req.EndpointsResult.UpdatedServices = sets.New(one.NamespacedName)
-					req.ServiceResult.Ports = index
-					if err := p.Sync(context.Background(), req); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
+		for _, typ := range []string{"clusterip", "nodeport"} {
+			for _, n := range []int{1000, 10000, 50000} {
+				oneChangeNetlink(b, choice, typ, n)
+			}
 		}
 	}
+}
+
+func oneChangeNetlink(b *testing.B, choice, typ string, n int) {
+	b.Run(fmt.Sprintf("choice=%s/type=%s/services=%d", choice, typ, n), func(b *testing.B) {
+		ns := testbed.NewNetNS(b, "nftbench")
+		svcs, eps := bigWorldOf(n, typ == "nodeport")
+		cfg := Config{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+			ChoiceRules: choice == "rules", ChoiceShared: strings.HasPrefix(choice, "shared")}
+		if _, n, ok := strings.Cut(choice, "-shards"); ok {
+			cfg.Shards, _ = strconv.Atoi(n)
+		}
+		p := NewNetlinkProxier(cfg, ns.Name, nil)
+		if err := p.Sync(context.Background(), &proxy.SyncRequest{Full: true, Services: svcs, Endpoints: eps}); err != nil {
+			b.Fatal(err)
+		}
+		var one proxy.ServicePortName
+		for k := range svcs {
+			one = k
+			break
+		}
+		orig := eps[one]
+		index := portIndex(svcs)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if i%2 == 0 {
+				eps[one] = orig[1:]
+			} else {
+				eps[one] = orig
+			}
+			req := &proxy.SyncRequest{Services: svcs, Endpoints: eps}
+			req.EndpointsResult.UpdatedServices = sets.New(one.NamespacedName)
+			req.ServiceResult.Ports = index
+			if err := p.Sync(context.Background(), req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
