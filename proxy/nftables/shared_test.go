@@ -124,63 +124,22 @@ func checkSharedMap(t *testing.T, step string, nft *knftables.Fake) {
 // cluster-ips (which the jump to the chain matches).
 func checkDirectMaps(t *testing.T, step string, nft *knftables.Fake) {
 	t.Helper()
-	rules := map[string]int{}
-	if ch := nft.Table.Chains[clusterIPEndpointsChain]; ch != nil {
-		for _, r := range ch.Rules {
-			f := strings.Fields(r.Rule)
-			m := strings.TrimPrefix(f[len(f)-1], "@")
-			if want := fmt.Sprintf("%s dport . numgen random mod %s map @%s", f[2], m[strings.LastIndex(m, "-")+1:], m); !strings.HasSuffix(r.Rule, want) {
-				t.Errorf("%s: rule %q, want it to end %q", step, r.Rule, want)
-			}
-			rules[m]++
-		}
-	}
-	served := map[string]string{} // cluster IP . port -> map
-	for name, m := range nft.Table.Maps {
-		if !strings.HasPrefix(name, clusterIPEndpointsChain+"-") {
-			continue
-		}
-		if rules[name] != 1 && len(m.Elements) > 0 {
-			t.Errorf("%s: map %s has %d rules, want 1", step, name, rules[name])
-		}
-		proto := strings.Split(name, "-")[3]
-		n, err := strconv.Atoi(name[strings.LastIndex(name, "-")+1:])
-		if err != nil {
-			t.Fatalf("%s: map %s: %v", step, name, err)
-		}
-		keys := map[string][]int{}
-		for _, e := range m.Elements {
-			if len(e.Key) != 3 {
-				t.Fatalf("%s: %s key %v", step, name, e.Key)
-			}
-			i, _ := strconv.Atoi(e.Key[2])
-			ipPort := e.Key[0] + " . " + e.Key[1]
-			keys[ipPort] = append(keys[ipPort], i)
-		}
-		for ipPort, is := range keys {
-			slices.Sort(is)
-			if len(is) != n || is[0] != 0 || is[n-1] != n-1 {
-				t.Errorf("%s: %s holds keys %v of %s, want 0..%d", step, name, is, ipPort, n-1)
-			}
-			if other, dup := served[ipPort]; dup {
-				t.Errorf("%s: %s in %s and %s", step, ipPort, other, name)
-			}
-			served[ipPort] = name
-			ip, port, _ := strings.Cut(ipPort, " . ")
-			if nft.Table.Maps[serviceIPsMap] != nil {
-				for _, e := range nft.Table.Maps[serviceIPsMap].Elements {
-					if strings.Join(e.Key, " . ") == ip+" . "+proto+" . "+port {
-						t.Errorf("%s: %s . %s is in %s and service-ips", step, ipPort, proto, name)
-					}
+	for _, d := range directMapKeys(t, step, nft, clusterIPEndpointsChain, false) {
+		ipPort, name, proto := d.dst, d.name, d.proto
+		ip, port, _ := strings.Cut(ipPort, " . ")
+		if nft.Table.Maps[serviceIPsMap] != nil {
+			for _, e := range nft.Table.Maps[serviceIPsMap].Elements {
+				if strings.Join(e.Key, " . ") == ip+" . "+proto+" . "+port {
+					t.Errorf("%s: %s . %s is in %s and service-ips", step, ipPort, proto, name)
 				}
 			}
-			in := false
-			for _, e := range nft.Table.Sets[clusterIPsSet].Elements {
-				in = in || e.Key[0] == ip
-			}
-			if !in {
-				t.Errorf("%s: %s of %s is not in cluster-ips", step, ip, name)
-			}
+		}
+		in := false
+		for _, e := range nft.Table.Sets[clusterIPsSet].Elements {
+			in = in || e.Key[0] == ip
+		}
+		if !in {
+			t.Errorf("%s: %s of %s is not in cluster-ips", step, ip, name)
 		}
 	}
 	checkDirectNodePorts(t, step, nft)
@@ -190,25 +149,12 @@ func checkDirectMaps(t *testing.T, step string, nft *knftables.Fake) {
 // layout: node-port-endpoints marks for masquerading first and then has
 // one rule per map; each map holds keys 0..N-1 of each NodePort it serves
 // and nothing else; each such NodePort is in direct-node-ports (and in no
-// other map), and each element of direct-node-ports is served.
+// other map, nor in service-nodeports), and each element of
+// direct-node-ports is served.
 func checkDirectNodePorts(t *testing.T, step string, nft *knftables.Fake) {
 	t.Helper()
-	rules := map[string]int{}
-	if ch := nft.Table.Chains[nodePortEndpointsChain]; ch != nil {
-		for i, r := range ch.Rules {
-			if i == 0 {
-				if !strings.HasPrefix(r.Rule, "mark set mark or ") {
-					t.Errorf("%s: %s begins with %q, want the masquerade mark", step, nodePortEndpointsChain, r.Rule)
-				}
-				continue
-			}
-			f := strings.Fields(r.Rule)
-			m := strings.TrimPrefix(f[len(f)-1], "@")
-			if want := fmt.Sprintf("to %s dport . numgen random mod %s map @%s", f[2], m[strings.LastIndex(m, "-")+1:], m); !strings.HasSuffix(r.Rule, want) {
-				t.Errorf("%s: rule %q, want it to end %q", step, r.Rule, want)
-			}
-			rules[m]++
-		}
+	if ch := nft.Table.Chains[nodePortEndpointsChain]; ch != nil && (len(ch.Rules) == 0 || !strings.HasPrefix(ch.Rules[0].Rule, "mark set mark or ")) {
+		t.Errorf("%s: %s does not begin with the masquerade mark", step, nodePortEndpointsChain)
 	}
 	direct := map[string]bool{} // proto . port
 	if s := nft.Table.Sets[directNodePortsSet]; s != nil {
@@ -216,54 +162,93 @@ func checkDirectNodePorts(t *testing.T, step string, nft *knftables.Fake) {
 			direct[strings.Join(e.Key, " . ")] = true
 		}
 	}
-	served := map[string]string{} // proto . port -> map
+	served := map[string]bool{}
+	for _, d := range directMapKeys(t, step, nft, nodePortEndpointsChain, true) {
+		name, pp := d.name, d.proto+" . "+d.dst
+		served[pp] = true
+		if !direct[pp] {
+			t.Errorf("%s: %s of %s is not in %s", step, pp, name, directNodePortsSet)
+		}
+		if nft.Table.Maps[serviceNodePortsMap] != nil {
+			for _, e := range nft.Table.Maps[serviceNodePortsMap].Elements {
+				if strings.Join(e.Key, " . ") == pp {
+					t.Errorf("%s: %s is in %s and %s", step, pp, name, serviceNodePortsMap)
+				}
+			}
+		}
+	}
+	for pp := range direct {
+		if !served[pp] {
+			t.Errorf("%s: %s is in %s but in no direct NodePort map", step, pp, directNodePortsSet)
+		}
+	}
+}
+
+// directMapKeys checks the direct choice maps CHAIN-P-N and their rules in
+// CHAIN (after its masquerade mark when marked): each map has exactly one
+// rule, whose generator is mod N; it holds keys 0 .. N-1 of each
+// destination (cluster IP . port, or NodePort) it serves and no other; a
+// destination is in one map of its protocol at most. It returns the
+// destinations served.
+func directMapKeys(t *testing.T, step string, nft *knftables.Fake, chain string, marked bool) []directDst {
+	t.Helper()
+	rules := map[string]int{}
+	if ch := nft.Table.Chains[chain]; ch != nil {
+		for i, r := range ch.Rules {
+			if marked && i == 0 {
+				continue
+			}
+			f := strings.Fields(r.Rule)
+			m := strings.TrimPrefix(f[len(f)-1], "@")
+			if want := fmt.Sprintf("%s dport . numgen random mod %s map @%s", f[2], m[strings.LastIndex(m, "-")+1:], m); !strings.HasSuffix(r.Rule, want) {
+				t.Errorf("%s: rule %q, want it to end %q", step, r.Rule, want)
+			}
+			rules[m]++
+		}
+	}
+	served := map[directDst]string{} // protocol and destination -> map
+	var out []directDst
 	for name, m := range nft.Table.Maps {
-		if !strings.HasPrefix(name, nodePortEndpointsChain+"-") {
+		if !strings.HasPrefix(name, chain+"-") {
 			continue
 		}
 		if rules[name] != 1 && len(m.Elements) > 0 {
 			t.Errorf("%s: map %s has %d rules, want 1", step, name, rules[name])
 		}
-		proto := strings.Split(name, "-")[3]
 		n, err := strconv.Atoi(name[strings.LastIndex(name, "-")+1:])
 		if err != nil {
 			t.Fatalf("%s: map %s: %v", step, name, err)
 		}
 		keys := map[string][]int{}
 		for _, e := range m.Elements {
-			if len(e.Key) != 2 {
+			if len(e.Key) < 2 {
 				t.Fatalf("%s: %s key %v", step, name, e.Key)
 			}
-			i, _ := strconv.Atoi(e.Key[1])
-			keys[proto+" . "+e.Key[0]] = append(keys[proto+" . "+e.Key[0]], i)
+			i, _ := strconv.Atoi(e.Key[len(e.Key)-1])
+			dst := strings.Join(e.Key[:len(e.Key)-1], " . ")
+			keys[dst] = append(keys[dst], i)
 		}
-		for pp, is := range keys {
+		proto := strings.Split(name, "-")[3]
+		for dst, is := range keys {
 			slices.Sort(is)
 			if len(is) != n || is[0] != 0 || is[n-1] != n-1 {
-				t.Errorf("%s: %s holds keys %v of %s, want 0..%d", step, name, is, pp, n-1)
+				t.Errorf("%s: %s holds keys %v of %s, want 0..%d", step, name, is, dst, n-1)
 			}
-			if other, dup := served[pp]; dup {
-				t.Errorf("%s: %s in %s and %s", step, pp, other, name)
+			d := directDst{proto: proto, dst: dst}
+			if other, dup := served[d]; dup {
+				t.Errorf("%s: %s in %s and %s", step, dst, other, name)
 			}
-			served[pp] = name
-			if !direct[pp] {
-				t.Errorf("%s: %s of %s is not in %s", step, pp, name, directNodePortsSet)
-			}
-			if nft.Table.Maps[serviceNodePortsMap] != nil {
-				for _, e := range nft.Table.Maps[serviceNodePortsMap].Elements {
-					if strings.Join(e.Key, " . ") == pp {
-						t.Errorf("%s: %s is in %s and %s", step, pp, name, serviceNodePortsMap)
-					}
-				}
-			}
+			served[d] = name
+			d.name = name
+			out = append(out, d)
 		}
 	}
-	for pp := range direct {
-		if served[pp] == "" {
-			t.Errorf("%s: %s is in %s but in no direct NodePort map", step, pp, directNodePortsSet)
-		}
-	}
+	return out
 }
+
+// directDst is a destination a direct choice map serves: a cluster IP .
+// port or a NodePort, of a protocol, in map name.
+type directDst struct{ proto, dst, name string }
 
 // TestSpanAlloc: a chain keeps its range while its endpoints fit, moves to
 // a larger one when they do not, and a range given up is reused from the
