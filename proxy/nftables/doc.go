@@ -73,7 +73,7 @@
 // l4proto tcp dnat ip addr . port to numgen random mod N offset O map
 // @service-endpoints-tcp-XX`. Neither a set per Service nor a rule per
 // endpoint: linear starts and one-change syncs as cheap as the map's. A
-// port that needs its chain only for that choice (ClusterIP-only, random,
+// port that needs its chain only for that choice (ClusterIP, random,
 // no affinity, internalTrafficPolicy Cluster, up to 64 endpoints) has no
 // chain at all (planner.direct): its cluster IP . port . i keys are in a
 // map per endpoint count N, `cluster-ip-endpoints-tcp-N`, looked up by one
