@@ -35,8 +35,9 @@ func TestDownWithoutState(t *testing.T) {
 // svcnet up --nodes 2 inside a test namespace, in nftables mode with a
 // proxy flag passed through (--proxy-arg): the cluster comes up, a DNS pod
 // on one node answers a pod on the other across the node network and
-// through the cluster DNS Service's ClusterIP, the nodes' rules use the
-// layout the flag chose, and SIGTERM leaves no namespace, interface or
+// through the cluster DNS Service's ClusterIP and through a NodePort of
+// another node, the nodes' rules use the layout the flag chose (direct
+// ClusterIP and NodePort choices, dispatch tables), and SIGTERM leaves no namespace, interface or
 // process behind. (e2e/seeds runs up in every proxy mode.)
 func TestUpDown(t *testing.T) {
 	testbed.RequireRoot(t)
@@ -140,6 +141,41 @@ func TestUpDown(t *testing.T) {
 		if want := fmt.Sprintf("table ip kube-proxy-s%02d {", i); !strings.Contains(table, want) {
 			t.Errorf("node %s: no dispatch table %q:\n%s", nodeName, want, table)
 		}
+	}
+	// A NodePort Service for the DNS pods (externalTrafficPolicy Cluster):
+	// in the shared layout its NodePort is a direct choice as well (a key of
+	// node-port-endpoints-udp-N, no chain); a pod on node 2 asks node 1's
+	// NodePort, so the answer is DNATed and masqueraded there.
+	apply := exec.Command("ip", "netns", "exec", lab.Name, bin, "kubectl", "--kubeconfig", filepath.Join(dir, "kubeconfig"), "apply", "-f", "-")
+	apply.Stdin = strings.NewReader(`apiVersion: v1
+kind: Service
+metadata: {name: dns-nodeport, namespace: kube-system}
+spec:
+  type: NodePort
+  selector: {k8s-app: kube-dns}
+  ports: [{name: dns, protocol: UDP, port: 53, targetPort: 53, nodePort: 30053}]
+`)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	for i := 0; i < 30; i++ {
+		out, err := exec.Command(bin, "exec", "--data-dir", dir, "-n", "kube-system", "coredns-2", "--",
+			"dig", "+short", "+time=1", "+tries=1", "-p", "30053", "@172.18.0.2", "kubernetes.default.svc.cluster.local").CombinedOutput()
+		if got = string(out); err == nil && got == "10.96.0.1\n" {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if got != "10.96.0.1\n" {
+		t.Errorf("DNS through node 1's NodePort 30053: %q", got)
+	}
+	node1 := NodeName(prefix, 1)
+	out, err := exec.Command(bin, "node-exec", "--data-dir", dir, node1, "--", "nft", "list", "ruleset", "ip").CombinedOutput()
+	if err != nil {
+		t.Fatalf("node-exec %s nft list: %v\n%s", node1, err, out)
+	}
+	if s := string(out); !strings.Contains(s, "map node-port-endpoints-udp-") || !strings.Contains(s, "udp . 30053") {
+		t.Errorf("node %s: NodePort 30053 is not a direct choice:\n%s", node1, s)
 	}
 	// The proxies read the Service range from the ServiceCIDR objects (up
 	// passes them no --service-cluster-ip-range).
