@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/svcnet/svcnet/apiserver"
 
@@ -171,13 +172,19 @@ func TestRepairConflictEvent(t *testing.T) {
 	srv = apiservertest.Start(t, apiservertest.WithDataDir(dir), apiservertest.WithConfig(func(cfg *apiserver.Config) {
 		cfg.ServiceClusterIPRange = netip.MustParsePrefix("10.200.0.0/16")
 	}))
-	c = kubernetes.NewForConfigOrDie(srv.Config)
+	cfg := rest.CopyConfig(srv.Config)
+	cfg.QPS, cfg.Burst = -1, 0 // polling, not client-side throttling
+	c = kubernetes.NewForConfigOrDie(cfg)
 	sel := "involvedObject.name=web,involvedObject.namespace=default,involvedObject.kind=Service,involvedObject.uid=" + string(svc.UID)
 	var ev *corev1.Event
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	var lastErr error
+	// The repair runs in the background once the server is up; on a loaded
+	// machine (CI runs the packages in parallel) that took more than 10 s.
+	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		l, err := c.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: sel})
 		if err != nil {
-			return false, err
+			lastErr = err
+			return false, nil
 		}
 		for i := range l.Items {
 			if l.Items[i].Reason == "ClusterIPOutOfRange" {
@@ -188,7 +195,7 @@ func TestRepairConflictEvent(t *testing.T) {
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("no ClusterIPOutOfRange event: %v", err)
+		t.Fatalf("no ClusterIPOutOfRange event: %v (last list error: %v)", err, lastErr)
 	}
 	if ev.Type != corev1.EventTypeWarning || ev.ReportingController != "ipallocator-repair-controller" || ev.Action != "ClusterIPAllocation" ||
 		!strings.Contains(ev.Message, svc.Spec.ClusterIP) || ev.InvolvedObject.UID != svc.UID {
