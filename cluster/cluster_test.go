@@ -104,17 +104,23 @@ func TestUpDown(t *testing.T) {
 	if got := exe("coredns-2", "dig", "+short", "+time=2", "@10.244.1.2", "kubernetes.default.svc.cluster.local"); got != "10.96.0.1\n" {
 		t.Errorf("cross-node DNS answer %q", got)
 	}
-	// Through the Service: the node's proxy DNATs the ClusterIP.
-	var got string
-	for i := 0; i < 30; i++ {
-		out, err := exec.Command(bin, "exec", "--data-dir", dir, "-n", "kube-system", "coredns-2", "--",
-			"dig", "+short", "+time=1", "+tries=1", "@10.96.0.10", "kubernetes.default.svc.cluster.local").CombinedOutput()
-		if got = string(out); err == nil && got == "10.96.0.1\n" {
-			break
+	// digUntil asks the DNS pods' name of the API Service from coredns-2,
+	// retrying for up to 30 s while the proxies program what it goes
+	// through, and returns the last answer.
+	digUntil := func(args ...string) string {
+		var got string
+		for i := 0; i < 30; i++ {
+			out, err := exec.Command(bin, append(append([]string{"exec", "--data-dir", dir, "-n", "kube-system", "coredns-2", "--",
+				"dig", "+short", "+time=1", "+tries=1"}, args...), "kubernetes.default.svc.cluster.local")...).CombinedOutput()
+			if got = string(out); err == nil && got == "10.96.0.1\n" {
+				break
+			}
+			time.Sleep(time.Second)
 		}
-		time.Sleep(time.Second)
+		return got
 	}
-	if got != "10.96.0.1\n" {
+	// Through the Service: the node's proxy DNATs the ClusterIP.
+	if got := digUntil("@10.96.0.10"); got != "10.96.0.1\n" {
 		t.Errorf("DNS through the ClusterIP 10.96.0.10: %q", got)
 	}
 	// --proxy-arg reached the proxies: the DNS Service, a ClusterIP-only
@@ -158,15 +164,7 @@ spec:
 	if out, err := apply.CombinedOutput(); err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}
-	for i := 0; i < 30; i++ {
-		out, err := exec.Command(bin, "exec", "--data-dir", dir, "-n", "kube-system", "coredns-2", "--",
-			"dig", "+short", "+time=1", "+tries=1", "-p", "30053", "@172.18.0.2", "kubernetes.default.svc.cluster.local").CombinedOutput()
-		if got = string(out); err == nil && got == "10.96.0.1\n" {
-			break
-		}
-		time.Sleep(time.Second)
-	}
-	if got != "10.96.0.1\n" {
+	if got := digUntil("-p", "30053", "@172.18.0.2"); got != "10.96.0.1\n" {
 		t.Errorf("DNS through node 1's NodePort 30053: %q", got)
 	}
 	node1 := NodeName(prefix, 1)

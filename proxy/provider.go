@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -164,19 +165,7 @@ func SortedServicePorts(m ServicePortMap) []ServicePortName {
 	for n := range m {
 		out = append(out, n)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		if a.Name != b.Name {
-			return a.Name < b.Name
-		}
-		if a.Port != b.Port {
-			return a.Port < b.Port
-		}
-		return a.Protocol < b.Protocol
-	})
+	slices.SortFunc(out, ServicePortName.Compare)
 	return out
 }
 

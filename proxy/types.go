@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -16,6 +17,13 @@ type ServicePortName struct {
 	types.NamespacedName
 	Port     string
 	Protocol v1.Protocol
+}
+
+// Compare orders port names by namespace, name, port name and protocol:
+// the order SortedServicePorts lists them in.
+func (n ServicePortName) Compare(m ServicePortName) int {
+	return cmp.Or(cmp.Compare(n.Namespace, m.Namespace), cmp.Compare(n.Name, m.Name),
+		cmp.Compare(n.Port, m.Port), cmp.Compare(n.Protocol, m.Protocol))
 }
 
 // String returns "namespace/name:port", or "namespace/name" when the port has

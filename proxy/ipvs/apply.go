@@ -364,9 +364,10 @@ func (a *Applier) checkJumps(ctx context.Context, ipv6, full bool) []error {
 // applyDelta writes a partial sync: the ipset entries and addresses that
 // came and went, the iptables payload if it changed, and the virtual
 // servers that changed or have real servers draining (st holds the whole
-// plan they are looked up in). Nothing is read back but the real servers
-// of the virtual servers it touches.
-func (a *Applier) applyDelta(ctx context.Context, d *delta, st *planState, ipv6 bool) error {
+// plan they are looked up in, planned gives one with its real servers).
+// Nothing is read back but the real servers of the virtual servers it
+// touches.
+func (a *Applier) applyDelta(ctx context.Context, d *delta, planned func(vsOwner) *PlannedService, st *planState, ipv6 bool) error {
 	fam := b2i(ipv6)
 	var errs []error
 	if a.Sets != nil {
@@ -415,8 +416,13 @@ func (a *Applier) applyDelta(ctx context.Context, d *delta, st *planState, ipv6 
 	// Graceful termination goes on in the virtual servers this change did
 	// not touch.
 	for k := range a.draining[fam] {
-		ps := st.vs[k].ps
-		if visited[k] || ps == nil {
+		own, ok := st.vs[k]
+		if visited[k] || !ok {
+			continue
+		}
+		ps := planned(own)
+		if ps == nil {
+			errs = append(errs, fmt.Errorf("virtual server %s: the plan kept of %s is not its policy's", k, own.f.name))
 			continue
 		}
 		left, err := syncVS(a.IPVS, ps, &ps.VS, a.Log)

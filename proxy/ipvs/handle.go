@@ -47,8 +47,11 @@ type Key struct {
 func (v VirtualServer) Key() Key { return Key{v.Addr, v.Protocol, v.Port} }
 
 // String returns "TCP 10.96.3.215:38080".
-func (v VirtualServer) String() string {
-	return string(v.Protocol) + " " + netip.AddrPortFrom(v.Addr, v.Port).String()
+func (v VirtualServer) String() string { return v.Key().String() }
+
+// String returns "TCP 10.96.3.215:38080".
+func (k Key) String() string {
+	return string(k.Protocol) + " " + netip.AddrPortFrom(k.Addr, k.Port).String()
 }
 
 // sameSettings reports whether two virtual servers with the same Key need

@@ -198,11 +198,16 @@ func (m *Mode) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 			if changed == nil {
 				changed = req.ChangedServices()
 			}
-			d := st.update(pc, req, changed)
-			m.report(d.fallbacks)
-			req.Stats.AddNoLocal(v6, len(st.noLocalInt), len(st.noLocalExt))
-			req.Stats.Partial = true
-			err = m.applier.applyDelta(ctx, d, st, v6)
+			var d *delta
+			if d, err = st.update(pc, req, changed); err == nil {
+				m.report(d.fallbacks)
+				req.Stats.AddNoLocal(v6, len(st.noLocalInt), len(st.noLocalExt))
+				req.Stats.Partial = true
+				err = m.applier.applyDelta(ctx, d, func(o vsOwner) *PlannedService { return st.planned(pc, req, o) }, st, v6)
+			}
+			if err == nil {
+				st.settle()
+			}
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("sync ipvs (ipv6=%v): %w", v6, err))

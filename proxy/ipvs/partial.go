@@ -2,8 +2,11 @@ package ipvs
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -17,13 +20,27 @@ import (
 // address, a virtual server). A partial sync replaces the fragments of the
 // changed Services only and turns the counts that cross zero into a delta,
 // so its cost follows the change, not the number of Services.
+//
+// Of a virtual server the kernel has, the state keeps its settings and a
+// digest of its real servers (keptVS), not the real servers: they are in
+// the kernel, and a sync that needs them again (a conflicting Service
+// takes over an address, real servers are draining) plans the port anew
+// from its policy, which has not changed since (planned).
 type planState struct {
 	// services holds the fragments of each Service's planned ports.
 	services map[types.NamespacedName][]*fragment
+	// fresh are the fragments planned by the sync in progress, which
+	// keep their planned virtual servers until it has applied them.
+	fresh []*fragment
 	// sets: short set name -> entry -> references.
-	sets     map[string]map[string]int
-	bind     map[netip.Addr]int
-	vs       map[Key]vsRef
+	sets map[string]map[string]int
+	bind map[netip.Addr]int
+	// vs holds the port that plans each virtual server. Of ports that
+	// plan the same one (Services that claim one address and port) the
+	// port that sorts last is the one the kernel gets, as in a full plan
+	// (lastOfEachKey), and the others wait in others.
+	vs       map[Key]vsOwner
+	others   map[Key][]vsOwner
 	lbNoNode map[Key]int
 	// noLocalInt/Ext: Service -> ports whose Local policy found no local
 	// endpoint.
@@ -34,31 +51,114 @@ type planState struct {
 	local []netip.Addr
 }
 
-// vsRef is a planned virtual server and how many ports plan it (one, but
-// for conflicting Services).
-type vsRef struct {
-	ps   *PlannedService
-	refs int32
+// keptVS is what a planState keeps of a virtual server the kernel has.
+type keptVS struct {
+	vs VirtualServer
+	// dests is destsDigest of its real servers.
+	dests uint64
+}
+
+var digestSeed = maphash.MakeSeed()
+
+// destsDigest is a digest of planned real servers (addresses, ports and
+// weights, in order) with a seed of the process's own: two lists with
+// the same digest are, but for a chance of 2^-64, the same list.
+func destsDigest(ds []RealServer) uint64 {
+	var h maphash.Hash
+	h.SetSeed(digestSeed)
+	var b [28]byte
+	for _, d := range ds {
+		a := d.Addr.As16()
+		copy(b[:16], a[:])
+		binary.LittleEndian.PutUint16(b[16:], d.Port)
+		binary.LittleEndian.PutUint64(b[18:], uint64(d.Weight))
+		h.Write(b[:26])
+	}
+	return h.Sum64()
+}
+
+// settle drops a fragment's planned real servers once the kernel has
+// them.
+func (f *fragment) settle() {
+	if f.kept != nil || f.services == nil {
+		return
+	}
+	f.kept = make([]keptVS, len(f.services))
+	for i := range f.services {
+		f.kept[i] = keptVS{f.services[i].VS, destsDigest(f.services[i].Dests)}
+	}
+	f.services = nil
+}
+
+// numVS is the number of virtual servers f plans.
+func (f *fragment) numVS() int { return max(len(f.services), len(f.kept)) }
+
+// vs is f's i-th virtual server and the digest of its real servers.
+func (f *fragment) vs(i int32) (VirtualServer, uint64) {
+	if f.kept != nil {
+		return f.kept[i].vs, f.kept[i].dests
+	}
+	return f.services[i].VS, destsDigest(f.services[i].Dests)
+}
+
+// vsOwner is the i-th virtual server of a port's fragment.
+type vsOwner struct {
+	f *fragment
+	i int32
+}
+
+// after reports whether o wins over p: it sorts after it (or, of one
+// port, was planned after it).
+func (o vsOwner) after(p vsOwner) bool {
+	if c := o.f.name.Compare(p.f.name); c != 0 {
+		return c > 0
+	}
+	return o.i > p.i
 }
 
 // newPlanState is the state of a plan just applied in full.
 func newPlanState(frags map[proxy.ServicePortName]*fragment, plan *Plan) *planState {
 	st := &planState{services: map[types.NamespacedName][]*fragment{},
-		sets: map[string]map[string]int{}, bind: map[netip.Addr]int{}, vs: make(map[Key]vsRef, len(frags)),
+		sets: map[string]map[string]int{}, bind: map[netip.Addr]int{}, vs: make(map[Key]vsOwner, len(frags)), others: map[Key][]vsOwner{},
 		lbNoNode: map[Key]int{}, noLocalInt: map[string]int{}, noLocalExt: map[string]int{}, iptables: plan.IPTables}
 	t := &touched{}
 	for name, f := range frags {
 		st.services[name.NamespacedName] = append(st.services[name.NamespacedName], f)
 		st.count(name.NamespacedName, f, +1, t)
+		f.settle()
 	}
 	return st
+}
+
+// settle drops the planned real servers of the fragments the last sync
+// applied.
+func (st *planState) settle() {
+	for _, f := range st.fresh {
+		f.settle()
+	}
+	st.fresh = nil
+}
+
+// planned is the virtual server o plans, with its real servers: planned
+// anew from the port's policy when the state keeps only its digest. nil
+// if the port no longer plans it (then the state is not the kernel's).
+func (st *planState) planned(cfg PlanConfig, req *proxy.SyncRequest, o vsOwner) *PlannedService {
+	if o.f.kept == nil {
+		return &o.f.services[o.i]
+	}
+	name := o.f.name
+	f := planPort(cfg, name, portPolicy(cfg, name, req.Services, req.Endpoints), req.Endpoints[name])
+	if f == nil || int(o.i) >= len(f.services) || f.services[o.i].VS != o.f.kept[o.i].vs {
+		return nil
+	}
+	return &f.services[o.i]
 }
 
 // touched records what a change touched, with its state before the change.
 type touched struct {
 	entries map[setEntry]bool // entry was present
 	bind    map[netip.Addr]bool
-	vs      map[Key]*PlannedService // nil: absent before
+	vs      map[Key]vsOwner // f nil: absent before
 	// lbNoNode: a load-balancer exception came or went.
 	lbNoNode bool
 }
@@ -92,24 +192,44 @@ func (st *planState) count(nn types.NamespacedName, f *fragment, sign int, t *to
 			delete(st.bind, ip)
 		}
 	}
-	for i := range f.services {
-		ps := &f.services[i]
-		k := ps.VS.Key()
-		r := st.vs[k]
+	for i := range int32(f.numVS()) {
+		o := vsOwner{f, i}
+		vs, _ := f.vs(i)
+		k := vs.Key()
+		own, ok := st.vs[k]
 		if t.vs != nil {
-			if _, ok := t.vs[k]; !ok {
-				t.vs[k] = r.ps
+			if _, seen := t.vs[k]; !seen {
+				t.vs[k] = own
 			}
 		}
-		r.refs += int32(sign)
+		others := st.others[k]
 		switch {
-		case r.refs <= 0:
-			delete(st.vs, k)
-			continue
+		case sign > 0 && !ok:
+			st.vs[k] = o
+		case sign > 0 && o.after(own):
+			st.others[k] = append(others, own)
+			st.vs[k] = o
 		case sign > 0:
-			r.ps = ps
+			st.others[k] = append(others, o)
+		case own != o:
+			others = slices.DeleteFunc(others, func(m vsOwner) bool { return m == o })
+		case len(others) == 0:
+			delete(st.vs, k)
+		default:
+			j := 0
+			for m := range others {
+				if others[m].after(others[j]) {
+					j = m
+				}
+			}
+			st.vs[k] = others[j]
+			others = slices.Delete(others, j, j+1)
 		}
-		st.vs[k] = r
+		if sign < 0 && len(others) == 0 {
+			delete(st.others, k)
+		} else if sign < 0 {
+			st.others[k] = others
+		}
 	}
 	for _, k := range f.lbNoNodeAccess {
 		t.lbNoNode = true
@@ -152,8 +272,10 @@ type vsChange struct {
 }
 
 // update replans the ports of the changed Services and returns the delta.
-func (st *planState) update(cfg PlanConfig, req *proxy.SyncRequest, changed sets.Set[types.NamespacedName]) *delta {
-	t := &touched{entries: map[setEntry]bool{}, bind: map[netip.Addr]bool{}, vs: map[Key]*PlannedService{}}
+// It fails when the state turns out not to be the kernel's (a full sync
+// then starts over).
+func (st *planState) update(cfg PlanConfig, req *proxy.SyncRequest, changed sets.Set[types.NamespacedName]) (*delta, error) {
+	t := &touched{entries: map[setEntry]bool{}, bind: map[netip.Addr]bool{}, vs: map[Key]vsOwner{}}
 	nonEmpty := func(set string) bool { return len(st.sets[set]) > 0 || set == SetIPVSIPs && len(st.bind) > 0 }
 	var wasNonEmpty [32]bool
 	for i, s := range Sets {
@@ -173,6 +295,7 @@ func (st *planState) update(cfg PlanConfig, req *proxy.SyncRequest, changed sets
 				continue
 			}
 			st.services[nn] = append(st.services[nn], f)
+			st.fresh = append(st.fresh, f)
 			st.count(nn, f, +1, t)
 			if f.fallback != nil {
 				d.fallbacks = append(d.fallbacks, *f.fallback)
@@ -198,15 +321,25 @@ func (st *planState) update(cfg PlanConfig, req *proxy.SyncRequest, changed sets
 		}
 	}
 	for k, was := range t.vs {
-		now := st.vs[k].ps
-		switch {
-		case now == nil && was != nil:
-			d.delVS = append(d.delVS, was.VS)
-		case now != nil && was == nil:
-			d.vs = append(d.vs, vsChange{ps: now})
-		case now != nil:
-			d.vs = append(d.vs, vsChange{ps: now, old: &was.VS, same: sameService(was, now)})
+		own, ok := st.vs[k]
+		if !ok {
+			if was.f != nil {
+				vs, _ := was.f.vs(was.i)
+				d.delVS = append(d.delVS, vs)
+			}
+			continue
 		}
+		ps := st.planned(cfg, req, own)
+		if ps == nil {
+			return nil, fmt.Errorf("virtual server %s: the plan kept of %s is not its policy's", k, own.f.name)
+		}
+		c := vsChange{ps: ps}
+		if was.f != nil {
+			old, oldDests := was.f.vs(was.i)
+			c.old = &old
+			c.same = was == own || old == ps.VS && oldDests == destsDigest(ps.Dests)
+		}
+		d.vs = append(d.vs, c)
 	}
 	redo := t.lbNoNode
 	for i, s := range Sets {
@@ -221,7 +354,7 @@ func (st *planState) update(cfg PlanConfig, req *proxy.SyncRequest, changed sets
 			d.iptables, st.iptables = p, p
 		}
 	}
-	return d
+	return d, nil
 }
 
 // payload is the `ipset restore` payload of the delta's entries: per set,

@@ -104,16 +104,19 @@ func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
 // TestPartialSyncsMatchFullSyncs drives random changes (Services of every
 // type added, changed and removed, ports shared by addresses, endpoints
 // coming and going, Local policies losing their local endpoint, source
-// ranges that exclude the node) through partial syncs, and after each one
-// compares the whole kernel state with that of a second kernel given the
-// same state by a full sync.
+// ranges that exclude the node, Services that claim the same external
+// address and port) through partial syncs, and after each one compares the
+// whole kernel state with that of a second kernel given the same state by
+// a full sync.
 func TestPartialSyncsMatchFullSyncs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	k := newTestKernel(t, "")
 	s := newState()
 	k.syncFull(t, s, true)
-	// Port k of Service i: every virtual server key is its own (as
-	// validation and allocation make them), while addresses, ipset
+	// Port k of Service i: virtual server keys are their own (as
+	// validation and allocation make them) but for external address
+	// 203.0.113.9, which Services claim on one port (the API allows it; the
+	// port that sorts last gets the virtual server), while addresses, ipset
 	// entries and the health-check port are shared.
 	randomPort := func(name string, i, k int) (*proxy.ServicePort, []*proxy.Endpoint) {
 		proto := []v1.Protocol{v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP}[rng.IntN(3)]
@@ -129,9 +132,14 @@ func TestPartialSyncsMatchFullSyncs(t *testing.T) {
 				sp.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix([]string{"203.0.113.0/24", "192.168.0.0/24"}[rng.IntN(2)])}
 			}
 		}
-		if rng.IntN(5) == 0 {
+		switch rng.IntN(10) {
+		case 0, 1:
 			// Shared by several Services: the entries are reference counted.
 			sp.ExternalIPs = []netip.Addr{netip.MustParseAddr("203.0.113.7")}
+		case 2:
+			// Claimed by several Services on the same port.
+			sp.ExternalIPs = []netip.Addr{netip.MustParseAddr("203.0.113.9")}
+			sp.Port, sp.Protocol, sp.Name.Protocol = 7000, v1.ProtocolTCP, v1.ProtocolTCP
 		}
 		if sp.Type != v1.ServiceTypeClusterIP && rng.IntN(2) == 0 {
 			sp.ExternalPolicyLocal = true
@@ -186,6 +194,18 @@ func TestPartialSyncsMatchFullSyncs(t *testing.T) {
 			}
 		}
 		k.syncFull(t, s, false)
+		// What the state keeps of the applied plan: no real servers.
+		if st := k.mode.state[0]; st == nil || len(st.fresh) > 0 {
+			t.Fatalf("step %d: state %v after a partial sync", step, st)
+		} else {
+			for _, fs := range st.services {
+				for _, f := range fs {
+					if f.services != nil {
+						t.Fatalf("step %d: the state keeps the planned real servers of %s", step, f.name)
+					}
+				}
+			}
+		}
 		ref := newTestKernel(t, "")
 		ref.syncFull(t, s, true)
 		if got, want := norm(k.dump(t)), norm(ref.dump(t)); got != want {

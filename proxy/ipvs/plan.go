@@ -215,7 +215,11 @@ func portPolicy(cfg PlanConfig, name proxy.ServicePortName, svcs proxy.ServicePo
 // plan is the union of its ports' fragments; a partial sync replaces the
 // fragments of the changed ports (planState).
 type fragment struct {
+	name proxy.ServicePortName
+	// services are the port's virtual servers as planned; once the kernel
+	// has them, a planState keeps only kept (settle).
 	services []PlannedService
+	kept     []keptVS
 	// entries are (set, entry) pairs by the sets' short names; an entry
 	// may appear more than once.
 	entries []setEntry
@@ -246,7 +250,7 @@ func planPort(cfg PlanConfig, name proxy.ServicePortName, pol *proxy.PortPolicy,
 	if pol == nil {
 		return nil
 	}
-	pl := &planner{cfg: cfg, f: &fragment{}}
+	pl := &planner{cfg: cfg, f: &fragment{name: name}}
 	pl.port(name, pol, endpoints)
 	return pl.f
 }
@@ -466,10 +470,28 @@ func (a *assembly) finish(cfg PlanConfig) *Plan {
 		slices.Sort(entries)
 		p.IPSets[SetName(s.Name, cfg.IPv6)] = slices.Compact(entries)
 	}
+	// Stable: of ports that plan the same virtual server (Services that
+	// claim one external address and port) the one planned last, the last
+	// in port order, is the one the kernel gets, as in a partial sync
+	// (planState.count).
 	slices.SortStableFunc(p.Services, func(a, b PlannedService) int { return compareKeys(a.VS.Key(), b.VS.Key()) })
+	p.Services = lastOfEachKey(p.Services)
 	p.NoLocalEndpointsInternal, p.NoLocalEndpointsExternal = len(a.noLocalInt), len(a.noLocalExt)
 	p.IPTables = buildIPTables(cfg, func(set string) bool { return len(p.IPSets[SetName(set, cfg.IPv6)]) > 0 }, sortedKeys(a.lbNoNodeAccess))
 	return p
+}
+
+// lastOfEachKey keeps, of each run of planned virtual servers with the
+// same key in sorted ss, the last.
+func lastOfEachKey(ss []PlannedService) []PlannedService {
+	out := ss[:0]
+	for i := range ss {
+		if i+1 < len(ss) && ss[i+1].VS.Key() == ss[i].VS.Key() {
+			continue
+		}
+		out = append(out, ss[i])
+	}
+	return out
 }
 
 // compareKeys orders virtual servers by protocol, address and port.
