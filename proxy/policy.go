@@ -208,12 +208,7 @@ func NewPortPolicy(svc *ServicePort, eps []*Endpoint, node PolicyNode, ipv6 bool
 	if !ok {
 		return nil
 	}
-	var fam []*Endpoint
-	for _, ep := range eps {
-		if ep.Addr.Is6() == ipv6 && EffectiveWeight(ep) > 0 {
-			fam = append(fam, ep)
-		}
-	}
+	fam := filterEndpoints(eps, func(ep *Endpoint) bool { return ep.Addr.Is6() == ipv6 && EffectiveWeight(ep) > 0 })
 	p := &PortPolicy{Port: sp}
 	p.Topology, p.Cluster, p.Local, p.Reachable, p.HasEndpoints = categorize(fam, sp, node.Name, node.Labels)
 	p.UsesCluster = len(p.Cluster) > 0 && sp.UsesClusterEndpoints()

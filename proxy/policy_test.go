@@ -271,3 +271,35 @@ func TestNewBalance(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicySharesWhatItKeeps: a policy refers to the ServicePort and the
+// endpoint list themselves when it keeps all of them (the proxy holds one
+// policy per port: copies would double what it holds), and to copies
+// restricted to the family or the usable endpoints otherwise.
+func TestPolicySharesWhatItKeeps(t *testing.T) {
+	name := ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "s"}, Protocol: v1.ProtocolTCP}
+	v4 := &ServicePort{Name: name, ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")}, Port: 80, Protocol: v1.ProtocolTCP}
+	eps := []*Endpoint{polEP("10.0.1.1", "n1"), polEP("10.0.2.1", "n2")}
+	node := PolicyNode{Name: "n1"}
+	p := NewPortPolicy(v4, eps, node, false)
+	if p.Port != v4 || len(p.Cluster) != 2 || &p.Cluster[0] != &eps[0] || &p.Reachable[0] != &eps[0] {
+		t.Errorf("single-family port, every endpoint usable: policy %+v does not share the port and the list", p)
+	}
+	if NewPortPolicy(v4, eps, node, true) != nil {
+		t.Error("IPv4-only port has an IPv6 policy")
+	}
+	dual := *v4
+	dual.ClusterIPs = append(dual.ClusterIPs, netip.MustParseAddr("fd00::1"))
+	dual.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}
+	p = NewPortPolicy(&dual, append(slices.Clone(eps), polEP("fd00:1::1", "n2")), node, false)
+	if p.Port == &dual || !slices.Equal(p.Port.ClusterIPs, v4.ClusterIPs) || p.Port.LoadBalancerSourceRanges != nil {
+		t.Errorf("dual-stack port: IPv4 policy's port %+v", p.Port)
+	}
+	if got := addrsOf(p.Cluster); !slices.Equal(got, []string{"10.0.1.1", "10.0.2.1"}) {
+		t.Errorf("dual-stack port: IPv4 endpoints %v", got)
+	}
+	q := NewPortPolicy(v4, []*Endpoint{eps[0], polEP("10.0.3.1", "n3", terminating)}, node, false)
+	if got := addrsOf(q.Cluster); !slices.Equal(got, []string{"10.0.1.1"}) {
+		t.Errorf("terminating endpoint left in: %v", got)
+	}
+}

@@ -141,8 +141,23 @@ func categorize(endpoints []*Endpoint, svc *ServicePort, nodeName string, nodeLa
 	return mode, clusterEndpoints, localEndpoints, allReachable, hasAnyEndpoints
 }
 
+// filterEndpoints returns the endpoints of in that keep accepts: in
+// itself when it accepts all of them (endpoint lists are never changed in
+// place, so policies share them).
 func filterEndpoints(in []*Endpoint, keep func(*Endpoint) bool) []*Endpoint {
-	var out []*Endpoint
+	n := 0
+	for _, ep := range in {
+		if keep(ep) {
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return nil
+	case len(in):
+		return in
+	}
+	out := make([]*Endpoint, 0, n)
 	for _, ep := range in {
 		if keep(ep) {
 			out = append(out, ep)

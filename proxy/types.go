@@ -120,10 +120,15 @@ func (p *ServicePort) UsesLocalEndpoints() bool {
 	return p.InternalPolicyLocal || (p.ExternallyAccessible() && p.ExternalPolicyLocal)
 }
 
-// ForFamily returns a copy of p holding only the addresses of one family
-// (ipv6 true for IPv6), and false when the Service has no cluster IP of that
-// family (then it is not programmed in that family at all).
+// ForFamily returns p restricted to the addresses of one family (ipv6 true
+// for IPv6): p itself when it has no others, else a copy; and false when
+// the Service has no cluster IP of that family (then it is not programmed
+// in that family at all). ServicePorts are never changed once made, so
+// policies share them.
 func (p *ServicePort) ForFamily(ipv6 bool) (*ServicePort, bool) {
+	if p.onlyFamily(ipv6) {
+		return p, len(p.ClusterIPs) > 0
+	}
 	q := *p
 	q.ClusterIPs = filterAddrs(p.ClusterIPs, ipv6)
 	if len(q.ClusterIPs) == 0 {
@@ -145,6 +150,23 @@ func (p *ServicePort) ForFamily(ipv6 bool) (*ServicePort, bool) {
 		q.LoadBalancerSourceRanges = append(q.LoadBalancerSourceRanges, r)
 	}
 	return &q, true
+}
+
+// onlyFamily reports whether ForFamily(ipv6) would return p unchanged.
+func (p *ServicePort) onlyFamily(ipv6 bool) bool {
+	for _, as := range [][]netip.Addr{p.ClusterIPs, p.ExternalIPs, p.LoadBalancerVIPs} {
+		for _, a := range as {
+			if a.Is6() != ipv6 {
+				return false
+			}
+		}
+	}
+	for _, r := range p.LoadBalancerSourceRanges {
+		if r.Addr().Is6() != ipv6 || r.Bits() == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func filterAddrs(in []netip.Addr, ipv6 bool) []netip.Addr {

@@ -386,8 +386,15 @@ func ipvsSvcnet(n, changes int) (ipvsResult, error) {
 	clear(iface.addrs)
 	r.HeapOwnMB = heapMB(base)
 	runtime.KeepAlive(objs)
+	// What svcnet's proxy holds between syncs: the mode, the policy cache,
+	// the change trackers and the Service and endpoint maps they apply to
+	// (kube-proxy's Proxier holds its own maps, measured above with it).
 	runtime.KeepAlive(m)
 	runtime.KeepAlive(cache)
+	runtime.KeepAlive(st)
+	runtime.KeepAlive(et)
+	runtime.KeepAlive(svcs)
+	runtime.KeepAlive(eps)
 	return r, nil
 }
 
