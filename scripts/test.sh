@@ -22,6 +22,11 @@ go test -count=1 -p 2 -timeout 30m ./... "$@"
 # on any difference. Building it cold costs about 270 CPU-seconds, and the
 # run about 15.
 (cd hack/kpdiff && go vet . && go test -count=1 . && go run . -n 5000 -seed 1 -show 3)
+# bench/run (its own module, as it builds kube-proxy's IPVS proxier from
+# k8s.io/kubernetes, cached by kpdiff's build above): the benchmark harness's
+# own tests (report sections kept across partial runs, output parsing); the
+# benchmarks themselves are not run here.
+(cd bench/run && go vet . && go test -count=1 .)
 # hack/apidiff (its own module): svcnet's Service/Endpoints/EndpointSlice
 # defaulting and validation and Pod/Deployment defaulting against Kubernetes
 # 1.37.2's own code, 2,000 random cases per kind (about 350 CPU-seconds to

@@ -218,16 +218,48 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 		w("`%s` (bench/userspace), %d times: one iperf3 TCP stream, and wrk with `Connection: close` (a new TCP connection "+
 			"per request), each directly, through svcnet's userspace proxy and through HAProxy (mode tcp) to the same backend, "+
 			"on 127.0.0.1.\n\n", res.text["userspace-cmd"], cfg.reps)
-		w("| path | iperf3 Gbit/s | vs direct | wrk connections/s | vs direct | proxy CPU per connection |\n|---|---|---|---|---|---|\n")
+		w("| path | iperf3 Gbit/s | vs direct | wrk connections/s | vs direct | proxy CPU per connection | machine CPU per connection | CPU ceiling (connections/s) | reached |\n|---|---|---|---|---|---|---|---|---|\n")
 		d := func(metric string) stat { return stats(res.get("userspace", "direct", metric)) }
+		ncpu := float64(runtimeNumCPU())
 		for _, impl := range []string{"direct", "svcnet userspace", "haproxy"} {
 			g := func(metric string) stat { return stats(res.get("userspace", impl, metric)) }
-			w("| %s | %s | %s | %s | %s | %s |\n", impl, g("gbps").format(""), ratio(g("gbps"), d("gbps")), g("connps").format(""),
-				ratio(g("connps"), d("connps")), g("cpuconn").format("µs"))
+			ceiling, reached := "–", "–"
+			if c, m := g("cpuconn"), d("machineconn"); c.n > 0 && m.n > 0 {
+				v := ncpu * 1e6 / (m.med + c.med)
+				ceiling = fmt.Sprintf("%.0f (%.2f× direct)", v, v/d("connps").med)
+				reached = fmt.Sprintf("%.2f", g("connps").med/v)
+			}
+			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", impl, g("gbps").format(""), ratio(g("gbps"), d("gbps")), g("connps").format(""),
+				ratio(g("connps"), d("connps")), g("cpuconn").format("µs"), g("machineconn").format("µs"), ceiling, reached)
 		}
 		w("\nEach repetition is itself the median of bench/userspace's 3 alternating runs. Proxy CPU per connection: the " +
-			"proxy process's user+system CPU during the wrk run over the requests wrk completed.\n")
-		w("\n")
+			"proxy process's user+system CPU during the wrk run over the requests wrk completed; machine CPU per connection: " +
+			"the whole machine's busy CPU time (/proc/stat) over the same. **CPU ceiling**: the connection rate a proxy could " +
+			"reach on this machine if CPU were the only bound, when every proxied connection costs what a direct one costs " +
+			"the machine plus what it costs the proxy: CPUs / (direct's machine CPU per connection + the proxy's CPU per " +
+			"connection); reached is the rate measured over it.")
+		if m, c := d("machineconn"), d("connps"); m.n > 0 && c.n > 0 {
+			w(" A proxy at 0.8× direct would have to spend at most %.0f µs of CPU per connection; the kernel's work for the "+
+				"proxy's accepted and dialled connections alone (connect, write, close: over 90 %% of the proxy's CPU in a "+
+				"profile, `go run ./bench/userspace -cpuprofile F`) is more.", ncpu*1e6/(0.8*c.med)-m.med)
+		}
+		if dc, dg := d("gbitcpu"), d("gbps"); dc.n > 0 && dg.n > 0 {
+			w(" The same for the throughput: direct, the machine spends %.3f CPU seconds per Gbit (a single stream keeps "+
+				"%.2f CPUs busy); the throughput ceiling, CPUs / (that + the proxy's CPU seconds per Gbit), is", dc.med, dc.med*dg.med)
+			for i, impl := range []string{"svcnet userspace", "haproxy"} {
+				g := func(metric string) stat { return stats(res.get("userspace", impl, metric)) }
+				if pc := g("gbitcpu"); pc.n > 0 {
+					v := ncpu / (dc.med + pc.med)
+					sep := ","
+					if i == 0 {
+						sep = ""
+					}
+					w("%s %s %.1f Gbit/s (%.2f× direct; its CPU %.3f s per Gbit), reached %.2f", sep, impl, v, v/dg.med, pc.med, g("gbps").med/v)
+				}
+			}
+			w(".")
+		}
+		w("\n\n")
 	})
 	section("dns", func() {
 		w("## Cluster DNS against CoreDNS %s\n\n", corednsVersion)

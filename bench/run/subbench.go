@@ -16,11 +16,6 @@ import (
 // benchUserspace runs `go run ./bench/userspace` reps times. Each run
 // measures direct, svcnet userspace and HAProxy one after the other.
 func benchUserspace(res *results, root string, cfg *config) error {
-	// direct  19.47 [19.28-19.89]  1.00x 27470.29 [27101.38-28891.54]  1.00x  -
-	// (a value may come with its range in brackets; the last column is the
-	// proxy's CPU per connection, "-" for direct)
-	rng := `(?:\s+\[[^\]]*\])?`
-	row := regexp.MustCompile(`^(direct|svcnet userspace|haproxy[^0-9]*[0-9.]+ \(tcp\))\s+([0-9.]+)` + rng + `\s+[0-9.]+x\s+([0-9.]+)` + rng + `\s+[0-9.]+x(?:\s+([0-9.]+) µs)?`)
 	for rep := 0; rep < cfg.reps; rep++ {
 		args := []string{"run", "./bench/userspace", "-duration", cfg.usDuration.String()}
 		cmd := exec.Command(goBin(), args...)
@@ -31,32 +26,61 @@ func benchUserspace(res *results, root string, cfg *config) error {
 			continue
 		}
 		res.text["userspace-cmd"] = "go " + strings.Join(args, " ")
-		n := 0
-		for _, l := range strings.Split(string(out), "\n") {
-			m := row.FindStringSubmatch(l)
-			if m == nil {
-				continue
-			}
-			impl := m[1]
-			if strings.HasPrefix(impl, "haproxy") {
-				impl = "haproxy"
-			}
-			g, _ := strconv.ParseFloat(m[2], 64)
-			r, _ := strconv.ParseFloat(m[3], 64)
-			res.add(g, "userspace", impl, "gbps")
-			res.add(r, "userspace", impl, "connps")
-			if m[4] != "" {
-				c, _ := strconv.ParseFloat(m[4], 64)
-				res.add(c, "userspace", impl, "cpuconn")
-			}
-			n++
-		}
-		if n != 3 {
+		if n := parseUserspace(res, string(out)); n != 3 {
 			res.note(fmt.Sprintf("bench/userspace repetition %d: unexpected output: %s", rep+1, lastLines(string(out), 6)))
 		}
 		logf("userspace repetition %d done", rep+1)
 	}
 	return nil
+}
+
+var (
+	// direct  19.47 [19.28-19.89]  1.00x 27470.29 [27101.38-28891.54]  1.00x  -  199 µs
+	// (a value may come with its range in brackets; the last columns are
+	// the proxy's CPU per connection, "-" for direct, and the machine's)
+	usRow = regexp.MustCompile(`^(direct|svcnet userspace|haproxy[^0-9]*[0-9.]+ \(tcp\))\s+([0-9.]+)` + usRange + `\s+[0-9.]+x\s+([0-9.]+)` + usRange +
+		`\s+[0-9.]+x\s+(?:([0-9.]+) µs|-)\s+(?:([0-9.]+) µs|-)`)
+	usRange = `(?:\s+\[[^\]]*\])?`
+	// iperf3 direct: the machine busy 1.71 CPUs, 0.064 CPU s per Gbit
+	usIperfDirect = regexp.MustCompile(`^iperf3 direct: the machine busy [0-9.]+ CPUs, ([0-9.]+) CPU s per Gbit`)
+	// throughput ceiling svcnet userspace: 19.7 Gbit/s (2 CPUs / (0.064 direct + 0.037 proxy CPU s per Gbit)), ...
+	usIperfProxy = regexp.MustCompile(`^throughput ceiling (svcnet userspace|haproxy).*\([0-9.]+ direct \+ ([0-9.]+) proxy CPU s per Gbit`)
+)
+
+// parseUserspace adds one bench/userspace output's figures to res and
+// returns the number of table rows it found (3).
+func parseUserspace(res *results, out string) int {
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		if m := usIperfDirect.FindStringSubmatch(l); m != nil {
+			v, _ := strconv.ParseFloat(m[1], 64)
+			res.add(v, "userspace", "direct", "gbitcpu")
+		}
+		if m := usIperfProxy.FindStringSubmatch(l); m != nil {
+			v, _ := strconv.ParseFloat(m[2], 64)
+			res.add(v, "userspace", m[1], "gbitcpu")
+		}
+		m := usRow.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		impl := m[1]
+		if strings.HasPrefix(impl, "haproxy") {
+			impl = "haproxy"
+		}
+		g, _ := strconv.ParseFloat(m[2], 64)
+		r, _ := strconv.ParseFloat(m[3], 64)
+		res.add(g, "userspace", impl, "gbps")
+		res.add(r, "userspace", impl, "connps")
+		for i, metric := range []string{"cpuconn", "machineconn"} {
+			if m[4+i] != "" {
+				c, _ := strconv.ParseFloat(m[4+i], 64)
+				res.add(c, "userspace", impl, metric)
+			}
+		}
+		n++
+	}
+	return n
 }
 
 // benchDNS runs `go run ./bench/dns` reps times at the DNS sizes. bench/dns

@@ -33,6 +33,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -195,7 +196,6 @@ listen http
 		return err
 	}
 
-	var iperfCPU []float64
 	haPID := 0
 	for _, c := range ps {
 		if filepath.Base(c.Path) == "haproxy" {
@@ -209,7 +209,13 @@ listen http
 		// cpu returns the CPU time the proxy itself has used so far.
 		cpu             func() time.Duration
 		gbps, rps, cpus []float64 // one per run; cpus: proxy CPU µs per connection
-		errs            []error
+		// machine: the whole machine's busy CPU µs per connection (wrk,
+		// the backend, the proxy and the kernel's work for all of them).
+		machine []float64
+		// iperfMachine and iperfProxy: the machine's and the proxy's CPU
+		// seconds per Gbit during the iperf3 runs.
+		iperfMachine, iperfProxy []float64
+		errs                     []error
 	}
 	rows := []*row{
 		{name: "direct", iperf: iperfPort, http: httpPort},
@@ -235,13 +241,22 @@ listen http
 				}
 				iperfProf = f
 			}
-			c0 := selfCPU()
+			var c0 time.Duration
+			if r.cpu != nil {
+				c0 = r.cpu()
+			}
+			m0, t0 := machineCPU(), time.Now()
 			g, err := 0.0, error(nil)
 			if measure != "conns" {
 				g, err = iperf(r.iperf, d)
 			}
-			if r.http == usHTTP && measure != "conns" {
-				iperfCPU = append(iperfCPU, (selfCPU()-c0).Seconds()/d.Seconds())
+			if measure != "conns" && err == nil && g > 0 {
+				// CPU seconds per Gbit: busy CPUs over Gbit/s.
+				el := time.Since(t0).Seconds()
+				r.iperfMachine = append(r.iperfMachine, (machineCPU()-m0).Seconds()/el/g)
+				if r.cpu != nil {
+					r.iperfProxy = append(r.iperfProxy, (r.cpu()-c0).Seconds()/el/g)
+				}
 			}
 			if iperfProf != nil {
 				pprof.StopCPUProfile()
@@ -270,7 +285,9 @@ listen http
 			if r.cpu != nil {
 				c0 = r.cpu()
 			}
+			m0 = machineCPU()
 			rps, n, err := wrk(r.http, d, conns)
+			m1 := machineCPU()
 			if profiling {
 				pprof.StopCPUProfile()
 			}
@@ -282,24 +299,80 @@ listen http
 			if r.cpu != nil && n > 0 {
 				r.cpus = append(r.cpus, float64((r.cpu()-c0).Microseconds())/float64(n))
 			}
+			if n > 0 && m0 > 0 {
+				r.machine = append(r.machine, float64((m1-m0).Microseconds())/float64(n))
+			}
 		}
 	}
-	fmt.Printf("%-20s %22s %10s %22s %10s %14s\n", "path", "iperf3 Gbit/s", "vs direct", "wrk conn/s", "vs direct", "proxy CPU/conn")
+	fmt.Printf("%-20s %22s %10s %22s %10s %14s %16s\n", "path", "iperf3 Gbit/s", "vs direct", "wrk conn/s", "vs direct", "proxy CPU/conn", "machine CPU/conn")
 	for _, r := range rows {
-		cpu := "-"
+		cpu, mach := "-", "-"
 		if len(r.cpus) > 0 {
 			cpu = fmt.Sprintf("%.0f µs", median(r.cpus))
 		}
-		fmt.Printf("%-20s %22s %9.2fx %22s %9.2fx %14s\n", r.name, spread(r.gbps), median(r.gbps)/median(rows[0].gbps),
-			spread(r.rps), median(r.rps)/median(rows[0].rps), cpu)
+		if len(r.machine) > 0 {
+			mach = fmt.Sprintf("%.0f µs", median(r.machine))
+		}
+		fmt.Printf("%-20s %22s %9.2fx %22s %9.2fx %14s %16s\n", r.name, spread(r.gbps), median(r.gbps)/median(rows[0].gbps),
+			spread(r.rps), median(r.rps)/median(rows[0].rps), cpu, mach)
 		for _, err := range r.errs {
 			fmt.Printf("  error: %v\n", err)
 		}
 	}
-	fmt.Printf("svcnet userspace used %.2f CPUs (median) during its iperf3 runs\n", median(iperfCPU))
+	// The connection rate a proxy could reach on this machine if the CPUs
+	// were the only bound: every connection costs what a direct one costs
+	// the machine plus what it costs the proxy.
+	if direct := median(rows[0].machine); direct > 0 && len(rows[0].rps) > 0 {
+		ncpu := float64(runtime.NumCPU())
+		for _, r := range rows[1:] {
+			if len(r.cpus) == 0 || len(r.rps) == 0 {
+				continue
+			}
+			ceiling := ncpu * 1e6 / (direct + median(r.cpus))
+			fmt.Printf("CPU ceiling %s: %.0f conn/s (%d CPUs / (%.0f µs direct + %.0f µs proxy)), %.2fx direct; reached %.2f of it\n",
+				r.name, ceiling, int(ncpu), direct, median(r.cpus), ceiling/median(rows[0].rps), median(r.rps)/ceiling)
+		}
+		need := ncpu*1e6/(0.8*median(rows[0].rps)) - direct
+		fmt.Printf("0.8x direct needs a proxy CPU per connection of at most %.0f µs\n", need)
+	}
+	// The same for the throughput: a proxied byte costs what a direct one
+	// costs the machine plus what it costs the proxy.
+	if direct := median(rows[0].iperfMachine); direct > 0 && len(rows[0].gbps) > 0 {
+		ncpu := float64(runtime.NumCPU())
+		fmt.Printf("iperf3 direct: the machine busy %.2f CPUs, %.3f CPU s per Gbit\n", direct*median(rows[0].gbps), direct)
+		for _, r := range rows[1:] {
+			if len(r.iperfProxy) == 0 || len(r.gbps) == 0 {
+				continue
+			}
+			ceiling := ncpu / (direct + median(r.iperfProxy))
+			fmt.Printf("throughput ceiling %s: %.1f Gbit/s (%d CPUs / (%.3f direct + %.3f proxy CPU s per Gbit)), %.2fx direct; reached %.2f of it\n",
+				r.name, ceiling, int(ncpu), direct, median(r.iperfProxy), ceiling/median(rows[0].gbps), median(r.gbps)/ceiling)
+		}
+	}
 	fmt.Printf("(medians [ranges] of %d alternating runs; one iperf3 TCP stream and wrk -t2 -c%d with \"Connection: close\", %s each, all on 127.0.0.1;\n"+
-		" proxy CPU/conn: the proxy process's user+system CPU time during the wrk run divided by the requests wrk completed)\n", runs, conns, d)
+		" proxy CPU/conn: the proxy process's user+system CPU time during the wrk run divided by the requests wrk completed;\n"+
+		" machine CPU/conn: the machine's busy CPU time (/proc/stat) during the wrk run divided by the same)\n", runs, conns, d)
 	return nil
+}
+
+// machineCPU is the busy CPU time of the whole machine so far (/proc/stat:
+// user, nice, system, irq, softirq and steal of every CPU); 0 if unknown.
+func machineCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	var ticks int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} {
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		ticks += v
+	}
+	return time.Duration(ticks) * (time.Second / 100) // USER_HZ is 100 on Linux
 }
 
 func median(v []float64) float64 {
