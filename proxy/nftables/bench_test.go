@@ -20,19 +20,24 @@ import (
 )
 
 // bigWorld has n ClusterIP Services with 10 endpoints each.
-func bigWorld(n int) (proxy.ServicePortMap, proxy.EndpointsMap) { return bigWorldOf(n, false) }
+func bigWorld(n int) (proxy.ServicePortMap, proxy.EndpointsMap) { return bigWorldOf(n, "clusterip") }
 
-// bigWorldOf is bigWorld, with nodePorts a NodePort Service each
-// (externalTrafficPolicy Cluster, NodePort 10000 + i).
-func bigWorldOf(n int, nodePorts bool) (proxy.ServicePortMap, proxy.EndpointsMap) {
+// bigWorldOf is bigWorld with Services of type typ: "clusterip",
+// "nodeport" (externalTrafficPolicy Cluster, NodePort 10000 + i) or
+// "loadbalancer" (the same NodePort and LoadBalancer IP 100.64.i/16).
+func bigWorldOf(n int, typ string) (proxy.ServicePortMap, proxy.EndpointsMap) {
 	svcs, eps := proxy.ServicePortMap{}, proxy.EndpointsMap{}
 	for i := 0; i < n; i++ {
 		name := proxy.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "bench", Name: fmt.Sprintf("svc%d", i)},
 			Port: "http", Protocol: v1.ProtocolTCP}
 		svcs[name] = &proxy.ServicePort{Name: name, Type: v1.ServiceTypeClusterIP, Protocol: v1.ProtocolTCP, Port: 80,
 			ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)})}, SessionAffinity: v1.ServiceAffinityNone}
-		if nodePorts {
+		switch typ {
+		case "nodeport":
 			svcs[name].Type, svcs[name].NodePort = v1.ServiceTypeNodePort, 10000+i
+		case "loadbalancer":
+			svcs[name].Type, svcs[name].NodePort = v1.ServiceTypeLoadBalancer, 10000+i
+			svcs[name].LoadBalancerVIPs = []netip.Addr{netip.AddrFrom4([4]byte{100, 64, byte(i >> 8), byte(i)})}
 		}
 		for j := 0; j < 10; j++ {
 			k := i*10 + j
@@ -154,11 +159,11 @@ var benchSizes = []int{1000, 10000, 50000}
 //	go test -run XXX -bench 'OneChangeNetlink/choice=shared/type=.*/services=50000' -benchtime 200x ./proxy/nftables
 //
 // type=nodeport gives every Service a NodePort (externalTrafficPolicy
-// Cluster).
+// Cluster), type=loadbalancer a NodePort and a LoadBalancer IP.
 func BenchmarkOneChangeNetlink(b *testing.B) {
 	testbed.RequireCommand(b, "nft")
 	for _, choice := range []string{"map", "rules", "shared", "shared-shards16", "shared-shards64"} {
-		for _, typ := range []string{"clusterip", "nodeport"} {
+		for _, typ := range []string{"clusterip", "nodeport", "loadbalancer"} {
 			for _, n := range []int{1000, 10000, 50000} {
 				oneChangeNetlink(b, choice, typ, n)
 			}
@@ -168,14 +173,15 @@ func BenchmarkOneChangeNetlink(b *testing.B) {
 
 func oneChangeNetlink(b *testing.B, choice, typ string, n int) {
 	b.Run(fmt.Sprintf("choice=%s/type=%s/services=%d", choice, typ, n), func(b *testing.B) {
-		if typ == "nodeport" && n > 10000 && !strings.HasPrefix(choice, "shared") {
+		if typ != "clusterip" && n > 10000 && !strings.HasPrefix(choice, "shared") {
 			// A chain per Service and a verdict element per NodePort: this
 			// layout's full sync did not end within 10 minutes here.
 			b.Skip("the full sync of this layout takes over 10 minutes at this size")
 		}
 		ns := testbed.NewNetNS(b, "nftbench")
-		svcs, eps := bigWorldOf(n, typ == "nodeport")
+		svcs, eps := bigWorldOf(n, typ)
 		cfg := Config{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+			ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")},
 			ChoiceRules: choice == "rules", ChoiceShared: strings.HasPrefix(choice, "shared")}
 		if _, n, ok := strings.Cut(choice, "-shards"); ok {
 			cfg.Shards, _ = strconv.Atoi(n)

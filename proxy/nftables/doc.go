@@ -80,11 +80,14 @@
 // rule per map, `dnat ip addr . port to ip daddr . tcp dport . numgen random
 // mod N map @cluster-ip-endpoints-tcp-N`, so its changes write map
 // elements only and the kernel's commit, which walks every chain of the
-// namespace, no longer grows with the Services. The same holds with a
-// NodePort of externalTrafficPolicy Cluster (and no externalIPs or
-// LoadBalancer IPs): the NodePort is in the set direct-node-ports, whose
-// rule leads to node-port-endpoints (the masquerade mark, then one rule per
-// map `node-port-endpoints-tcp-N`, keyed by NODEPORT . i).
+// namespace, no longer grows with the Services. The same holds with
+// external entries of externalTrafficPolicy Cluster without source ranges:
+// the NodePort is in the set direct-node-ports, whose rule leads to
+// node-port-endpoints (the masquerade mark, then one rule per map
+// `node-port-endpoints-tcp-N`, keyed by NODEPORT . i); an externalIP or
+// LoadBalancer IP that no other port claims is in direct-external-ips,
+// whose rule leads to external-ip-endpoints (the masquerade mark, then
+// cluster-ip-endpoints, whose maps hold ADDRESS . PORT . i too).
 //
 // --nftables-shards=N (Config.Shards, opt-in, up to 64) spreads the
 // Services over N dispatch tables, "kube-proxy-s00" … (shardOf: a hash of

@@ -62,6 +62,8 @@ type desiredPort struct {
 	// noLocalInternal/External: a Local policy without local endpoints
 	// (metrics).
 	noLocalInternal, noLocalExternal bool
+	// direct: the port has no chain of its own (planner.direct).
+	direct bool
 }
 
 // mapUse is a shared endpoint map a Service port uses and, for the maps
@@ -93,11 +95,18 @@ type known struct {
 	// spans the key ranges of each (--nftables-endpoint-choice=shared).
 	maps  map[tobj]bool
 	spans map[tobj]*spanAlloc
+	// claims are the ports that claim each external address . protocol .
+	// port (externalIPs, LoadBalancer IPs), and directExt the ports with
+	// such addresses planned without a chain (the shared layout, see
+	// planner.direct): only the sole claimant of its addresses may be.
+	claims    map[extKey][]proxy.ServicePortName
+	directExt map[proxy.ServicePortName]bool
 }
 
 func newKnown() *known {
 	return &known{services: map[types.NamespacedName][]*proxy.PortPolicy{}, refs: map[elemID]int32{}, stale: map[tobj]time.Time{},
-		maps: map[tobj]bool{}, spans: map[tobj]*spanAlloc{}}
+		maps: map[tobj]bool{}, spans: map[tobj]*spanAlloc{}, claims: map[extKey][]proxy.ServicePortName{},
+		directExt: map[proxy.ServicePortName]bool{}}
 }
 
 // spansOf returns the key ranges of shared map m.
@@ -225,6 +234,9 @@ type txn struct {
 	// then see empty maps, where interleaved they cost O(Services ×
 	// elements per map).
 	late []op
+	// rewrite are the shared external addresses (extKey.String) whose
+	// elements a partial sync writes anew (planSync).
+	rewrite map[string]bool
 }
 
 func (t *txn) add(o knftables.Object)    { t.ops = append(t.ops, op{opAdd, o}) }
@@ -252,7 +264,7 @@ func elementObject(id elemID, value, comment string, isMap bool) *knftables.Elem
 // isMapName reports whether a dispatch object is a map (the others are
 // sets).
 func isMapName(name string) bool {
-	return name != clusterIPsSet && name != hairpinConnectionsSet && name != directNodePortsSet
+	return name != clusterIPsSet && name != hairpinConnectionsSet && name != directNodePortsSet && name != directExternalIPsSet
 }
 
 // isSharedMap reports whether name is a shared endpoint map.
@@ -263,12 +275,15 @@ func isSharedMap(name string) bool {
 
 // desired computes the desired state of one Service port from its policy
 // (and, in the shared layout, the key ranges spans gives it).
-func (pl *planner) desired(name proxy.ServicePortName, pol *proxy.PortPolicy, spans spanFunc) *desiredPort {
+// ext decides, for a port that may be direct and has external addresses,
+// whether they may be direct too (see planner.direct).
+func (pl *planner) desired(name proxy.ServicePortName, pol *proxy.PortPolicy, spans spanFunc, ext extChoice) *desiredPort {
 	sp := pol.Port
 	d := &desiredPort{}
 	n := pl.names(name, pol)
 	affinity := sp.SessionAffinity == v1.ServiceAffinityClientIP
-	direct := pl.direct(pol)
+	direct := pl.direct(pol) && (!hasExternalAddrs(sp) || ext(name, pol))
+	d.direct = direct
 	chain := func(c string) { d.chains = append(d.chains, tobj{n.table, c}) }
 	for _, ep := range pol.Reachable {
 		if affinity {
@@ -393,6 +408,10 @@ func (pl *planner) dispatchElements(d *desiredPort, n *portNames, pol *proxy.Por
 		}
 	}
 	external := func(ip string, lb bool) {
+		if direct {
+			pl.directExternalElements(d, n, pol, ip)
+			return
+		}
 		if pol.HasEndpoints {
 			add(serviceIPsMap, ip+suffix, "goto "+n.external, "")
 		}

@@ -122,25 +122,30 @@ func (pl *planner) replaceSharedMaps(tx *txn, table string, listedChains, listed
 	}
 }
 
-// dropDirectChain deletes table's chains of direct ClusterIP and NodePort
-// choices and its set of direct NodePorts (see planner.direct) when the
+// dropDirectChain deletes table's chains of direct choices and its sets of
+// direct NodePorts and external addresses (see planner.direct) when the
 // table lists them and no longer dispatches that way (another endpoint
 // choice, or the main table under --nftables-shards). The table's services
-// chain, which refers to them, is flushed by then.
+// chain, which refers to them, is flushed by then; they are all flushed
+// before any goes, as one refers to another.
 func (pl *planner) dropDirectChain(tx *txn, table string, listedChains, listedSets []tobj) {
 	if pl.cfg.ChoiceShared && (table != "" || pl.cfg.Shards <= 0) {
 		return
 	}
 	in := func(o tobj) bool { return o.table == table || (table == "" && o.table == TableName) }
+	var drop []*knftables.Chain
 	for _, c := range listedChains {
-		if (c.name == clusterIPEndpointsChain || c.name == nodePortEndpointsChain) && in(c) {
+		if (c.name == clusterIPEndpointsChain || c.name == nodePortEndpointsChain || c.name == externalIPEndpointsChain) && in(c) {
 			ch := &knftables.Chain{Table: table, Name: c.name}
 			tx.flush(ch)
-			tx.delete(ch)
+			drop = append(drop, ch)
 		}
 	}
+	for _, ch := range drop {
+		tx.delete(ch)
+	}
 	for _, s := range listedSets {
-		if s.name == directNodePortsSet && in(s) {
+		if (s.name == directNodePortsSet || s.name == directExternalIPsSet) && in(s) {
 			tx.delete(&knftables.Set{Table: table, Name: s.name})
 		}
 	}
@@ -281,6 +286,13 @@ func (pl *planner) setupServices(tx *txn, table string, matchAll bool) {
 		tx.add(&knftables.Set{Table: table, Name: directNodePortsSet, Type: "inet_proto . inet_service",
 			Comment: ptrTo("NodePorts without a chain of their own")})
 		tx.flush(&knftables.Set{Table: table, Name: directNodePortsSet})
+		tx.add(&knftables.Chain{Table: table, Name: externalIPEndpointsChain})
+		tx.flush(&knftables.Chain{Table: table, Name: externalIPEndpointsChain})
+		tx.add(&knftables.Rule{Table: table, Chain: externalIPEndpointsChain, Rule: pl.masqueradeRule(), Comment: ptrTo("masquerade")})
+		tx.add(&knftables.Rule{Table: table, Chain: externalIPEndpointsChain, Rule: "goto " + clusterIPEndpointsChain})
+		tx.add(&knftables.Set{Table: table, Name: directExternalIPsSet, Type: pl.addrType + " . inet_proto . inet_service",
+			Comment: ptrTo("externalIPs and LoadBalancer IPs without a chain of their own")})
+		tx.flush(&knftables.Set{Table: table, Name: directExternalIPsSet})
 	}
 	tx.flush(&knftables.Map{Table: table, Name: serviceIPsMap})
 	tx.flush(&knftables.Map{Table: table, Name: serviceNodePortsMap})
@@ -295,6 +307,7 @@ func (pl *planner) setupServices(tx *txn, table string, matchAll bool) {
 	rule(knftables.Concat(pl.ipX, "daddr . meta l4proto . th dport vmap", "@", serviceIPsMap), nil)
 	if pl.cfg.ChoiceShared {
 		rule(knftables.Concat(pl.ipX, "daddr", "@", clusterIPsSet, "jump", clusterIPEndpointsChain), ptrTo("ClusterIPs without a chain of their own"))
+		rule(knftables.Concat(pl.ipX, "daddr . meta l4proto . th dport", "@", directExternalIPsSet, "goto", externalIPEndpointsChain), nil)
 	}
 	nodePortDst := knftables.Concat(pl.ipX, "daddr", "@", nodePortIPsSet)
 	if matchAll {

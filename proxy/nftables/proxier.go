@@ -87,6 +87,12 @@ const (
 	// NodePort (see planner.direct).
 	nodePortEndpointsChain = "node-port-endpoints"
 	directNodePortsSet     = "direct-node-ports"
+	// externalIPEndpointsChain marks for masquerading and goes on to
+	// clusterIPEndpointsChain, whose maps also hold the keys of direct
+	// externalIPs and LoadBalancer IPs; directExternalIPsSet lists their
+	// address . protocol . port (see planner.direct).
+	externalIPEndpointsChain = "external-ip-endpoints"
+	directExternalIPsSet     = "direct-external-ips"
 
 	filterPreroutingPreDNATChain = "filter-prerouting-pre-dnat"
 	filterOutputPreDNATChain     = "filter-output-pre-dnat"

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/knftables"
 
 	"github.com/svcnet/svcnet/proxy"
@@ -28,7 +29,7 @@ func sharedConfig() Config {
 func TestChoiceShared(t *testing.T) {
 	nft := knftables.NewFake(knftables.IPv4Family, TableName)
 	p := NewProxier(sharedConfig(), nft)
-	if err := p.Sync(context.Background(), overallWorld().request(true)); err != nil {
+	if err := p.Sync(context.Background(), addTwins(overallWorld()).request(true)); err != nil {
 		t.Fatal(err)
 	}
 	dump := nft.Dump()
@@ -116,14 +117,28 @@ func checkSharedMap(t *testing.T, step string, nft *knftables.Fake) {
 	checkDirectMaps(t, step, nft)
 }
 
-// checkDirectMaps checks the direct ClusterIP choices (planner.direct):
-// each map cluster-ip-endpoints-P-N has exactly one rule, in
-// cluster-ip-endpoints, with mod N; it holds keys 0 .. N-1 of each cluster
-// IP . port it serves and no other; a cluster IP . port is in one map at
-// most, is not also dispatched by service-ips, and its address is in
-// cluster-ips (which the jump to the chain matches).
+// checkDirectMaps checks the direct ClusterIP and external address
+// choices (planner.direct): each map cluster-ip-endpoints-P-N has exactly
+// one rule, in cluster-ip-endpoints, with mod N; it holds keys 0 .. N-1 of
+// each address . port it serves and no other; an address . port is in one
+// map at most and is not also dispatched by service-ips; the address is in
+// cluster-ips (which the jump to the chain matches) or the address .
+// protocol . port in direct-external-ips (which leads to
+// external-ip-endpoints: the masquerade mark, then cluster-ip-endpoints),
+// not both; and every element of direct-external-ips is served.
 func checkDirectMaps(t *testing.T, step string, nft *knftables.Fake) {
 	t.Helper()
+	external := map[string]bool{} // address . protocol . port
+	if s := nft.Table.Sets[directExternalIPsSet]; s != nil {
+		for _, e := range s.Elements {
+			external[strings.Join(e.Key, " . ")] = true
+		}
+	}
+	if ch := nft.Table.Chains[externalIPEndpointsChain]; ch != nil && (len(ch.Rules) != 2 ||
+		!strings.HasPrefix(ch.Rules[0].Rule, "mark set mark or ") || ch.Rules[1].Rule != "goto "+clusterIPEndpointsChain) {
+		t.Errorf("%s: %s is not the masquerade mark and a goto %s: %v", step, externalIPEndpointsChain, clusterIPEndpointsChain, ch.Rules)
+	}
+	served := map[string]bool{}
 	for _, d := range directMapKeys(t, step, nft, clusterIPEndpointsChain, false) {
 		ipPort, name, proto := d.dst, d.name, d.proto
 		ip, port, _ := strings.Cut(ipPort, " . ")
@@ -138,8 +153,15 @@ func checkDirectMaps(t *testing.T, step string, nft *knftables.Fake) {
 		for _, e := range nft.Table.Sets[clusterIPsSet].Elements {
 			in = in || e.Key[0] == ip
 		}
-		if !in {
-			t.Errorf("%s: %s of %s is not in cluster-ips", step, ip, name)
+		ext := external[ip+" . "+proto+" . "+port]
+		served[ip+" . "+proto+" . "+port] = true
+		if in == ext {
+			t.Errorf("%s: %s of %s: in cluster-ips %v, in %s %v (want exactly one)", step, ip, name, in, directExternalIPsSet, ext)
+		}
+	}
+	for k := range external {
+		if !served[k] {
+			t.Errorf("%s: %s is in %s but in no direct choice map", step, k, directExternalIPsSet)
 		}
 	}
 	checkDirectNodePorts(t, step, nft)
@@ -303,7 +325,7 @@ func TestSharedFullSyncAgain(t *testing.T) {
 	for _, shards := range []int{0, 3} {
 		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
 			cfg := shardsConfig(shards, true)
-			w := overallWorld()
+			w := addTwins(overallWorld())
 			pkts := overallPackets(w)
 			// Enough Services that every shared map serves several.
 			for i := range 600 {
@@ -451,5 +473,116 @@ func objectNames(nft *knftables.Fake) []string {
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// TestDirectExternalClaims: Services that claim one external address and
+// port, coming, changing and going in partial syncs: after each sync every
+// packet traces as after a full sync from nothing (the same Service wins
+// the address, also when the winner goes), in every layout. In the shared
+// layout the address is a direct choice only while one port claims it:
+// another Service claiming it sends the direct port back to its chains in
+// that same sync (so that one of the two wins, as with kube-proxy, rather
+// than keys of both mixing in a map), and the last claimant left is direct
+// again; the direct maps hold exactly their keys.
+func TestDirectExternalClaims(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		shards int
+		shared bool
+	}{{0, true}, {2, true}, {0, false}, {2, false}} {
+		shards, shared := c.shards, c.shared
+		t.Run(fmt.Sprintf("shards=%d/shared=%v", shards, shared), func(t *testing.T) {
+			cfg := shardsConfig(shards, shared)
+			extIP := "192.168.99.55"
+			claimant := func(name, cip string, i int) *v1.Service {
+				return service("claims", name, cip, func(s *v1.Service) {
+					s.Spec.ExternalIPs = []string{extIP}
+				})
+			}
+			eps := func(i int) []*proxy.Endpoint {
+				return []*proxy.Endpoint{ep(fmt.Sprintf("10.183.%d.1", i), 80, false), ep(fmt.Sprintf("10.183.%d.2", i), 80, false)}
+			}
+			w := overallWorld()
+			w.add(claimant("b", "172.30.0.52", 2), eps(2)...)
+			nft := newFake(cfg)
+			p := NewProxier(cfg, nft)
+			direct := func() bool {
+				for _, tbl := range tablesOf(nft) {
+					if s := tbl.Sets[directExternalIPsSet]; s != nil {
+						for _, e := range s.Elements {
+							if e.Key[0] == extIP {
+								return true
+							}
+						}
+					}
+				}
+				return false
+			}
+			check := func(step string, wantDirect bool) {
+				t.Helper()
+				fresh := newFake(cfg)
+				if err := NewProxier(cfg, fresh).Sync(ctx, w.request(true)); err != nil {
+					t.Fatal(err)
+				}
+				sameTraces(t, step, nft, fresh, overallPackets(w))
+				if shards == 0 && shared {
+					checkSharedMap(t, step, nft)
+				}
+				if got := direct(); got != wantDirect {
+					t.Errorf("%s: %s direct %v, want %v", step, extIP, got, wantDirect)
+				}
+			}
+			sync := func(step string, full bool, changed ...string) {
+				t.Helper()
+				if err := p.Sync(ctx, w.request(full, changed...)); err != nil {
+					t.Fatalf("%s: %v", step, err)
+				}
+			}
+			sync("b alone", true)
+			check("b alone", shared)
+			// a claims b's address (a sorts first: b's chain must win, as
+			// in a full sync) and then c does, while b's endpoints change.
+			w.add(claimant("a", "172.30.0.51", 1), eps(1)...)
+			sync("a claims it", false, "claims/a")
+			check("a claims it", false)
+			w.add(claimant("c", "172.30.0.53", 3), eps(3)...)
+			w.add(claimant("b", "172.30.0.52", 2), eps(2)[:1]...)
+			sync("c claims it too", false, "claims/c", "claims/b")
+			check("c claims it too", false)
+			// Both others go: b is the sole claimant again, and direct
+			// again in the same sync.
+			for _, name := range []string{"a", "c"} {
+				for n := range w.svcs {
+					if n.Namespace == "claims" && n.Name == name {
+						delete(w.svcs, n)
+						delete(w.eps, n)
+					}
+				}
+			}
+			sync("a and c gone", false, "claims/a", "claims/c")
+			check("a and c gone", shared)
+			sync("full", true)
+			check("full", shared)
+			// b changes while sole: it stays direct.
+			w.add(claimant("b", "172.30.0.52", 2), eps(2)...)
+			sync("b changes", false, "claims/b")
+			check("b changes", shared)
+		})
+	}
+}
+
+// tablesOf returns the fake's tables (the main table, and the dispatch
+// tables with --nftables-shards).
+func tablesOf(nft *knftables.Fake) []*knftables.FakeTable {
+	if nft.Table != nil {
+		return []*knftables.FakeTable{nft.Table}
+	}
+	var out []*knftables.FakeTable
+	for _, fam := range nft.Tables {
+		for _, t := range fam {
+			out = append(out, t)
+		}
+	}
 	return out
 }

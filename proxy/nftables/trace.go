@@ -286,6 +286,12 @@ func (tr *Tracer) rule(s tpkt, rule string, depth int) (res []tpkt, cont *tpkt, 
 				return nil, &s, nil
 			}
 			i = j
+		case (t == "ip" || t == "ip6") && i+8 < len(toks) && toks[i+1] == "daddr" && toks[i+2] == "." && strings.HasPrefix(toks[i+8], "@"):
+			// ip daddr . meta l4proto . th dport @set
+			if !tr.setHas(toks[i+8][1:], s.dst.String()+" . "+s.proto+" . "+fmt.Sprint(s.dport)) {
+				return nil, &s, nil
+			}
+			i += 9
 		case (t == "ip" || t == "ip6") && i+9 < len(toks) && toks[i+1] == "daddr" && toks[i+2] == ".":
 			// ip daddr . meta l4proto . th dport vmap @map
 			v, ok := tr.mapGet(strings.TrimPrefix(toks[i+9], "@"), s.dst.String()+" . "+s.proto+" . "+fmt.Sprint(s.dport))
