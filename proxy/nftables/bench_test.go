@@ -182,7 +182,7 @@ func oneChangeNetlink(b *testing.B, choice, typ string, n int) {
 		svcs, eps := bigWorldOf(n, typ)
 		cfg := Config{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
 			ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")},
-			ChoiceRules: choice == "rules", ChoiceShared: strings.HasPrefix(choice, "shared")}
+			ChoiceRules:  choice == "rules", ChoiceShared: strings.HasPrefix(choice, "shared")}
 		if _, n, ok := strings.Cut(choice, "-shards"); ok {
 			cfg.Shards, _ = strconv.Atoi(n)
 		}
