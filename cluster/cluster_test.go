@@ -148,10 +148,13 @@ func TestUpDown(t *testing.T) {
 			t.Errorf("node %s: no dispatch table %q:\n%s", nodeName, want, table)
 		}
 	}
-	// A NodePort Service for the DNS pods (externalTrafficPolicy Cluster):
-	// in the shared layout its NodePort is a direct choice as well (a key of
-	// node-port-endpoints-udp-N, no chain); a pod on node 2 asks node 1's
-	// NodePort, so the answer is DNATed and masqueraded there.
+	// A NodePort Service for the DNS pods (externalTrafficPolicy Cluster)
+	// with an externalIP: in the shared layout its NodePort is a direct
+	// choice as well (a key of node-port-endpoints-udp-N, no chain); a pod
+	// on node 2 asks node 1's NodePort, so the answer is DNATed and
+	// masqueraded there. The externalIP, which no other Service claims, is
+	// direct too (direct-external-ips, keys in cluster-ip-endpoints-udp-N):
+	// the pod asks it and node 2's proxy DNATs it.
 	apply := exec.Command("ip", "netns", "exec", lab.Name, bin, "kubectl", "--kubeconfig", filepath.Join(dir, "kubeconfig"), "apply", "-f", "-")
 	apply.Stdin = strings.NewReader(`apiVersion: v1
 kind: Service
@@ -159,6 +162,7 @@ metadata: {name: dns-nodeport, namespace: kube-system}
 spec:
   type: NodePort
   selector: {k8s-app: kube-dns}
+  externalIPs: [192.0.2.53]
   ports: [{name: dns, protocol: UDP, port: 53, targetPort: 53, nodePort: 30053}]
 `)
 	if out, err := apply.CombinedOutput(); err != nil {
@@ -166,6 +170,14 @@ spec:
 	}
 	if got := digUntil("-p", "30053", "@172.18.0.2"); got != "10.96.0.1\n" {
 		t.Errorf("DNS through node 1's NodePort 30053: %q", got)
+	}
+	if got := digUntil("@192.0.2.53"); got != "10.96.0.1\n" {
+		t.Errorf("DNS through the externalIP 192.0.2.53: %q", got)
+	}
+	if out, err := exec.Command(bin, "node-exec", "--data-dir", dir, nodeName, "--", "nft", "list", "ruleset", "ip").CombinedOutput(); err != nil {
+		t.Fatalf("node-exec %s nft list: %v\n%s", nodeName, err, out)
+	} else if s := string(out); !strings.Contains(s, "192.0.2.53 . udp . 53") || !strings.Contains(s, "192.0.2.53 . 53 . 0 :") {
+		t.Errorf("node %s: the externalIP 192.0.2.53 is not a direct choice:\n%s", nodeName, s)
 	}
 	node1 := NodeName(prefix, 1)
 	out, err := exec.Command(bin, "node-exec", "--data-dir", dir, node1, "--", "nft", "list", "ruleset", "ip").CombinedOutput()
