@@ -236,13 +236,15 @@ func (t *EndpointsChangeTracker) endpointsLocked(name types.NamespacedName) Endp
 				if e.Zone != nil {
 					ep.Zone = *e.Zone
 				}
-				if e.Hints != nil {
+				if e.Hints != nil && len(e.Hints.ForZones)+len(e.Hints.ForNodes) > 0 {
+					h := &Hints{}
 					for _, z := range e.Hints.ForZones {
-						ep.ZoneHints = append(ep.ZoneHints, z.Name)
+						h.Zones = append(h.Zones, z.Name)
 					}
 					for _, n := range e.Hints.ForNodes {
-						ep.NodeHints = append(ep.NodeHints, n.Name)
+						h.Nodes = append(h.Nodes, n.Name)
 					}
+					ep.Hints = h
 				}
 				if i, dup := seen[pn][ep.AddrPort()]; dup {
 					// The same endpoint in two slices (briefly, while it
@@ -297,7 +299,7 @@ func endpointsMapsEqual(a, b EndpointsMap) bool {
 		for i := range ea {
 			x, y := ea[i], eb[i]
 			if x.AddrPort() != y.AddrPort() || x.Ready != y.Ready || x.Serving != y.Serving || x.Terminating != y.Terminating ||
-				x.NodeName != y.NodeName || x.Zone != y.Zone || x.IsLocal != y.IsLocal || x.Weight != y.Weight || x.Quiesced != y.Quiesced || !slices.Equal(x.ZoneHints, y.ZoneHints) || !slices.Equal(x.NodeHints, y.NodeHints) {
+				x.NodeName != y.NodeName || x.Zone != y.Zone || x.IsLocal != y.IsLocal || x.Weight != y.Weight || x.Quiesced != y.Quiesced || !slices.Equal(x.ZoneHints(), y.ZoneHints()) || !slices.Equal(x.NodeHints(), y.NodeHints()) {
 				return false
 			}
 		}

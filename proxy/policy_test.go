@@ -19,8 +19,15 @@ func polEP(ip, node string, opts ...func(*Endpoint)) *Endpoint {
 	return ep
 }
 
-func nodeHint(n ...string) func(*Endpoint) { return func(e *Endpoint) { e.NodeHints = n } }
-func zoneHint(z ...string) func(*Endpoint) { return func(e *Endpoint) { e.ZoneHints = z } }
+func nodeHint(n ...string) func(*Endpoint) { return func(e *Endpoint) { hints(e).Nodes = n } }
+func zoneHint(z ...string) func(*Endpoint) { return func(e *Endpoint) { hints(e).Zones = z } }
+
+func hints(e *Endpoint) *Hints {
+	if e.Hints == nil {
+		e.Hints = &Hints{}
+	}
+	return e.Hints
+}
 func terminating(e *Endpoint)              { e.Ready, e.Terminating = false, true }
 func quiesced(e *Endpoint)                 { e.Quiesced = true }
 

@@ -387,9 +387,9 @@ func TestProxierWithInformers(t *testing.T) {
 
 func TestTopologyHints(t *testing.T) {
 	a := mkEP("10.0.0.1", false, true, true, false)
-	a.ZoneHints = []string{"zone-a"}
+	a.Hints = &Hints{Zones: []string{"zone-a"}}
 	b := mkEP("10.0.0.2", false, true, true, false)
-	b.ZoneHints = []string{"zone-b"}
+	b.Hints = &Hints{Zones: []string{"zone-b"}}
 	svc := &ServicePort{}
 	cl, _, _, _ := CategorizeEndpointsForNode([]*Endpoint{a, b}, svc, "n1", map[string]string{v1.LabelTopologyZone: "zone-a"})
 	if len(cl) != 1 || cl[0] != a {
@@ -407,7 +407,7 @@ func TestTopologyHints(t *testing.T) {
 		t.Errorf("partial hints: got %d endpoints", len(cl))
 	}
 	// Node hints win over zone hints.
-	a.NodeHints, b.NodeHints = []string{"n2"}, []string{"n1"}
+	a.Hints.Nodes, b.Hints.Nodes = []string{"n2"}, []string{"n1"}
 	cl, _, _, _ = CategorizeEndpointsForNode([]*Endpoint{a, b}, svc, "n1", map[string]string{v1.LabelTopologyZone: "zone-a"})
 	if len(cl) != 1 || cl[0] != b {
 		t.Errorf("node hints: got %v", cl)

@@ -28,14 +28,14 @@ func topologyMode(endpoints []*Endpoint, nodeName, zone string) string {
 			continue
 		}
 		anyReady = true
-		if len(ep.NodeHints) == 0 {
+		if len(ep.NodeHints()) == 0 {
 			allNode = false
-		} else if slices.Contains(ep.NodeHints, nodeName) {
+		} else if slices.Contains(ep.NodeHints(), nodeName) {
 			forNode = true
 		}
-		if len(ep.ZoneHints) == 0 {
+		if len(ep.ZoneHints()) == 0 {
 			allZone = false
-		} else if slices.Contains(ep.ZoneHints, zone) {
+		} else if slices.Contains(ep.ZoneHints(), zone) {
 			forZone = true
 		}
 	}
@@ -53,9 +53,9 @@ func topologyMode(endpoints []*Endpoint, nodeName, zone string) string {
 func availableForTopology(ep *Endpoint, mode, nodeName, zone string) bool {
 	switch mode {
 	case topologySameNode:
-		return slices.Contains(ep.NodeHints, nodeName)
+		return slices.Contains(ep.NodeHints(), nodeName)
 	case topologySameZone:
-		return slices.Contains(ep.ZoneHints, zone)
+		return slices.Contains(ep.ZoneHints(), zone)
 	}
 	return true
 }

@@ -199,10 +199,10 @@ type Endpoint struct {
 	Port     int
 	NodeName string
 	Zone     string
-	// ZoneHints and NodeHints are the endpoint's topology hints (zones and
-	// nodes that should prefer it).
-	ZoneHints []string
-	NodeHints []string
+	// Hints are the endpoint's topology hints; nil when it has none (as
+	// most endpoints: one pointer rather than two slices, for the 100,000s
+	// of endpoints a proxy holds).
+	Hints *Hints
 	// Weight is the pod's load-balancing weight (pod annotation
 	// svcnet.io/weight, carried by the slice annotation
 	// svcnet.io/endpoint-weights); 0 stands for the default 1, so that a
@@ -219,8 +219,28 @@ type Endpoint struct {
 	// Quiesced is true for weight 0: the endpoint takes no new
 	// connections in any mode; established ones continue.
 	Quiesced bool
-	// (The booleans come last, together: 128 bytes, a size class, where
-	// they cost a word each between the other fields.)
+	// (The booleans come last, together: 88 bytes, where they would cost
+	// a word each between the other fields.)
+}
+
+// Hints are an endpoint's topology hints: the zones and the nodes that
+// should prefer it.
+type Hints struct{ Zones, Nodes []string }
+
+// ZoneHints returns the zones that should prefer the endpoint.
+func (e *Endpoint) ZoneHints() []string {
+	if e.Hints == nil {
+		return nil
+	}
+	return e.Hints.Zones
+}
+
+// NodeHints returns the nodes that should prefer the endpoint.
+func (e *Endpoint) NodeHints() []string {
+	if e.Hints == nil {
+		return nil
+	}
+	return e.Hints.Nodes
 }
 
 // String returns "ip:port" ("[ip]:port" for IPv6), the form kube-proxy uses

@@ -76,8 +76,8 @@ func TestTopologyHints(t *testing.T) {
 	p := NewProxier(testConfig(), nft)
 	w := newWorld()
 	mine, other := ep("10.180.0.1", 80, true), ep("10.180.0.2", 80, false)
-	mine.NodeHints, other.NodeHints = []string{"test-node"}, []string{"node-b"}
-	mine.ZoneHints, other.ZoneHints = []string{"zone-b"}, []string{"zone-a"}
+	mine.Hints = &proxy.Hints{Nodes: []string{"test-node"}, Zones: []string{"zone-b"}}
+	other.Hints = &proxy.Hints{Nodes: []string{"node-b"}, Zones: []string{"zone-a"}}
 	w.add(service("ns", "hinted", "172.30.0.61"), mine, other)
 	if err := p.Sync(context.Background(), w.request(true)); err != nil {
 		t.Fatal(err)
@@ -88,7 +88,7 @@ func TestTopologyHints(t *testing.T) {
 	}
 	// Without node hints, zone hints decide; the zone label arrives in a
 	// partial sync.
-	mine.NodeHints, other.NodeHints = nil, nil
+	mine.Hints.Nodes, other.Hints.Nodes = nil, nil
 	req := w.request(false)
 	req.Node.Labels = map[string]string{v1.LabelTopologyZone: "zone-a"}
 	if err := p.Sync(context.Background(), req); err != nil {

@@ -41,8 +41,16 @@ func ScenarioNodeInfo() proxy.NodeInfo {
 // epOpt changes one endpoint of the scenario.
 type epOpt func(*proxy.Endpoint)
 
-func withNodeHint(ep *proxy.Endpoint)  { ep.NodeHints = []string{ep.NodeName} }
-func withZoneHint(z string) epOpt      { return func(ep *proxy.Endpoint) { ep.ZoneHints = []string{z} } }
+func withNodeHint(ep *proxy.Endpoint) { hintsOf(ep).Nodes = []string{ep.NodeName} }
+func withZoneHint(z string) epOpt     { return func(ep *proxy.Endpoint) { hintsOf(ep).Zones = []string{z} } }
+
+// hintsOf returns ep's hints, made empty if it had none.
+func hintsOf(ep *proxy.Endpoint) *proxy.Hints {
+	if ep.Hints == nil {
+		ep.Hints = &proxy.Hints{}
+	}
+	return ep.Hints
+}
 func asTerminating(ep *proxy.Endpoint) { ep.Ready, ep.Terminating = false, true }
 func asQuiesced(ep *proxy.Endpoint)    { ep.Quiesced = true }
 
