@@ -24,8 +24,10 @@ type EndpointsChangeTracker struct {
 	nodeName string
 
 	mu sync.Mutex
-	// slices holds the current slices per Service, by slice name.
-	slices map[types.NamespacedName]map[string]*discovery.EndpointSlice
+	// slices holds the current slices per Service, sorted by name (a
+	// Service has one or a few: a list costs a word each, a map hundreds
+	// of bytes).
+	slices map[types.NamespacedName][]*discovery.EndpointSlice
 	// applied holds, per Service with pending changes, its endpoints as of
 	// the last Apply.
 	applied map[types.NamespacedName]EndpointsMap
@@ -39,7 +41,7 @@ type EndpointsChangeTracker struct {
 func NewEndpointsChangeTracker(nodeName string) *EndpointsChangeTracker {
 	return &EndpointsChangeTracker{
 		nodeName: nodeName,
-		slices:   map[types.NamespacedName]map[string]*discovery.EndpointSlice{},
+		slices:   map[types.NamespacedName][]*discovery.EndpointSlice{},
 		applied:  map[types.NamespacedName]EndpointsMap{},
 		triggers: newTriggers(),
 	}
@@ -66,16 +68,23 @@ func (t *EndpointsChangeTracker) EndpointSliceUpdate(slice *discovery.EndpointSl
 	if _, pending := t.applied[name]; !pending {
 		t.applied[name] = t.endpointsLocked(name)
 	}
+	cur := t.slices[name]
+	i, found := slices.BinarySearchFunc(cur, slice.Name, func(s *discovery.EndpointSlice, n string) int { return strings.Compare(s.Name, n) })
 	if removed {
-		delete(t.slices[name], slice.Name)
-		if len(t.slices[name]) == 0 {
+		if found {
+			cur = slices.Delete(cur, i, i+1)
+		}
+		if len(cur) == 0 {
 			delete(t.slices, name)
+		} else {
+			t.slices[name] = cur
 		}
 	} else {
-		if t.slices[name] == nil {
-			t.slices[name] = map[string]*discovery.EndpointSlice{}
+		if found {
+			cur[i] = slice
+		} else {
+			t.slices[name] = slices.Insert(cur, i, slice)
 		}
-		t.slices[name][slice.Name] = slice
 		if s, ok := slice.Annotations[AnnotationLastChangeTriggerTime]; ok {
 			if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
 				fam := FamilyIndex(slice.AddressType == discovery.AddressTypeIPv6)
@@ -174,11 +183,6 @@ func usable(ep *Endpoint) bool { return ep.Ready || (ep.Serving && ep.Terminatin
 // endpoint lists. An endpoint listed in several slices appears once.
 func (t *EndpointsChangeTracker) endpointsLocked(name types.NamespacedName) EndpointsMap {
 	out := EndpointsMap{}
-	sliceNames := make([]string, 0, len(t.slices[name]))
-	for n := range t.slices[name] {
-		sliceNames = append(sliceNames, n)
-	}
-	slices.Sort(sliceNames)
 	seen := map[ServicePortName]map[netip.AddrPort]int{} // index in out[pn]
 	// The endpoints are allocated together, in one array: a Service's are
 	// replaced together, and one allocation instead of one per endpoint
@@ -188,8 +192,7 @@ func (t *EndpointsChangeTracker) endpointsLocked(name types.NamespacedName) Endp
 		n += len(s.Endpoints) * len(s.Ports)
 	}
 	slab := make([]Endpoint, 0, n)
-	for _, sn := range sliceNames {
-		s := t.slices[name][sn]
+	for _, s := range t.slices[name] {
 		for _, port := range s.Ports {
 			if port.Port == nil || *port.Port <= 0 || *port.Port > 65535 {
 				continue

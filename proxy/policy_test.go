@@ -28,8 +28,8 @@ func hints(e *Endpoint) *Hints {
 	}
 	return e.Hints
 }
-func terminating(e *Endpoint)              { e.Ready, e.Terminating = false, true }
-func quiesced(e *Endpoint)                 { e.Quiesced = true }
+func terminating(e *Endpoint) { e.Ready, e.Terminating = false, true }
+func quiesced(e *Endpoint)    { e.Quiesced = true }
 
 func addrsOf(eps []*Endpoint) []string {
 	var out []string

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -585,4 +586,40 @@ func TestConntrackOnlyWithUDP(t *testing.T) {
 	step("the UDP port removed", func() { p.OnServiceUpdate(dnsUDP, dns) }, 0)
 	step("a UDP Service again", func() { p.OnServiceUpdate(dns, dnsUDP) }, 1)
 	step("and deleted", func() { p.OnServiceDelete(dnsUDP) }, 0)
+}
+
+// TestEndpointSlicesOfAService: a Service's endpoints are the union of its
+// current slices, whatever order they come, are replaced and go in.
+func TestEndpointSlicesOfAService(t *testing.T) {
+	tr := NewEndpointsChangeTracker("node1")
+	m := EndpointsMap{}
+	pn := ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "web"}, Protocol: v1.ProtocolTCP}
+	slice := func(name, ip string) *discovery.EndpointSlice {
+		return testSlice("ns", "web", name, 80, v1.ProtocolTCP, ep(ip, "node2", true))
+	}
+	addrs := func() string {
+		tr.Apply(m)
+		var out []string
+		for _, e := range m[pn] {
+			out = append(out, e.Addr.String())
+		}
+		return strings.Join(out, " ")
+	}
+	for _, s := range []*discovery.EndpointSlice{slice("web-c", "10.0.0.3"), slice("web-a", "10.0.0.1"), slice("web-b", "10.0.0.2")} {
+		tr.EndpointSliceUpdate(s, false)
+	}
+	if got := addrs(); got != "10.0.0.1 10.0.0.2 10.0.0.3" {
+		t.Errorf("three slices: %q", got)
+	}
+	tr.EndpointSliceUpdate(slice("web-b", "10.0.0.4"), false)
+	tr.EndpointSliceUpdate(slice("web-a", "10.0.0.1"), true)
+	if got := addrs(); got != "10.0.0.3 10.0.0.4" {
+		t.Errorf("one replaced, one gone: %q", got)
+	}
+	tr.EndpointSliceUpdate(slice("web-x", "10.0.0.9"), true) // not known: nothing
+	tr.EndpointSliceUpdate(slice("web-b", "10.0.0.4"), true)
+	tr.EndpointSliceUpdate(slice("web-c", "10.0.0.3"), true)
+	if got := addrs(); got != "" || len(tr.slices) != 0 {
+		t.Errorf("all gone: %q, %d Services kept", got, len(tr.slices))
+	}
 }

@@ -42,7 +42,9 @@ func ScenarioNodeInfo() proxy.NodeInfo {
 type epOpt func(*proxy.Endpoint)
 
 func withNodeHint(ep *proxy.Endpoint) { hintsOf(ep).Nodes = []string{ep.NodeName} }
-func withZoneHint(z string) epOpt     { return func(ep *proxy.Endpoint) { hintsOf(ep).Zones = []string{z} } }
+func withZoneHint(z string) epOpt {
+	return func(ep *proxy.Endpoint) { hintsOf(ep).Zones = []string{z} }
+}
 
 // hintsOf returns ep's hints, made empty if it had none.
 func hintsOf(ep *proxy.Endpoint) *proxy.Hints {
