@@ -7,6 +7,11 @@
 //   - connections per second: wrk with "Connection: close" (every request is
 //     a new TCP connection through the proxy) against a small HTTP backend.
 //
+// Beside the rates it reports each proxy's own CPU and the whole machine's
+// busy CPU (/proc/stat) per connection and per Gbit, and the CPU ceiling:
+// the rate a proxy could reach if CPU were the only bound, CPUs / (what a
+// direct connection or Gbit costs the machine + what it costs the proxy).
+//
 // It is a benchmark, not a test: run it with
 //
 //	go run ./bench/userspace [-duration 5s] [-connections 32] [-runs 3]
