@@ -54,6 +54,7 @@ type config struct {
 	svcnetEnv      []string // extra environment of the svcnet proxy (diagnostics)
 	heapDir        string   // save the svcnet proxy's heap profile after its first sync here
 	endpointSpread int      // Service i has 1 + i%endpointSpread endpoints (0: endpointsPerService each)
+	loadBalancers  bool     // the proxy bench's Services are LoadBalancer Services with an address each
 }
 
 func intList(s string) ([]int, error) {
@@ -87,6 +88,7 @@ func main() {
 	flag.IntVar(&cfg.repsLarge, "reps-large", 0, "repetitions of the proxy measurements at 30,000 Services and more (0: -reps); kube-proxy's start takes minutes there")
 	flag.IntVar(&cfg.changes, "changes", 5, "one-change syncs per proxy run")
 	flag.IntVar(&cfg.endpointSpread, "endpoint-spread", 0, "give Service i 1 + i%K endpoints (K at most 64) instead of 10 each, and also measure connects to Service K-1 (\"widest\"): in svcnet's shared layout the last of K direct choice maps a new ClusterIP connection looks up")
+	flag.BoolVar(&cfg.loadBalancers, "load-balancers", false, "make the proxy bench's Services LoadBalancer Services (externalTrafficPolicy Cluster, no NodePort) with an address of their own in 100.64.0.0/10, in their status as a LoadBalancer controller writes it")
 	flag.IntVar(&cfg.connects, "connects", 1000, "TCP connects per latency measurement")
 	flag.IntVar(&cfg.maxConnSize, "connect-max-services", 30000, "measure connect latency only up to this many Services")
 	flag.IntVar(&cfg.iptablesMax, "iptables-max-services", 0, "run iptables mode only up to this many Services (0: every size); its full syncs take minutes at 10k on a loaded machine")

@@ -57,6 +57,17 @@ type proxyBed struct {
 	// spread, when positive, gives Service i 1 + i%spread endpoints
 	// (-endpoint-spread) instead of endpointsPerService.
 	spread int
+	// lb makes the Services LoadBalancer Services (-load-balancers), the
+	// k-th created with address lbAddr(k).
+	lb    bool
+	lbSeq atomic.Int64
+}
+
+// lbAddr is the k-th LoadBalancer address: 100.64.0.1 and on (outside the
+// Service CIDR and the bench's networks; never routed anywhere).
+func lbAddr(k int) string {
+	k++
+	return fmt.Sprintf("100.%d.%d.%d", 64+k>>16, k>>8&255, k&255)
 }
 
 // endpointCount is the number of endpoints of the i-th Service (the
@@ -169,16 +180,24 @@ func retry(f func() error) error {
 func (b *proxyBed) createService(ctx context.Context, name string, i int) (string, error) {
 	var ip string
 	if err := retry(func() error {
-		svc, err := b.cs.CoreV1().Services(benchNS).Create(ctx, &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{
-				Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}}},
-		}, metav1.CreateOptions{})
+		spec := corev1.ServiceSpec{Ports: []corev1.ServicePort{{
+			Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}}}
+		if b.lb {
+			spec.Type, spec.AllocateLoadBalancerNodePorts = corev1.ServiceTypeLoadBalancer, ptr(false)
+		}
+		svc, err := b.cs.CoreV1().Services(benchNS).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec},
+			metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			svc, err = b.cs.CoreV1().Services(benchNS).Get(ctx, name, metav1.GetOptions{})
 		}
 		if err == nil {
 			ip = svc.Spec.ClusterIP
+		}
+		if err == nil && b.lb && len(svc.Status.LoadBalancer.Ingress) == 0 {
+			// As a LoadBalancer controller would: the address in the
+			// status.
+			svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: lbAddr(int(b.lbSeq.Add(1)) - 1)}}
+			_, err = b.cs.CoreV1().Services(benchNS).UpdateStatus(ctx, svc, metav1.UpdateOptions{})
 		}
 		return err
 	}); err != nil {
@@ -517,6 +536,7 @@ func benchProxies(res *results, bins *peers, cfg *config) error {
 			if err != nil {
 				return err
 			}
+			b.lb = cfg.loadBalancers
 			b.n, b.perfDir, b.env, b.heapDir = n, cfg.perfDir, cfg.svcnetEnv, cfg.heapDir
 			rate, err := b.populate(n)
 			if err != nil {

@@ -92,6 +92,11 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 			"--conntrack-max-per-core 0 --nodeport-addresses primary`, everything else default, so `--min-sync-period` is 1 s " +
 			"in both); a pods namespace behind a veth pair holds the endpoint addresses. N ClusterIP Services × 10 ready " +
 			"endpoints (one EndpointSlice each) exist before the proxy starts. The ruleset is flushed between runs.\n\n")
+		if cfg.loadBalancers {
+			w("**This run's Services are LoadBalancer Services** (`-load-balancers`): externalTrafficPolicy Cluster, no " +
+				"NodePort, each with an address of its own in its status (100.64.0.1 and on), so each has a ClusterIP and " +
+				"a LoadBalancer IP to program.\n\n")
+		}
 		if cfg.endpointSpread > 0 {
 			w("**This run's Services do not have 10 endpoints each** (`-endpoint-spread %d`): Service i has 1 + i mod %d "+
 				"ready endpoints (the one-change Services 10).\n\n", cfg.endpointSpread, cfg.endpointSpread)
