@@ -918,20 +918,7 @@ func writeServiceChains(nc, nr *lineBuffer, c *serviceChains, activate func(stri
 
 // sortPorts sorts Service ports as proxy.SortedServicePorts does.
 func sortPorts(names []proxy.ServicePortName) {
-	slices.SortFunc(names, comparePorts)
-}
-
-func comparePorts(a, b proxy.ServicePortName) int {
-	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.Name, b.Name); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.Port, b.Port); c != 0 {
-		return c
-	}
-	return strings.Compare(string(a.Protocol), string(b.Protocol))
+	slices.SortFunc(names, proxy.ServicePortName.Compare)
 }
 
 // Schedulers are what iptables mode can balance with: kube-proxy's uniform

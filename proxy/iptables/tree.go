@@ -141,7 +141,7 @@ func (t *dispatchTree) write(chains, rules *lineBuffer, dirty []netip.Addr) {
 			// The canonical order: Service ports sorted, then each
 			// port's rules in the order they were made.
 			slices.SortStableFunc(b[lp], func(x, y topRule) int {
-				if c := comparePorts(x.port, y.port); c != 0 {
+				if c := x.port.Compare(y.port); c != 0 {
 					return c
 				}
 				return x.seq - y.seq

@@ -266,20 +266,6 @@ func syncVS(h Handle, ps *PlannedService, old *VirtualServer, log *slog.Logger) 
 	return draining, errors.Join(errs...)
 }
 
-// sameService reports whether two planned virtual servers program the
-// same kernel state.
-func sameService(a, b *PlannedService) bool {
-	if a.VS != b.VS || len(a.Dests) != len(b.Dests) {
-		return false
-	}
-	for i := range a.Dests {
-		if a.Dests[i].AddrPort() != b.Dests[i].AddrPort() || a.Dests[i].Weight != b.Dests[i].Weight {
-			return false
-		}
-	}
-	return true
-}
-
 // drain performs one step of graceful termination of a real server and
 // reports whether it is gone.
 func drain(h Handle, vs VirtualServer, d RealServer, log *slog.Logger) (gone bool, err error) {

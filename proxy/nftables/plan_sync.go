@@ -89,7 +89,7 @@ func (pl *planner) planSync(in input, k *known) *txn {
 	for _, nn := range nns {
 		// A copy: the ports may be the service tracker's index.
 		names := slices.Clone(ports[nn])
-		slices.SortFunc(names, comparePorts)
+		slices.SortFunc(names, proxy.ServicePortName.Compare)
 		pols[nn] = pl.policies(in.req, names)
 	}
 	// The changed ports' claims of external addresses. Where Services
@@ -151,11 +151,6 @@ func (pl *planner) policies(req *proxy.SyncRequest, names []proxy.ServicePortNam
 		}
 	}
 	return out
-}
-
-func comparePorts(a, b proxy.ServicePortName) int {
-	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name),
-		strings.Compare(a.Port, b.Port), strings.Compare(string(a.Protocol), string(b.Protocol)))
 }
 
 // desiredService is the union of the desired state of a Service's ports.
