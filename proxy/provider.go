@@ -218,6 +218,11 @@ type ModeConfig struct {
 	// of nat KUBE-SERVICES: "linear" (kube-proxy's, the default when
 	// empty) or "tree". Other modes ignore it.
 	IPTablesDispatch string
+	// IPTablesBackend is --iptables-backend, the variant of the iptables
+	// programs the iptables and IPVS modes run: "auto" (the default when
+	// empty: the one kubelet's hint chain is in, else the system's),
+	// "nft", "legacy" or "system". Other modes ignore it.
+	IPTablesBackend string
 	// NFTablesEndpointChoice is --nftables-endpoint-choice, how the
 	// nftables mode picks an endpoint: "map" (kube-proxy's anonymous map in
 	// each Service's chain, the default when empty) or "rules" (one rule

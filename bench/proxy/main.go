@@ -209,7 +209,10 @@ func model(n int) (proxy.ServicePortMap, proxy.EndpointsMap) {
 func (b *bed) run(n, connects int, legacy bool, timeout time.Duration, dispatch iptables.Dispatch) error {
 	ctx := context.Background()
 	ex := proxy.OSExecutor{NetNS: b.node}
-	run := &iptables.Runner{Exec: ex, Legacy: legacy}
+	run := &iptables.Runner{Exec: ex}
+	if legacy {
+		run.Backend = iptables.BackendLegacy
+	}
 	// Start from a clean table for every size.
 	_ = iptables.Cleanup(ctx, run)
 	p := iptables.New(proxy.ModeConfig{Exec: ex, IPv4: true, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -61,6 +62,30 @@ type proxyBed struct {
 	// k-th created with address lbAddr(k).
 	lb    bool
 	lbSeq atomic.Int64
+	// legacyBin holds iptables, iptables-restore, ... (and ip6tables')
+	// as links to the iptables-legacy programs: kube-proxy's PATH in the
+	// -legacy modes.
+	legacyBin string
+}
+
+// legacyShim makes the directory of legacyBin in dir.
+func legacyShim(dir string) (string, error) {
+	bin := filepath.Join(dir, "iptables-legacy-bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return "", err
+	}
+	for _, v := range []string{"iptables", "ip6tables"} {
+		for _, suffix := range []string{"", "-save", "-restore"} {
+			target, err := exec.LookPath(v + "-legacy" + suffix)
+			if err != nil {
+				return "", err
+			}
+			if err := os.Symlink(target, filepath.Join(bin, v+suffix)); err != nil {
+				return "", err
+			}
+		}
+	}
+	return bin, nil
 }
 
 // lbAddr is the k-th LoadBalancer address: 100.64.0.1 and on (outside the
@@ -81,6 +106,10 @@ func (b *proxyBed) endpointCount(i int) int {
 
 func newProxyBed(tb *benchTB, bins *peers, n, spread int) (*proxyBed, error) {
 	b := &proxyBed{dir: tb.TempDir(), spread: spread}
+	var err error
+	if b.legacyBin, err = legacyShim(b.dir); err != nil {
+		return nil, err
+	}
 	b.node = testbed.NewNetNS(tb, "bench-node")
 	b.pods = testbed.NewNetNS(tb, "bench-pods")
 	testbed.Link(tb, b.node, "eth0", benchNodeIP+"/24", b.pods, "eth0", "10.1.0.2/24")
@@ -271,7 +300,16 @@ func (b *proxyBed) populate(n int) (float64, error) {
 // --nftables-endpoint-choice=shared (shared endpoint maps), and
 // "nftables-shards" with that and --nftables-shards=16 (16 dispatch
 // tables).
+//
+// A mode ending in "-legacy" (iptables-legacy, iptables-tree-legacy) runs
+// both proxies on the iptables-legacy variant of the iptables programs,
+// kube-proxy as its image's iptables wrapper would make it (`iptables` and
+// the rest found first on its PATH as the legacy programs), svcnet with
+// --iptables-backend legacy; the other iptables modes run the system's
+// `iptables`, iptables-nft on Debian 12.
 func (b *proxyBed) proxyArgs(bins *peers, impl, mode string) []string {
+	legacy := strings.HasSuffix(mode, "-legacy")
+	mode = strings.TrimSuffix(mode, "-legacy")
 	proxyMode, extra := mode, []string(nil)
 	switch mode {
 	case "iptables-tree":
@@ -294,9 +332,16 @@ func (b *proxyBed) proxyArgs(bins *peers, impl, mode string) []string {
 		"--cluster-cidr", "10.244.0.0/16", "--conntrack-max-per-core", "0", "--nodeport-addresses", "primary",
 		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256"}
 	if impl == "kube-proxy" {
-		return append(append([]string{bins.kubeProxy}, common...), "--v", "1")
+		args := append(append([]string{bins.kubeProxy}, common...), "--v", "1")
+		if legacy {
+			args = append([]string{"env", "PATH=" + b.legacyBin + ":" + os.Getenv("PATH")}, args...)
+		}
+		return args
 	}
 	args := append(append([]string{bins.svcnetProxy, "proxy"}, common...), extra...)
+	if legacy {
+		args = append(args, "--iptables-backend", "legacy")
+	}
 	if b.heapDir != "" {
 		args = append(args, "--profiling")
 	}
@@ -314,7 +359,25 @@ func (b *proxyBed) proxyArgs(bins *peers, impl, mode string) []string {
 // (both proxies' tables, iptables-nft's too), so every run starts clean.
 func (b *proxyBed) flush() {
 	_, _ = b.node.Run("nft", "flush", "ruleset")
+	for _, v := range []string{"iptables-legacy", "ip6tables-legacy"} {
+		for _, t := range []string{"nat", "filter", "mangle"} {
+			_, _ = b.node.Run(v, "-t", t, "-F")
+			_, _ = b.node.Run(v, "-t", t, "-X")
+		}
+	}
 	_, _ = b.node.Run("conntrack", "-F")
+}
+
+// checkVariant fails unless the proxy's rules are in the iptables variant
+// its mode names, and only there.
+func (b *proxyBed) checkVariant(legacy bool) error {
+	legacyOut, _ := b.node.Run("iptables-legacy-save", "-t", "nat")
+	nftOut, _ := b.node.Run("iptables-nft-save", "-t", "nat")
+	inLegacy, inNFT := strings.Contains(legacyOut, ":KUBE-SERVICES"), strings.Contains(nftOut, ":KUBE-SERVICES")
+	if inLegacy != legacy || inNFT == legacy {
+		return fmt.Errorf("rules in iptables-legacy %v, in iptables-nft %v; want them in legacy %v", inLegacy, inNFT, legacy)
+	}
+	return nil
 }
 
 type healthz struct {
@@ -383,6 +446,11 @@ func (b *proxyBed) runProxy(res *results, bins *peers, impl, mode string, n int,
 		return err
 	}
 	full := m.v("kubeproxy_sync_proxy_rules_last_timestamp_seconds") - float64(t0.UnixNano())/1e9
+	if strings.HasPrefix(mode, "iptables") {
+		if err := b.checkVariant(strings.HasSuffix(mode, "-legacy")); err != nil {
+			return fmt.Errorf("%s %s: %w", impl, mode, err)
+		}
+	}
 	res.add(full, "proxy", mode, n, "full", impl)
 	// Let a sync still running settle before reading memory. (kube-proxy
 	// observes the sync's duration after setting its timestamp, so the
@@ -546,7 +614,7 @@ func benchProxies(res *results, bins *peers, cfg *config) error {
 			logf("proxy n=%d: %d Services + slices created (%.0f objects/s)", n, n, rate)
 			b.listTimes(res, n)
 			for _, mode := range cfg.modes {
-				if strings.HasPrefix(mode, "iptables") && cfg.iptablesMax > 0 && n > cfg.iptablesMax {
+				if strings.HasPrefix(mode, "iptables") && !strings.HasSuffix(mode, "-legacy") && cfg.iptablesMax > 0 && n > cfg.iptablesMax {
 					res.note(fmt.Sprintf("iptables mode not run at %d Services (-iptables-max-services %d)", n, cfg.iptablesMax))
 					continue
 				}

@@ -136,7 +136,9 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 			"endpoints are a range of keys in a map shared with other chains), nftables-shards beside svcnet with that and " +
 			"`--nftables-shards=16` (the Services spread over 16 dispatch tables, so a change costs the kernel's validation of " +
 			"one table's share); iptables-tree is kube-proxy in iptables mode beside svcnet with " +
-			"`--iptables-dispatch=tree`.\n\n")
+			"`--iptables-dispatch=tree`. The modes ending in -legacy run both proxies on iptables-legacy (kube-proxy with the " +
+			"legacy programs first on its PATH, as its image's iptables wrapper arranges on a node whose kubelet uses them; " +
+			"svcnet with `--iptables-backend legacy`), the others on the system's `iptables`, iptables-nft.\n\n")
 		pooledPeerStarts(w, cfg, res)
 		w("### TCP connect latency through the rules\n\n")
 		w("%d TCP connects (connect() until established; the endpoint accepts and closes) from the node namespace to the "+
@@ -398,6 +400,8 @@ func peerMode(mode string) string {
 		return "nftables"
 	case "iptables-tree":
 		return "iptables"
+	case "iptables-tree-legacy":
+		return "iptables-legacy"
 	}
 	return mode
 }

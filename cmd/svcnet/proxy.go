@@ -43,6 +43,7 @@ type proxyArgs struct {
 	masqueradeAll      bool
 	masqueradeBit      int
 	iptablesDispatch   string
+	iptablesBackend    string
 	nftablesChoice     string
 	nftablesShards     int
 	minSyncPeriod      time.Duration
@@ -73,6 +74,7 @@ func parseProxyArgs(args []string) (*proxyArgs, error) {
 	fs.StringVar(&a.nftablesChoice, "nftables-endpoint-choice", "map", "svcnet extension, nftables mode: how a Service's chain picks an endpoint, map (kube-proxy's: an anonymous map per chain), rules (one rule per endpoint and no set: programming time linear in the number of Services) or shared (endpoint maps shared by every Service chain, 256 per protocol, each chain a range of keys in one of them: linear programming time and few rules)")
 	fs.IntVar(&a.nftablesShards, "nftables-shards", 0, "svcnet extension, nftables mode: spread the Services over this many dispatch tables (kube-proxy-s00, …) beside the kube-proxy table, so that a change costs the kernel's validation of one table's share (1/N) instead of every Service's; 0 (the default) is kube-proxy's single table")
 	fs.StringVar(&a.iptablesDispatch, "iptables-dispatch", "linear", "svcnet extension, iptables mode: layout of nat KUBE-SERVICES, linear (kube-proxy's) or tree (sub-chains by destination prefix: connection set-up cost independent of the number of Services)")
+	fs.StringVar(&a.iptablesBackend, "iptables-backend", "auto", "svcnet extension, iptables and ipvs modes: the iptables variant to program, auto (as the Kubernetes images' iptables wrapper picks it: the variant holding kubelet's KUBE-IPTABLES-HINT or KUBE-KUBELET-CANARY chain, else the system's `iptables`), nft, legacy or system")
 	fs.DurationVar(&a.minSyncPeriod, "min-sync-period", time.Second, "minimum interval between rule syncs")
 	fs.DurationVar(&a.syncPeriod, "sync-period", 30*time.Second, "maximum interval between rule syncs (partial; a full sync comes once an hour in iptables and nftables modes, every period in ipvs)")
 	fs.StringVar(&a.healthzBindAddress, "healthz-bind-address", "0.0.0.0:10256", "address of /healthz and /livez (empty disables)")
@@ -138,6 +140,9 @@ func parseProxyArgs(args []string) (*proxyArgs, error) {
 	}
 	if _, err := iptables.ParseDispatch(a.iptablesDispatch); err != nil {
 		return nil, fmt.Errorf("--iptables-dispatch: %w", err)
+	}
+	if _, err := iptables.ParseBackend(a.iptablesBackend); err != nil {
+		return nil, fmt.Errorf("--iptables-backend: %w", err)
 	}
 	if _, err := nftables.ParseEndpointChoice(a.nftablesChoice); err != nil {
 		return nil, fmt.Errorf("--nftables-endpoint-choice: %w", err)
@@ -230,7 +235,7 @@ func runProxy(ctx context.Context, args []string) error {
 	modeCfg := proxy.ModeConfig{
 		Log: log, Exec: exec, NodeName: a.hostnameOverride, ClusterCIDRs: a.clusterCIDRs, ServiceCIDRs: a.serviceCIDRs,
 		NodePortAddresses: a.nodePortAddresses, MasqueradeAll: a.masqueradeAll, MasqueradeBit: &a.masqueradeBit,
-		ConntrackTCPLiberal: a.conntrack.TCPBeLiberal, IPTablesDispatch: a.iptablesDispatch,
+		ConntrackTCPLiberal: a.conntrack.TCPBeLiberal, IPTablesDispatch: a.iptablesDispatch, IPTablesBackend: a.iptablesBackend,
 		NFTablesEndpointChoice: a.nftablesChoice, NFTablesShards: a.nftablesShards,
 		SyncPeriod: a.syncPeriod, MinSyncPeriod: a.minSyncPeriod, Scheduler: a.ipvsScheduler, Metrics: metrics,
 	}

@@ -32,26 +32,16 @@ type Interface interface {
 // -restore/-save programs through an Executor.
 type Runner struct {
 	Exec proxy.Executor
-	// Legacy selects the iptables-legacy binaries instead of the default
-	// (on Debian 12 the default is the nf_tables variant).
-	Legacy bool
+	// Backend selects the programs: BackendSystem (the zero value) runs
+	// `iptables`, whichever variant the host installed under that name;
+	// BackendNFT and BackendLegacy run iptables-nft and iptables-legacy.
+	Backend Backend
 }
 
 var _ Interface = (*Runner)(nil)
 
-func cmd(ipv6 bool, base string) string {
-	if ipv6 {
-		return strings.Replace(base, "iptables", "ip6tables", 1)
-	}
-	return base
-}
-
 func (r *Runner) cmd(ipv6 bool, base string) string {
-	c := cmd(ipv6, base)
-	if r.Legacy {
-		c = strings.Replace(c, "tables", "tables-legacy", 1)
-	}
-	return c
+	return r.Backend.command(ipv6, base)
 }
 
 // Restore implements Interface.

@@ -20,7 +20,11 @@ func init() {
 		if _, err := ParseDispatch(cfg.IPTablesDispatch); err != nil {
 			return nil, err
 		}
-		return New(cfg, &Runner{Exec: cfg.Exec}), nil
+		run, err := NewRunner(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return New(cfg, run), nil
 	})
 }
 

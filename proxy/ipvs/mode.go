@@ -104,7 +104,11 @@ func New(cfg Config) (*Mode, error) {
 		cfg.Sets = ExecIPSets{Exec: cfg.Exec}
 	}
 	if cfg.IPT == nil {
-		cfg.IPT = &iptables.Runner{Exec: cfg.Exec}
+		run, err := iptables.NewRunner(cfg.ModeConfig)
+		if err != nil {
+			return nil, fmt.Errorf("ipvs proxy mode: %w", err)
+		}
+		cfg.IPT = run
 	}
 	if cfg.Iface == nil {
 		li, err := NewLinkInterface(netNS, defaultInterface)

@@ -261,7 +261,7 @@ func run() error {
 	m, err := ipvs.New(ipvs.Config{ModeConfig: proxy.ModeConfig{
 		Exec: exe, NodeName: "node", IPv4: true, Scheduler: "rr",
 		NodeIPs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
-	}, IPT: &iptables.Runner{Exec: exe, Legacy: true}})
+	}, IPT: &iptables.Runner{Exec: exe, Backend: iptables.BackendLegacy}})
 	if err != nil {
 		return err
 	}
