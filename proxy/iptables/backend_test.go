@@ -125,7 +125,7 @@ func TestKernelScenariosLegacy(t *testing.T) {
 			// are in the legacy variant only.
 			for _, v := range []string{"iptables", "ip6tables"} {
 				legacy, _ := n.NS.Run(v+"-legacy-save", "-t", "nat")
-				nft, _ := n.NS.Run(v+"-nft-save")
+				nft, _ := n.NS.Run(v + "-nft-save")
 				if !strings.Contains(legacy, ":KUBE-SERVICES") || strings.Contains(nft, "KUBE-") {
 					return nil, fmt.Errorf("node %s, %s: want the proxy's chains in the legacy variant only; legacy:\n%s\nnft:\n%s", n.Name, v, legacy, nft)
 				}
