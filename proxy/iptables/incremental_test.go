@@ -153,6 +153,12 @@ func TestIncrementalSyncsEqualFull(t *testing.T) {
 				if got, want := canonicalState(t, fake), canonicalState(t, ref); got != want {
 					t.Fatalf("step %d: incremental state differs from a full sync:\n%s", step, lineDiff(got, want))
 				}
+				if dispatch == DispatchLinear {
+					// The order of Service rules may differ from a full
+					// sync's, but no packet may fare differently: where
+					// Services share an address and port, the same one wins.
+					sameServiceTraces(t, fmt.Sprintf("step %d", step), fake, ref, svcs)
+				}
 				if got, want := p.LastPlan[false].NATRules, rp.LastPlan[false].NATRules; got != want {
 					t.Errorf("step %d: NATRules %d, full sync counts %d", step, got, want)
 				}
@@ -161,6 +167,35 @@ func TestIncrementalSyncsEqualFull(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// sameServiceTraces traces a packet from outside the cluster to every
+// address and port of every Service through two Fakes' tables and fails
+// where the outcomes differ.
+func sameServiceTraces(t *testing.T, step string, got, want *Fake, svcs proxy.ServicePortMap) {
+	t.Helper()
+	trace := func(f *Fake, pkt proxy.TracePacket) string {
+		out, err := (&Tracer{Fake: f}).Trace(pkt)
+		if err != nil {
+			t.Fatalf("%s: trace %+v: %v", step, pkt, err)
+		}
+		var s []string
+		for _, o := range out {
+			s = append(s, fmt.Sprintf("%s masq=%v %s", o.Endpoint, o.Masquerade, o.Verdict))
+		}
+		slices.Sort(s)
+		return strings.Join(s, ", ")
+	}
+	for _, name := range proxy.SortedServicePorts(svcs) {
+		sp := svcs[name]
+		dsts := append(append(slices.Clone(sp.ClusterIPs), sp.ExternalIPs...), sp.LoadBalancerVIPs...)
+		for _, dst := range dsts {
+			pkt := proxy.TracePacket{Src: netip.MustParseAddr("198.51.100.7"), Dst: dst, Protocol: sp.Protocol, DPort: sp.Port}
+			if g, w := trace(got, pkt), trace(want, pkt); g != w {
+				t.Errorf("%s: %s to %s:%d/%s: %s, a full sync gives %s", step, name, dst, sp.Port, sp.Protocol, g, w)
+			}
+		}
 	}
 }
 
@@ -322,4 +357,68 @@ func TestLargeClusterDefersChainDeletion(t *testing.T) {
 	if !strings.Contains(string(sweep.Data), "-X "+gone+"\n") {
 		t.Fatalf("sweep did not delete %s:\n%s", gone, sweep.Data)
 	}
+}
+
+// TestSharedExternalIPPartialSyncs: Services a, b and c claim one
+// external IP and port. Through partial syncs that add, change and remove
+// claimants (the winner among them), a packet to that address must reach
+// the Service a full sync of the same model sends it to (the first in
+// name order: the first matching rule of KUBE-SERVICES).
+func TestSharedExternalIPPartialSyncs(t *testing.T) {
+	ctx := context.Background()
+	ext := netip.MustParseAddr("192.0.2.99")
+	svcs, epm := proxy.ServicePortMap{}, proxy.EndpointsMap{}
+	claimant := func(name string, i byte, port int) proxy.ServicePortName {
+		n := proxy.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "claims", Name: name}, Port: "p", Protocol: v1.ProtocolTCP}
+		svcs[n] = &proxy.ServicePort{Name: n, Type: v1.ServiceTypeClusterIP, Port: port, Protocol: v1.ProtocolTCP,
+			ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 96, 7, i})}, ExternalIPs: []netip.Addr{ext},
+			SessionAffinity: v1.ServiceAffinityNone}
+		epm[n] = []*proxy.Endpoint{{Addr: netip.AddrFrom4([4]byte{10, 244, 7, i}), Port: 8080, Ready: true, Serving: true, NodeName: "n2", Weight: 1}}
+		return n
+	}
+	node := proxy.NodeInfo{Name: "n1", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.2")}}
+	cfg := proxy.ModeConfig{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
+	fake := NewFake()
+	p := New(cfg, fake)
+	sync := func(step string, changed ...string) {
+		t.Helper()
+		req := &proxy.SyncRequest{Full: len(changed) == 0, Services: svcs, Endpoints: epm, Node: node}
+		req.EndpointsResult.UpdatedServices = sets.New[types.NamespacedName]()
+		for _, c := range changed {
+			req.EndpointsResult.UpdatedServices.Insert(types.NamespacedName{Namespace: "claims", Name: c})
+		}
+		if err := p.Sync(ctx, req); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if len(changed) > 0 && !p.LastPlan[false].Incremental {
+			t.Fatalf("%s: not an incremental sync", step)
+		}
+		ref := NewFake()
+		if err := New(cfg, ref).Sync(ctx, &proxy.SyncRequest{Full: true, Services: svcs, Endpoints: epm, Node: node}); err != nil {
+			t.Fatal(err)
+		}
+		sameServiceTraces(t, step, fake, ref, svcs)
+	}
+	b := claimant("b", 2, 80)
+	sync("b alone")
+	claimant("c", 3, 80)
+	sync("c claims it", "c")
+	a := claimant("a", 1, 80)
+	sync("a claims it", "a")
+	epm[b] = append(epm[b], &proxy.Endpoint{Addr: netip.MustParseAddr("10.244.7.22"), Port: 8080, Ready: true, Serving: true, NodeName: "n2", Weight: 1})
+	sync("b's endpoints change", "b")
+	svcs[a].ExternalIPs = nil
+	sync("a leaves the address", "a")
+	svcs[a].ExternalIPs = []netip.Addr{ext}
+	sync("a claims it again", "a")
+	delete(svcs, a)
+	delete(epm, a)
+	sync("a is deleted", "a")
+	claimant("a", 1, 81)
+	sync("a back on another port", "a")
+	svcs[b].Port = 81
+	sync("b moves to a's port", "b")
+	delete(svcs, b)
+	delete(epm, b)
+	sync("b is deleted", "b")
 }
