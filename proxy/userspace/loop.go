@@ -308,7 +308,12 @@ type relayEnd struct {
 	// there, and no edge will come for it, so the socket is read on until
 	// it says so, and the FIN passed on right behind the data.
 	rdhup bool
-	seq   int32 // its registration in the loop's epoll set
+	// fin: the hang-up was the peer's FIN alone (EPOLLRDHUP without
+	// EPOLLHUP or EPOLLERR). The kernel reports it once the FIN is taken
+	// in order, behind all the data before it, so a short read after it
+	// has drained the socket up to the EOF.
+	fin bool
+	seq int32 // its registration in the loop's epoll set
 }
 
 // direction is one way of a relay: bytes read from src and not yet
@@ -418,6 +423,9 @@ func (r *relay) event(e *relayEnd, ev uint32) {
 	}
 	if ev&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 		e.rdhup = true
+		if ev&(unix.EPOLLHUP|unix.EPOLLERR) == 0 {
+			e.fin = true
+		}
 	}
 	if ev&(unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 		e.wr = true
@@ -527,6 +535,10 @@ func (r *relay) pump(d *direction, src, dst *relayEnd) bool {
 		}
 		if w < n {
 			d.pending = append([]byte(nil), r.l.buf[w:n]...)
+		} else if n < len(r.l.buf) && src.fin {
+			// Everything up to the peer's FIN is passed on: pass the FIN
+			// on too, without a read to hear the EOF.
+			return r.ended(d, dst.fd)
 		}
 		if n == len(r.l.buf) {
 			// Bulk: the rest goes through a pipe, never into user space.

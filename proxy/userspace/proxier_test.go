@@ -334,6 +334,52 @@ func TestTCPBulkAndHalfClose(t *testing.T) {
 	}
 }
 
+// TestTCPShortExchangesWithFIN: many connections whose last data and FIN
+// arrive together in both directions (the client writes and shuts its side
+// at once, the backend echoes and closes). Each must get every byte and
+// then the EOF: the relay passes a FIN on right behind the data it read
+// last, and must never pass it before.
+func TestTCPShortExchangesWithFIN(t *testing.T) {
+	ctx := context.Background()
+	a := startTCPBackend(t, "127.0.0.1", "a")
+	p, _ := newTestProxier(t, Options{})
+	if err := p.Sync(ctx, []ServiceConfig{svc("default/short", "tcp", eps(a.addr))}); err != nil {
+		t.Fatal(err)
+	}
+	addr := proxyAddr(p, "default/short", "tcp")
+	errs := make(chan error, 8)
+	for w := 0; w < 8; w++ {
+		go func(w int) {
+			for i := 0; i < 50; i++ {
+				msg := fmt.Sprintf("message %d of %d, %s", i, w, strings.Repeat("x", (i*w*37)%3000))
+				c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+				if err != nil {
+					errs <- err
+					return
+				}
+				c.SetDeadline(time.Now().Add(20 * time.Second))
+				if _, err := c.Write([]byte(msg)); err != nil {
+					errs <- err
+					return
+				}
+				c.(*net.TCPConn).CloseWrite()
+				got, err := io.ReadAll(c)
+				c.Close()
+				if err != nil || string(got) != "a\n"+msg {
+					errs <- fmt.Errorf("connection %d/%d: got %d bytes (%v), want %d", w, i, len(got), err, len(msg)+2)
+					return
+				}
+			}
+			errs <- nil
+		}(w)
+	}
+	for w := 0; w < 8; w++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestEndpointRemovalLetsEstablishedConnectionsFinish(t *testing.T) {
 	ctx := context.Background()
 	a, b := startTCPBackend(t, "127.0.0.1", "a"), startTCPBackend(t, "127.0.0.1", "b")
