@@ -8,7 +8,7 @@
 // combination in a throwaway network namespace of its own (flushed between
 // runs, deleted at the end). It is a benchmark, never a test:
 //
-//	go run ./bench/iptorder [-chains 20000] [-runs 1]
+//	go run ./bench/iptorder [-chains 20000] [-runs 1] [-legacy]
 //
 // It needs root and the iptables programs; it sends no packets.
 package main
@@ -32,7 +32,12 @@ import (
 func main() {
 	n := flag.Int("chains", 20000, "chains (one rule each)")
 	runs := flag.Int("runs", 1, "repetitions of each combination (the median is printed)")
+	legacy := flag.Bool("legacy", false, "time iptables-legacy-restore instead of the system's iptables-restore")
 	flag.Parse()
+	iptables, restore, variant := "iptables", "iptables-restore", "system's iptables-restore"
+	if *legacy {
+		iptables, restore, variant = "iptables-legacy", "iptables-legacy-restore", "iptables-legacy-restore"
+	}
 	ns := fmt.Sprintf("svcnet-iptorder-%d", os.Getpid())
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "ip netns add: %v: %s\n", err, out)
@@ -66,7 +71,7 @@ func main() {
 		}
 		return l
 	}
-	fmt.Printf("%d chains, one rule each; iptables-restore --noflush, median of %d run(s)\n", *n, *runs)
+	fmt.Printf("%d chains, one rule each; %s --noflush, median of %d run(s)\n", *n, variant, *runs)
 	fmt.Printf("%-12s %-12s %s\n", "declared", "rules", "seconds")
 	for _, decl := range []string{"hash", "ascending", "descending"} {
 		for _, rules := range []string{"hash", "ascending", "descending"} {
@@ -81,12 +86,12 @@ func main() {
 			b.WriteString("COMMIT\n")
 			var ts []float64
 			for r := 0; r < *runs; r++ {
-				flush := exec.Command("ip", "netns", "exec", ns, "sh", "-c", "iptables -t nat -F && iptables -t nat -X")
+				flush := exec.Command("ip", "netns", "exec", ns, "sh", "-c", iptables+" -t nat -F && "+iptables+" -t nat -X")
 				if out, err := flush.CombinedOutput(); err != nil {
 					fmt.Fprintf(os.Stderr, "flush: %v: %s\n", err, out)
 					return
 				}
-				cmd := exec.Command("ip", "netns", "exec", ns, "iptables-restore", "--noflush")
+				cmd := exec.Command("ip", "netns", "exec", ns, restore, "--noflush")
 				cmd.Stdin = bytes.NewReader(b.Bytes())
 				t0 := time.Now()
 				if out, err := cmd.CombinedOutput(); err != nil {

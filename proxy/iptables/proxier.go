@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -132,30 +133,37 @@ func (p *Proxier) mark() string { return fmt.Sprintf("%#x", p.cfg.MasqueradeValu
 func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	p.reportSchedulers(req)
 	full := req.Full || p.needFull
-	if !full {
-		// Someone flushed our tables (firewalld reload, iptables -F ...):
-		// rewrite everything.
-		for _, v6 := range p.families {
-			for _, table := range []string{"mangle", "nat", "filter"} {
-				if ok, err := p.ipt.ChainExists(ctx, v6, table, ChainProxyCanary); err != nil || !ok {
-					p.log.Info("canary chain missing, forcing full sync", "table", table, "ipv6", v6)
-					full = true
-				}
-			}
-		}
-	}
-	p.needFull = true // cleared on success
-	if full {
-		if err := p.ensureBase(ctx); err != nil {
-			return err
-		}
-	}
 	// Stale chains are swept on every sync, except that in large clusters
 	// (where iptables-save is slow) they are swept once per sync period.
 	sweep := full || time.Since(p.lastSweep) > p.syncPeriod()
 	for _, v6 := range p.families {
 		if lp := p.LastPlan[v6]; lp == nil || !lp.LargeClusterMode {
 			sweep = true
+		}
+	}
+	// The nat chains the sweep needs, listed before the plan: their list
+	// also tells whether nat still holds the canary.
+	natChains := map[bool][]string{}
+	if sweep {
+		for _, v6 := range p.families {
+			chains, err := p.ipt.SaveChains(ctx, v6, "nat")
+			if err != nil {
+				p.log.Warn("listing nat chains failed; stale chains are kept", "err", err)
+				continue
+			}
+			if chains == nil {
+				chains = []string{}
+			}
+			natChains[v6] = chains
+		}
+	}
+	if !full && p.flushed(ctx, sweep, natChains) {
+		full = true
+	}
+	p.needFull = true // cleared on success
+	if full {
+		if err := p.ensureBase(ctx); err != nil {
+			return err
 		}
 	}
 	var errs []error
@@ -171,16 +179,8 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 			// Services no longer use.
 			in.Prev = p.LastPlan[v6]
 		}
-		if sweep {
-			chains, err := p.ipt.SaveChains(ctx, v6, "nat")
-			if err != nil {
-				p.log.Warn("listing nat chains failed; stale chains are kept", "err", err)
-			} else {
-				in.ExistingNATChains = chains
-				if in.ExistingNATChains == nil {
-					in.ExistingNATChains = []string{}
-				}
-			}
+		if chains, ok := natChains[v6]; ok {
+			in.ExistingNATChains = chains
 		}
 		plan := BuildPlan(in)
 		if err := p.ipt.Restore(ctx, v6, plan.Data); err != nil {
@@ -212,6 +212,35 @@ func (p *Proxier) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	req.Stats.Partial = !full
 	p.needFull = false
 	return nil
+}
+
+// flushed reports whether someone flushed our tables (firewalld reload,
+// iptables -F, ...) since the last sync, from the canary chains. mangle,
+// the smallest table, is asked on every sync, as kube-proxy's canary
+// monitor polls it; nat and filter only when the sweep lists nat anyway
+// (its list shows nat's canary): with iptables-legacy any question about
+// a table reads the whole table from the kernel, a second of nat at
+// 10,000 Services.
+func (p *Proxier) flushed(ctx context.Context, sweep bool, natChains map[bool][]string) bool {
+	for _, v6 := range p.families {
+		tables := []string{"mangle"}
+		if sweep {
+			tables = append(tables, "filter")
+			if chains, ok := natChains[v6]; !ok {
+				tables = append(tables, "nat")
+			} else if !slices.Contains(chains, ChainProxyCanary) {
+				p.log.Info("canary chain missing, forcing full sync", "table", "nat", "ipv6", v6)
+				return true
+			}
+		}
+		for _, table := range tables {
+			if ok, err := p.ipt.ChainExists(ctx, v6, table, ChainProxyCanary); err != nil || !ok {
+				p.log.Info("canary chain missing, forcing full sync", "table", table, "ipv6", v6)
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // FullSyncDue implements proxy.FullSyncScheduler as kube-proxy 1.37's

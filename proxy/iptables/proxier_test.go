@@ -3,8 +3,10 @@ package iptables
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -160,5 +162,79 @@ func TestKernelRestore(t *testing.T) {
 		if out := ns.MustRun(c); strings.Contains(out, "KUBE-") {
 			t.Errorf("%s after cleanup:\n%s", c, out)
 		}
+	}
+}
+
+// askingFake records which tables the proxier asks about outside restores.
+type askingFake struct {
+	*Fake
+	asked []string
+}
+
+func (f *askingFake) ChainExists(ctx context.Context, ipv6 bool, table, chain string) (bool, error) {
+	f.asked = append(f.asked, table)
+	return f.Fake.ChainExists(ctx, ipv6, table, chain)
+}
+
+func (f *askingFake) SaveChains(ctx context.Context, ipv6 bool, table string) ([]string, error) {
+	f.asked = append(f.asked, table)
+	return f.Fake.SaveChains(ctx, ipv6, table)
+}
+
+// TestCanaryChecks: a partial sync asks only mangle (the smallest table)
+// whether our canary survived, as kube-proxy's monitor polls it; nat and
+// filter are checked with the stale-chain sweep, every sync in small
+// clusters and once per sync period in large ones (with iptables-legacy,
+// any question about nat reads all of it). A flushed nat is found then.
+func TestCanaryChecks(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name     string
+		services int
+		large    bool
+	}{{"small", 20, false}, {"large", 200, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			svcs, epm := benchModel(c.services)
+			fake := &askingFake{Fake: NewFake()}
+			p := New(proxy.ModeConfig{IPv4: true, SyncPeriod: time.Hour, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}, fake)
+			if err := p.Sync(ctx, &proxy.SyncRequest{Full: true, Services: svcs, Endpoints: epm}); err != nil {
+				t.Fatal(err)
+			}
+			if got := p.LastPlan[false].LargeClusterMode; got != c.large {
+				t.Fatalf("large cluster mode %v", got)
+			}
+			name := proxy.SortedServicePorts(svcs)[3]
+			change := func() *proxy.SyncRequest {
+				epm[name] = epm[name][1:]
+				req := &proxy.SyncRequest{Services: svcs, Endpoints: epm,
+					EndpointsResult: proxy.EndpointsUpdateResult{UpdatedServices: sets.New(name.NamespacedName)}}
+				if err := p.Sync(ctx, req); err != nil {
+					t.Fatal(err)
+				}
+				return req
+			}
+			fake.asked = nil
+			if req := change(); !req.Stats.Partial {
+				t.Fatal("not a partial sync")
+			}
+			want := []string{"nat", "mangle", "filter"}
+			if c.large {
+				want = []string{"mangle"}
+			}
+			if !slices.Equal(fake.asked, want) {
+				t.Errorf("a partial sync asked about %v, want %v", fake.asked, want)
+			}
+			fake.DeleteChain(false, "nat", ChainProxyCanary)
+			req := change()
+			if req.Stats.Partial != c.large {
+				t.Errorf("nat flushed: partial %v, want %v", req.Stats.Partial, c.large)
+			}
+			if c.large {
+				p.lastSweep = time.Now().Add(-2 * time.Hour)
+				if req := change(); req.Stats.Partial {
+					t.Error("nat flushed: the sync after a sync period was not full")
+				}
+			}
+		})
 	}
 }
