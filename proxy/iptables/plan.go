@@ -672,14 +672,8 @@ func (p *planner) editTopLevel() {
 	var regroup []func()   // moves of changed rules in the tree
 	contested := p.contested(changedNames)
 	for _, nn := range changedNames {
-		var old, cur []topRule
-		if r := p.oldRecs[nn]; r != nil {
-			old = r.top
-		}
-		if r := p.plan.svcs[nn]; r != nil {
-			cur = r.top
-		}
-		if slices.EqualFunc(old, cur, topRule.same) {
+		old, cur, rewrite := p.topOf(nn)
+		if !rewrite {
 			continue // the kernel (and the tree) already hold them
 		}
 		for _, r := range old {
@@ -724,6 +718,18 @@ func (p *planner) editTopLevel() {
 	if len(contested) > 0 {
 		p.reorderContested(changedNames, contested)
 	}
+}
+
+// topOf returns a changed Service's rules of the top-level chains before
+// and after this plan, and whether they differ (the plan rewrites them).
+func (p *planner) topOf(nn types.NamespacedName) (old, cur []topRule, differ bool) {
+	if r := p.oldRecs[nn]; r != nil {
+		old = r.top
+	}
+	if r := p.plan.svcs[nn]; r != nil {
+		cur = r.top
+	}
+	return old, cur, !slices.EqualFunc(old, cur, topRule.same)
 }
 
 // contested updates the count of claims (linear dispatch) with the changed
@@ -798,14 +804,7 @@ func countClaims(svcs map[types.NamespacedName]*svcRecord) map[netip.Addr]int32 
 func (p *planner) reorderContested(changedNames []types.NamespacedName, contested map[netip.Addr]bool) {
 	rewritten := map[types.NamespacedName]bool{}
 	for _, nn := range changedNames {
-		var old, cur []topRule
-		if r := p.oldRecs[nn]; r != nil {
-			old = r.top
-		}
-		if r := p.plan.svcs[nn]; r != nil {
-			cur = r.top
-		}
-		rewritten[nn] = !slices.EqualFunc(old, cur, topRule.same)
+		_, _, rewritten[nn] = p.topOf(nn)
 	}
 	var moved []topRule
 	for nn, rec := range p.plan.svcs {
