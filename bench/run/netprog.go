@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -201,25 +202,40 @@ func benchNetProg(res *results, bins *peers, cfg *config) error {
 			return err
 		}
 		time.Sleep(3 * time.Second)
+		// Where the time goes: a watcher of the Service's slices (as a
+		// proxy's informer is) records, for each new trigger time, how long
+		// after it the slice reached it: the node agent's status write, the
+		// API and the EndpointSlice controller. The rest of an observation
+		// is the proxy's (its informer's delivery, --min-sync-period, the
+		// sync itself).
+		delivered := watchTriggers(ctx, cs)
 		before, err := scrapeAll()
 		if err != nil {
 			return err
 		}
+		var upHist, downHist histSum
 		for i := 0; i < cfg.npCycles; i++ {
-			if err := scale(4); err != nil {
-				return err
+			for _, step := range []struct {
+				n   int
+				sum *histSum
+			}{{4, &upHist}, {3, &downHist}} {
+				s0, err := scrapeAll()
+				if err != nil {
+					return err
+				}
+				if err := scale(step.n); err != nil {
+					return err
+				}
+				if err := waitEndpoints(step.n); err != nil {
+					return err
+				}
+				time.Sleep(2 * time.Second)
+				s1, err := scrapeAll()
+				if err != nil {
+					return err
+				}
+				step.sum.add(s0, s1)
 			}
-			if err := waitEndpoints(4); err != nil {
-				return err
-			}
-			time.Sleep(2 * time.Second)
-			if err := scale(3); err != nil {
-				return err
-			}
-			if err := waitEndpoints(3); err != nil {
-				return err
-			}
-			time.Sleep(2 * time.Second)
 		}
 		time.Sleep(2 * time.Second)
 		after, err := scrapeAll()
@@ -227,24 +243,29 @@ func benchNetProg(res *results, bins *peers, cfg *config) error {
 			return err
 		}
 		// Sum the three proxies' histograms, after minus before.
-		var diff []bucket
-		var count, sum float64
-		for i := range after {
-			a, b := after[i].histogram(npMetric), before[i].histogram(npMetric)
-			if diff == nil {
-				diff = make([]bucket, len(a))
-				for j := range a {
-					diff[j].le = a[j].le
-				}
+		var all histSum
+		all.add(before, after)
+		diff, count, sum := all.buckets, all.count, all.sum
+		for _, h := range []struct {
+			name string
+			sum  histSum
+		}{{"up", upHist}, {"down", downHist}} {
+			if h.sum.count > 0 {
+				res.add(h.sum.count, "netprog", h.name+"-count")
+				res.add(h.sum.sum/h.sum.count, "netprog", h.name+"-mean")
+				res.text["netprog-"+h.name+"-buckets"] = bucketList(h.sum.buckets)
 			}
-			for j := range a {
-				diff[j].count += a[j].count
-				if j < len(b) {
-					diff[j].count -= b[j].count
-				}
+		}
+		if ds := delivered(); len(ds) > 0 {
+			slices.Sort(ds)
+			res.add(float64(len(ds)), "netprog", "delivered-count")
+			res.add(ds[len(ds)/2], "netprog", "delivered-p50")
+			res.add(ds[len(ds)-1], "netprog", "delivered-max")
+			var total float64
+			for _, d := range ds {
+				total += d
 			}
-			count += after[i].v(npMetric+"_count") - before[i].v(npMetric+"_count")
-			sum += after[i].v(npMetric+"_sum") - before[i].v(npMetric+"_sum")
+			res.add(total/float64(len(ds)), "netprog", "delivered-mean")
 		}
 		res.add(count, "netprog", "count")
 		if count > 0 {
@@ -254,15 +275,7 @@ func benchNetProg(res *results, bins *peers, cfg *config) error {
 			res.text["netprog-p99"] = quantileBucket(diff, count, 0.99)
 			res.add(interpolatedQuantile(diff, count, 0.5), "netprog", "p50-interp")
 			res.add(interpolatedQuantile(diff, count, 0.99), "netprog", "p99-interp")
-			var sb strings.Builder
-			prev := 0.0
-			for _, b := range diff {
-				if b.count-prev > 0 {
-					fmt.Fprintf(&sb, "≤%s: %.0f, ", leString(b.le), b.count-prev)
-				}
-				prev = b.count
-			}
-			res.text["netprog-buckets"] = strings.TrimSuffix(sb.String(), ", ")
+			res.text["netprog-buckets"] = bucketList(diff)
 		}
 		logf("netprog: %.0f observations, mean %.3fs, p50 %s, p99 %s (%s)", count, sum/math.Max(count, 1),
 			res.text["netprog-p50"], res.text["netprog-p99"], res.text["netprog-buckets"])
@@ -271,6 +284,94 @@ func benchNetProg(res *results, bins *peers, cfg *config) error {
 }
 
 // interpolatedQuantile estimates quantile q as Prometheus'
+// histSum sums the three proxies' histograms between two scrapes.
+type histSum struct {
+	buckets    []bucket
+	count, sum float64
+}
+
+func (h *histSum) add(before, after []metrics) {
+	for i := range after {
+		a, b := after[i].histogram(npMetric), before[i].histogram(npMetric)
+		if h.buckets == nil {
+			h.buckets = make([]bucket, len(a))
+			for j := range a {
+				h.buckets[j].le = a[j].le
+			}
+		}
+		for j := range a {
+			if j >= len(h.buckets) {
+				break
+			}
+			h.buckets[j].count += a[j].count
+			if j < len(b) {
+				h.buckets[j].count -= b[j].count
+			}
+		}
+		h.count += after[i].v(npMetric+"_count") - before[i].v(npMetric+"_count")
+		h.sum += after[i].v(npMetric+"_sum") - before[i].v(npMetric+"_sum")
+	}
+}
+
+// bucketList writes the observations per bucket of a cumulative histogram.
+func bucketList(bs []bucket) string {
+	var sb strings.Builder
+	prev := 0.0
+	for _, b := range bs {
+		if b.count-prev > 0 {
+			fmt.Fprintf(&sb, "≤%s: %.0f, ", leString(b.le), b.count-prev)
+		}
+		prev = b.count
+	}
+	return strings.TrimSuffix(sb.String(), ", ")
+}
+
+// watchTriggers watches the np Service's EndpointSlices and records, for
+// every trigger time it has not seen before, how long after it the slice
+// arrived (seconds). The returned function stops the watch and returns the
+// delays.
+func watchTriggers(ctx context.Context, cs *kubernetes.Clientset) func() []float64 {
+	ctx, cancel := context.WithCancel(ctx)
+	var mu sync.Mutex
+	var delays []float64
+	seen := map[string]bool{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w, err := cs.DiscoveryV1().EndpointSlices("default").Watch(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=np"})
+		if err != nil {
+			return
+		}
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			now := time.Now()
+			s, ok := ev.Object.(*discoveryv1.EndpointSlice)
+			if !ok {
+				continue
+			}
+			v := s.Annotations[corev1.EndpointsLastChangeTriggerTime]
+			if v == "" || seen[v] {
+				continue
+			}
+			seen[v] = true
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				continue
+			}
+			mu.Lock()
+			delays = append(delays, now.Sub(t).Seconds())
+			mu.Unlock()
+		}
+	}()
+	return func() []float64 {
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(delays)
+	}
+}
+
 // histogram_quantile does: linearly within the bucket that holds it (the
 // first bucket from 0). An estimate, not a measurement: the report shows it
 // beside the bucket interval.

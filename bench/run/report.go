@@ -302,6 +302,20 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 			stats(res.get("netprog", "p50-interp")).format("s"), stats(res.get("netprog", "p99-interp")).format("s"), res.text["netprog-buckets"])
 		w("The mean is exact (the histogram's sum over its count); the interpolated quantiles are estimates within the bucket, " +
 			"as Prometheus' `histogram_quantile` computes them.\n\n")
+		if up, down := stats(res.get("netprog", "up-count")), stats(res.get("netprog", "down-count")); up.n > 0 && down.n > 0 {
+			w("**Where the time goes.** By step: a pod turning Ready (scale 3→4) %.0f observations, mean %s (%s); a pod "+
+				"deleted (4→3) %.0f observations, mean %s (%s). ", up.med, stats(res.get("netprog", "up-mean")).format("s"),
+				res.text["netprog-up-buckets"], down.med, stats(res.get("netprog", "down-mean")).format("s"), res.text["netprog-down-buckets"])
+			if d := stats(res.get("netprog", "delivered-count")); d.n > 0 {
+				w("A watcher of the Service's EndpointSlices (what a proxy's informer sees) received each new trigger time "+
+					"%s after it on average (median %s, at most %s, %.0f trigger times): the node agent's status write, the API "+
+					"and the EndpointSlice controller. The rest of each observation is the proxy's: its informer, `--min-sync-period` "+
+					"(1 s, with a burst of 2 syncs) and the sync itself.",
+					stats(res.get("netprog", "delivered-mean")).format("s"), stats(res.get("netprog", "delivered-p50")).format("s"),
+					stats(res.get("netprog", "delivered-max")).format("s"), d.med)
+			}
+			w("\n\n")
+		}
 	})
 	section("api", func() {
 		writeAPIReport(w, res, bins, cfg)
