@@ -253,6 +253,7 @@ func benchNetProg(res *results, bins *peers, cfg *config) error {
 			if h.sum.count > 0 {
 				res.add(h.sum.count, "netprog", h.name+"-count")
 				res.add(h.sum.sum/h.sum.count, "netprog", h.name+"-mean")
+				res.add(h.sum.syncs/3/float64(cfg.npCycles), "netprog", h.name+"-syncs")
 				res.text["netprog-"+h.name+"-buckets"] = bucketList(h.sum.buckets)
 			}
 		}
@@ -288,6 +289,8 @@ func benchNetProg(res *results, bins *peers, cfg *config) error {
 type histSum struct {
 	buckets    []bucket
 	count, sum float64
+	// syncs counts the proxies' syncs (all three) between the scrapes.
+	syncs float64
 }
 
 func (h *histSum) add(before, after []metrics) {
@@ -310,6 +313,7 @@ func (h *histSum) add(before, after []metrics) {
 		}
 		h.count += after[i].v(npMetric+"_count") - before[i].v(npMetric+"_count")
 		h.sum += after[i].v(npMetric+"_sum") - before[i].v(npMetric+"_sum")
+		h.syncs += after[i].v("kubeproxy_sync_proxy_rules_duration_seconds_count") - before[i].v("kubeproxy_sync_proxy_rules_duration_seconds_count")
 	}
 }
 

@@ -303,9 +303,11 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 		w("The mean is exact (the histogram's sum over its count); the interpolated quantiles are estimates within the bucket, " +
 			"as Prometheus' `histogram_quantile` computes them.\n\n")
 		if up, down := stats(res.get("netprog", "up-count")), stats(res.get("netprog", "down-count")); up.n > 0 && down.n > 0 {
-			w("**Where the time goes.** By step: a pod turning Ready (scale 3→4) %.0f observations, mean %s (%s); a pod "+
-				"deleted (4→3) %.0f observations, mean %s (%s). ", up.med, stats(res.get("netprog", "up-mean")).format("s"),
-				res.text["netprog-up-buckets"], down.med, stats(res.get("netprog", "down-mean")).format("s"), res.text["netprog-down-buckets"])
+			w("**Where the time goes.** By step: a pod turning Ready (scale 3→4) %.0f observations, mean %s (%s), %s syncs per "+
+				"proxy and step; a pod deleted (4→3) %.0f observations, mean %s (%s), %s syncs per proxy and step. ",
+				up.med, stats(res.get("netprog", "up-mean")).format("s"), res.text["netprog-up-buckets"],
+				stats(res.get("netprog", "up-syncs")).format(""), down.med, stats(res.get("netprog", "down-mean")).format("s"),
+				res.text["netprog-down-buckets"], stats(res.get("netprog", "down-syncs")).format(""))
 			if d := stats(res.get("netprog", "delivered-count")); d.n > 0 {
 				w("A watcher of the Service's EndpointSlices (what a proxy's informer sees) received each new trigger time "+
 					"%s after it on average (median %s, at most %s, %.0f trigger times): the node agent's status write, the API "+
