@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/netip"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -19,6 +20,12 @@ type ServiceChangeTracker struct {
 	// it, so a partial sync finds a changed Service's ports without a scan
 	// of the whole ServicePortMap).
 	ports PortIndex
+	// claims are the addresses every applied port claims (see claims.go);
+	// raw holds, for the ports that lost a destination to another, the
+	// port as its Service declares it (the map Apply updates holds them
+	// without the lost addresses).
+	claims addressClaims
+	raw    map[ServicePortName]*ServicePort
 }
 
 // PortIndex lists the ports of each Service of a ServicePortMap.
@@ -31,7 +38,8 @@ type serviceChange struct {
 
 // NewServiceChangeTracker returns an empty tracker.
 func NewServiceChangeTracker() *ServiceChangeTracker {
-	return &ServiceChangeTracker{items: map[types.NamespacedName]*serviceChange{}, ports: PortIndex{}}
+	return &ServiceChangeTracker{items: map[types.NamespacedName]*serviceChange{}, ports: PortIndex{},
+		claims: addressClaims{}, raw: map[ServicePortName]*ServicePort{}}
 }
 
 // Update records that a Service went from previous to current (nil previous
@@ -82,13 +90,17 @@ type ServiceUpdateResult struct {
 	Ports PortIndex
 }
 
-// Apply moves every pending change into m and clears the tracker.
+// Apply moves every pending change into m and clears the tracker. Where
+// ports claim one destination, m holds the losers without it (see
+// claims.go), and a change that moves a destination from one Service to
+// another counts as a change of both.
 func (t *ServiceChangeTracker) Apply(m ServicePortMap) ServiceUpdateResult {
 	t.mu.Lock()
 	items := t.items
 	t.items = map[types.NamespacedName]*serviceChange{}
 	t.mu.Unlock()
 	res := ServiceUpdateResult{UpdatedServices: sets.New[types.NamespacedName](), DeletedUDPClusterIPs: sets.New[string](), Ports: t.ports}
+	touched := map[netip.Addr]bool{}
 	for name, ch := range items {
 		res.UpdatedServices.Insert(name)
 		if len(ch.current) == 0 {
@@ -100,21 +112,54 @@ func (t *ServiceChangeTracker) Apply(m ServicePortMap) ServiceUpdateResult {
 			}
 			t.ports[name] = ports
 		}
-		for pn := range ch.previous {
-			delete(m, pn)
-		}
-		for pn, p := range ch.current {
-			m[pn] = p
-		}
 		for pn, p := range ch.previous {
+			programmed, ok := m[pn]
+			if ok {
+				raw := programmed
+				if r, lost := t.raw[pn]; lost {
+					raw = r
+				}
+				t.claims.drop(raw, touched)
+				delete(t.raw, pn)
+				delete(m, pn)
+			}
 			if _, still := ch.current[pn]; still {
 				continue
 			}
-			res.Deleted = append(res.Deleted, p)
+			if !ok {
+				programmed = p
+			}
+			res.Deleted = append(res.Deleted, programmed)
 			if p.Protocol == v1.ProtocolUDP {
 				for _, ip := range p.ClusterIPs {
 					res.DeletedUDPClusterIPs.Insert(ip.String())
 				}
+			}
+		}
+		for pn, p := range ch.current {
+			m[pn] = p
+			t.claims.add(p, touched)
+		}
+	}
+	// Every port that claims an address whose claims changed gets its
+	// winners again.
+	recheck := map[ServicePortName]*ServicePort{}
+	for ip := range touched {
+		for _, c := range t.claims[ip] {
+			recheck[c.port.Name] = c.port
+		}
+	}
+	for pn, raw := range recheck {
+		want := t.claims.resolve(raw)
+		if want != raw {
+			t.raw[pn] = raw
+		} else {
+			delete(t.raw, pn)
+		}
+		if cur := m[pn]; cur != want {
+			m[pn] = want
+			if !cur.equal(want) {
+				res.UpdatedServices.Insert(pn.NamespacedName)
 			}
 		}
 	}

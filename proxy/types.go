@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -85,6 +86,9 @@ type ServicePort struct {
 	HealthCheckNodePort int
 	// Scheduler is the value of AnnotationIPVSScheduler ("" if unset).
 	Scheduler string
+	// Created is the Service's creation time: it ranks Services that
+	// claim one destination (see the claims in the ServiceChangeTracker).
+	Created time.Time
 }
 
 // String returns the ServicePortName's string form.
@@ -392,6 +396,7 @@ func NewServicePorts(svc *v1.Service) []*ServicePort {
 			SessionAffinity:          svc.Spec.SessionAffinity,
 			StickyMaxAgeSeconds:      sticky,
 			Scheduler:                svc.Annotations[AnnotationIPVSScheduler],
+			Created:                  svc.CreationTimestamp.Time,
 		}
 		if p.Protocol == "" {
 			p.Protocol = v1.ProtocolTCP
