@@ -82,8 +82,8 @@ func TestSharedDestinationWinner(t *testing.T) {
 			apply: []*v1.Service{claimService("e", "192.0.2.5", 21, []string{"192.0.2.5", "192.0.2.6"}, nil)},
 			want:  []string{"192.0.2.1:80 a ext", "192.0.2.2:80 d cluster", "192.0.2.5:80 e cluster", "192.0.2.6:80 e ext"}, changed: []string{"e"}},
 		{what: "f and g, same age, same address: the first in name order",
-			apply: []*v1.Service{claimService("g", "10.96.0.7", 30, []string{"192.0.2.9"}, nil), claimService("f", "10.96.0.6", 30, []string{"192.0.2.9"}, nil)},
-			want: []string{"192.0.2.1:80 a ext", "192.0.2.2:80 d cluster", "192.0.2.5:80 e cluster", "192.0.2.6:80 e ext", "192.0.2.9:80 f ext"},
+			apply:   []*v1.Service{claimService("g", "10.96.0.7", 30, []string{"192.0.2.9"}, nil), claimService("f", "10.96.0.6", 30, []string{"192.0.2.9"}, nil)},
+			want:    []string{"192.0.2.1:80 a ext", "192.0.2.2:80 d cluster", "192.0.2.5:80 e cluster", "192.0.2.6:80 e ext", "192.0.2.9:80 f ext"},
 			changed: []string{"f", "g"}},
 	}
 	tr := NewServiceChangeTracker()
