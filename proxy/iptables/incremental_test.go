@@ -15,6 +15,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/testbed"
 	"github.com/svcnet/svcnet/proxy"
+	"github.com/svcnet/svcnet/proxy/proxytest"
 )
 
 // randomService makes Service i of a generated model: ClusterIPs spread
@@ -111,7 +112,8 @@ func TestIncrementalSyncsEqualFull(t *testing.T) {
 				sp, eps := randomService(rng, i)
 				svcs[sp.Name], epm[sp.Name] = sp, eps
 			}
-			if err := p.Sync(ctx, &proxy.SyncRequest{Full: true, Services: svcs, Endpoints: epm, Node: node}); err != nil {
+			var cv proxytest.ClaimsView
+			if err := p.Sync(ctx, &proxy.SyncRequest{Full: true, Services: cv.View(svcs, sets.New[types.NamespacedName]()), Endpoints: epm, Node: node}); err != nil {
 				t.Fatal(err)
 			}
 			next := 60
@@ -124,7 +126,8 @@ func TestIncrementalSyncsEqualFull(t *testing.T) {
 			}()
 			for step := 0; step < 120; step++ {
 				changed := mutate(rng, svcs, epm, &next)
-				req := &proxy.SyncRequest{Services: svcs, Endpoints: epm, Node: node,
+				view := cv.View(svcs, changed)
+				req := &proxy.SyncRequest{Services: view, Endpoints: epm, Node: node,
 					EndpointsResult: proxy.EndpointsUpdateResult{UpdatedServices: changed}}
 				if err := p.Sync(ctx, req); err != nil {
 					t.Fatalf("step %d: %v", step, err)
@@ -147,7 +150,7 @@ func TestIncrementalSyncsEqualFull(t *testing.T) {
 
 				ref := NewFake()
 				rp := New(cfg, ref)
-				if err := rp.Sync(ctx, &proxy.SyncRequest{Full: true, Services: svcs, Endpoints: epm, Node: node}); err != nil {
+				if err := rp.Sync(ctx, &proxy.SyncRequest{Full: true, Services: view, Endpoints: epm, Node: node}); err != nil {
 					t.Fatal(err)
 				}
 				if got, want := canonicalState(t, fake), canonicalState(t, ref); got != want {
@@ -361,9 +364,10 @@ func TestLargeClusterDefersChainDeletion(t *testing.T) {
 
 // TestSharedExternalIPPartialSyncs: Services a, b and c claim one
 // external IP and port. Through partial syncs that add, change and remove
-// claimants (the winner among them), a packet to that address must reach
-// the Service a full sync of the same model sends it to (the first in
-// name order: the first matching rule of KUBE-SERVICES).
+// claimants (the winner among them), handed to the mode as the core does
+// (proxytest.ClaimsView: only the winner's claim, the first in name order
+// among Services of one age), a packet to that address must reach the
+// Service a full sync of the same model sends it to.
 func TestSharedExternalIPPartialSyncs(t *testing.T) {
 	ctx := context.Background()
 	ext := netip.MustParseAddr("192.0.2.99")
@@ -380,13 +384,16 @@ func TestSharedExternalIPPartialSyncs(t *testing.T) {
 	cfg := proxy.ModeConfig{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
 	fake := NewFake()
 	p := New(cfg, fake)
+	var cv proxytest.ClaimsView
 	sync := func(step string, changed ...string) {
 		t.Helper()
-		req := &proxy.SyncRequest{Full: len(changed) == 0, Services: svcs, Endpoints: epm, Node: node}
-		req.EndpointsResult.UpdatedServices = sets.New[types.NamespacedName]()
+		upd := sets.New[types.NamespacedName]()
 		for _, c := range changed {
-			req.EndpointsResult.UpdatedServices.Insert(types.NamespacedName{Namespace: "claims", Name: c})
+			upd.Insert(types.NamespacedName{Namespace: "claims", Name: c})
 		}
+		view := cv.View(svcs, upd)
+		req := &proxy.SyncRequest{Full: len(changed) == 0, Services: view, Endpoints: epm, Node: node}
+		req.EndpointsResult.UpdatedServices = upd
 		if err := p.Sync(ctx, req); err != nil {
 			t.Fatalf("%s: %v", step, err)
 		}
@@ -394,7 +401,7 @@ func TestSharedExternalIPPartialSyncs(t *testing.T) {
 			t.Fatalf("%s: not an incremental sync", step)
 		}
 		ref := NewFake()
-		if err := New(cfg, ref).Sync(ctx, &proxy.SyncRequest{Full: true, Services: svcs, Endpoints: epm, Node: node}); err != nil {
+		if err := New(cfg, ref).Sync(ctx, &proxy.SyncRequest{Full: true, Services: view, Endpoints: epm, Node: node}); err != nil {
 			t.Fatal(err)
 		}
 		sameServiceTraces(t, step, fake, ref, svcs)

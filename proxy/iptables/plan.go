@@ -163,11 +163,6 @@ type Plan struct {
 	fixed    string
 	dispatch Dispatch
 	tree     *dispatchTree
-	// claims counts, per destination address, the Services with a rule
-	// for it in nat KUBE-SERVICES (linear dispatch): where two or more
-	// Services claim one address, an incremental plan restores the full
-	// plan's order of their rules there (the first match wins).
-	claims map[netip.Addr]int32
 	// natTop and filterTop count the rules of the top-level chains,
 	// svcLines those of the per-service chains.
 	natTop, filterTop, svcLines int
@@ -427,8 +422,8 @@ func (p *planner) recordOld() {
 func (p *planner) takeOver(numPorts, numEndpoints int) {
 	plan, prev := p.plan, p.in.Prev
 	plan.Incremental = true
-	plan.svcs, plan.ActiveNATChains, plan.tree, plan.claims = prev.svcs, prev.ActiveNATChains, prev.tree, prev.claims
-	prev.svcs, prev.ActiveNATChains, prev.tree, prev.claims = nil, nil, nil, nil
+	plan.svcs, plan.ActiveNATChains, plan.tree = prev.svcs, prev.ActiveNATChains, prev.tree
+	prev.svcs, prev.ActiveNATChains, prev.tree = nil, nil, nil
 	plan.NumServices, plan.NumEndpoints = prev.NumServices, prev.NumEndpoints
 	plan.NoLocalInternal, plan.NoLocalExternal = prev.NoLocalInternal, prev.NoLocalExternal
 	plan.natTop, plan.filterTop, plan.svcLines = prev.natTop, prev.filterTop, prev.svcLines
@@ -670,7 +665,6 @@ func (p *planner) editTopLevel() {
 	slices.SortFunc(changedNames, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
 	var dirty []netip.Addr // tree leaves to rewrite
 	var regroup []func()   // moves of changed rules in the tree
-	contested := p.contested(changedNames)
 	for _, nn := range changedNames {
 		old, cur, rewrite := p.topOf(nn)
 		if !rewrite {
@@ -701,8 +695,6 @@ func (p *planner) editTopLevel() {
 			switch {
 			case r.dispatched(p.tree):
 				dirty = append(dirty, r.dst)
-			case r.nat && r.chain == ChainServices && contested[r.dst]:
-				// reordered below
 			case r.nat && r.chain == ChainServices:
 				p.natDelta.write("-I", r.chain, "1", r.args)
 			case r.nat:
@@ -714,9 +706,6 @@ func (p *planner) editTopLevel() {
 	}
 	if p.tree && len(dirty) > 0 {
 		p.rewriteTree(dirty, regroup)
-	}
-	if len(contested) > 0 {
-		p.reorderContested(changedNames, contested)
 	}
 }
 
@@ -730,106 +719,6 @@ func (p *planner) topOf(nn types.NamespacedName) (old, cur []topRule, differ boo
 		cur = r.top
 	}
 	return old, cur, !slices.EqualFunc(old, cur, topRule.same)
-}
-
-// contested updates the count of claims (linear dispatch) with the changed
-// Services' rules and returns the destinations that two or more Services
-// claim after this plan among those whose rules a changed Service
-// rewrites: there the first match decides which Service a packet reaches.
-func (p *planner) contested(changedNames []types.NamespacedName) map[netip.Addr]bool {
-	if p.tree {
-		return nil
-	}
-	plan := p.plan
-	if plan.claims == nil { // not expected: every linear full plan counts
-		plan.claims = countClaims(plan.svcs)
-	} else {
-		p.updateClaims(changedNames)
-	}
-	var out map[netip.Addr]bool
-	for _, nn := range changedNames {
-		r := plan.svcs[nn]
-		if r == nil {
-			continue
-		}
-		for _, d := range r.claimed() {
-			if plan.claims[d] >= 2 {
-				if out == nil {
-					out = map[netip.Addr]bool{}
-				}
-				out[d] = true
-			}
-		}
-	}
-	return out
-}
-
-// updateClaims moves the changed Services' claims from their old records
-// to their new ones.
-func (p *planner) updateClaims(changedNames []types.NamespacedName) {
-	plan := p.plan
-	for _, nn := range changedNames {
-		if r := p.oldRecs[nn]; r != nil {
-			for _, d := range r.claimed() {
-				if plan.claims[d]--; plan.claims[d] <= 0 {
-					delete(plan.claims, d)
-				}
-			}
-		}
-		if r := plan.svcs[nn]; r != nil {
-			for _, d := range r.claimed() {
-				plan.claims[d]++
-			}
-		}
-	}
-}
-
-// countClaims counts the claims of every Service record.
-func countClaims(svcs map[types.NamespacedName]*svcRecord) map[netip.Addr]int32 {
-	claims := map[netip.Addr]int32{}
-	for _, r := range svcs {
-		for _, d := range r.claimed() {
-			claims[d]++
-		}
-	}
-	return claims
-}
-
-// reorderContested writes again, in the full plan's order, every
-// KUBE-SERVICES rule of every Service for the contested destinations: the
-// rules of the Services that did not change are deleted first, those of
-// the changed ones are gone already (or never written), then all are
-// inserted at the top from the last to the first. A Service whose rules
-// are unchanged is in the kernel as it was and is treated as unchanged.
-func (p *planner) reorderContested(changedNames []types.NamespacedName, contested map[netip.Addr]bool) {
-	rewritten := map[types.NamespacedName]bool{}
-	for _, nn := range changedNames {
-		_, _, rewritten[nn] = p.topOf(nn)
-	}
-	var moved []topRule
-	for nn, rec := range p.plan.svcs {
-		for _, r := range rec.top {
-			if !r.nat || r.chain != ChainServices || !contested[r.dst] {
-				continue
-			}
-			if !rewritten[nn] {
-				p.natDelta.write("-D", r.chain, r.args)
-			}
-			moved = append(moved, r)
-		}
-	}
-	slices.SortFunc(moved, func(a, b topRule) int {
-		switch {
-		case a.before(b):
-			return -1
-		case b.before(a):
-			return 1
-		}
-		return 0
-	})
-	for i := len(moved) - 1; i >= 0; i-- {
-		p.natDelta.write("-I", ChainServices, "1", moved[i].args)
-	}
 }
 
 // rewriteTree rewrites KUBE-SERVICES (one jump per branch) and the tree's
@@ -874,29 +763,6 @@ func (p *planner) closeTopLevel() {
 	for _, r := range p.tailFilter {
 		p.filterRules.write(r...)
 	}
-	if !p.tree {
-		p.plan.claims = countClaims(p.plan.svcs)
-	}
-}
-
-// claimed lists the distinct destination addresses of the Service's rules
-// in nat KUBE-SERVICES.
-func (r *svcRecord) claimed() []netip.Addr {
-	var out []netip.Addr
-	for _, t := range r.top {
-		if t.nat && t.chain == ChainServices && t.dst.IsValid() && !slices.Contains(out, t.dst) {
-			out = append(out, t.dst)
-		}
-	}
-	return out
-}
-
-// before reports whether r comes before o in a full plan's order.
-func (r topRule) before(o topRule) bool {
-	if c := r.port.Compare(o.port); c != 0 {
-		return c < 0
-	}
-	return r.seq < o.seq
 }
 
 // sweep deletes the chains the changed Services no longer use, and (given

@@ -85,7 +85,7 @@
 // the NodePort is in the set direct-node-ports, whose rule leads to
 // node-port-endpoints (the masquerade mark, then one rule per map
 // `node-port-endpoints-tcp-N`, keyed by NODEPORT . i); an externalIP or
-// LoadBalancer IP that no other port claims is in direct-external-ips,
+// LoadBalancer IP (of the port that wins it, proxy/claims.go) is in direct-external-ips,
 // whose rule leads to external-ip-endpoints (the masquerade mark, then
 // cluster-ip-endpoints, whose maps hold ADDRESS . PORT . i too).
 //

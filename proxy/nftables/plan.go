@@ -95,18 +95,11 @@ type known struct {
 	// spans the key ranges of each (--nftables-endpoint-choice=shared).
 	maps  map[tobj]bool
 	spans map[tobj]*spanAlloc
-	// claims are the ports that claim each external address . protocol .
-	// port (externalIPs, LoadBalancer IPs), and directExt the ports with
-	// such addresses planned without a chain (the shared layout, see
-	// planner.direct): only the sole claimant of its addresses may be.
-	claims    map[extKey][]proxy.ServicePortName
-	directExt map[proxy.ServicePortName]bool
 }
 
 func newKnown() *known {
 	return &known{services: map[types.NamespacedName][]*proxy.PortPolicy{}, refs: map[elemID]int32{}, stale: map[tobj]time.Time{},
-		maps: map[tobj]bool{}, spans: map[tobj]*spanAlloc{}, claims: map[extKey][]proxy.ServicePortName{},
-		directExt: map[proxy.ServicePortName]bool{}}
+		maps: map[tobj]bool{}, spans: map[tobj]*spanAlloc{}}
 }
 
 // spansOf returns the key ranges of shared map m.
@@ -234,14 +227,29 @@ type txn struct {
 	// then see empty maps, where interleaved they cost O(Services ×
 	// elements per map).
 	late []op
-	// rewrite are the shared external addresses (extKey.String) whose
-	// elements a partial sync writes anew (planSync).
-	rewrite map[string]bool
+	// early are the element deletions of a partial sync, written before
+	// its other ops: an element that moves from one Service to another
+	// (an external address whose winner changed, see proxy/claims.go) is
+	// then released by the one before the other adds it, whichever of the
+	// two the sync plans first.
+	early   []op
+	partial bool
 }
 
 func (t *txn) add(o knftables.Object)    { t.ops = append(t.ops, op{opAdd, o}) }
 func (t *txn) flush(o knftables.Object)  { t.ops = append(t.ops, op{opFlush, o}) }
 func (t *txn) delete(o knftables.Object) { t.ops = append(t.ops, op{opDelete, o}) }
+
+// deleteElem deletes an element: in a partial sync, ahead of the other
+// ops (see early).
+func (t *txn) deleteElem(id elemID, isMap bool) {
+	o := op{opDelete, elementObject(id, "", "", isMap)}
+	if t.partial {
+		t.early = append(t.early, o)
+	} else {
+		t.ops = append(t.ops, o)
+	}
+}
 
 // elementObject rebuilds the knftables element of id with value and
 // comment.
@@ -277,12 +285,12 @@ func isSharedMap(name string) bool {
 // (and, in the shared layout, the key ranges spans gives it).
 // ext decides, for a port that may be direct and has external addresses,
 // whether they may be direct too (see planner.direct).
-func (pl *planner) desired(name proxy.ServicePortName, pol *proxy.PortPolicy, spans spanFunc, ext extChoice) *desiredPort {
+func (pl *planner) desired(name proxy.ServicePortName, pol *proxy.PortPolicy, spans spanFunc) *desiredPort {
 	sp := pol.Port
 	d := &desiredPort{}
 	n := pl.names(name, pol)
 	affinity := sp.SessionAffinity == v1.ServiceAffinityClientIP
-	direct := pl.direct(pol) && (!hasExternalAddrs(sp) || ext(name, pol))
+	direct := pl.direct(pol)
 	d.direct = direct
 	chain := func(c string) { d.chains = append(d.chains, tobj{n.table, c}) }
 	for _, ep := range pol.Reachable {

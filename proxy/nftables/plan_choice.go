@@ -164,8 +164,7 @@ var sharedMapNames = sync.OnceValue(func() map[string][]string {
 // ClusterIPs and its external entries if it has any (no session affinity,
 // no other scheduler, internalTrafficPolicy Cluster, and
 // externalTrafficPolicy Cluster without source ranges) and that has 1 to
-// maxDirectEndpoints endpoints. A port with externalIPs or LoadBalancer
-// IPs must also be the only one to claim them (soleClaimant). Its
+// maxDirectEndpoints endpoints. Its
 // ClusterIPs then have no service-ips element; each cluster IP . port . i
 // (i < N) is a key of the map cluster-ip-endpoints-PROTOCOL-N, whose value
 // is the i-th endpoint, and the chain cluster-ip-endpoints (jumped to for
@@ -187,13 +186,11 @@ var sharedMapNames = sync.OnceValue(func() map[string][]string {
 // set direct-external-ips, whose rule (after the ClusterIP one) goes to
 // the chain external-ip-endpoints, which marks the packet for masquerading
 // and goes on to cluster-ip-endpoints, where ADDRESS . PORT . i are keys of
-// the same maps as the ClusterIPs'. Those addresses are not unique: two
-// Services may claim one address and port (the API allows it), and
-// kube-proxy then lets one of them win; a direct port's keys would mix
-// with the other's or hide behind them. So only a port that is the sole
-// claimant of every external address and port it has is direct, and one
-// that stops being so (another Service claims its address) goes back to
-// its chains in the same sync.
+// the same maps as the ClusterIPs'. Two Services may claim one address
+// and port (the API allows it), but the mode only sees the winner's claim
+// (proxy/claims.go), so keys never mix; when the winner changes, the
+// address's keys move from one port to the other in one partial sync,
+// the loser's released first (txn.early).
 //
 // Why: the kernel's commit walks every chain of every table of the
 // network namespace (nf_tables_commit, to publish the rule blobs), so with
@@ -225,94 +222,6 @@ func clusterExternal(pol *proxy.PortPolicy) bool {
 // IPs.
 func hasExternalAddrs(sp *proxy.ServicePort) bool {
 	return len(sp.ExternalIPs) > 0 || len(sp.LoadBalancerVIPs) > 0
-}
-
-// extChoice decides whether the external addresses of a port that may be
-// direct are direct as well.
-type extChoice func(proxy.ServicePortName, *proxy.PortPolicy) bool
-
-// extKey is an external address . protocol . port that ports claim.
-type extKey struct {
-	addr  netip.Addr
-	proto v1.Protocol
-	port  int32
-}
-
-// String returns the key as the dispatch maps' elements begin:
-// "ADDRESS . PROTOCOL . PORT".
-func (k extKey) String() string {
-	return k.addr.String() + " . " + strings.ToLower(string(k.proto)) + " . " + strconv.Itoa(int(k.port))
-}
-
-// extAddrOf returns the "ADDRESS . PROTOCOL . PORT" an element of
-// service-ips, no-endpoint-services or firewall-ips is keyed by, "" for
-// other elements.
-func extAddrOf(id elemID) string {
-	if id.set != serviceIPsMap && id.set != noEndpointServicesMap && id.set != firewallIPsMap {
-		return ""
-	}
-	return id.key
-}
-
-// extKeys calls f with each external address . protocol . port of a port,
-// each once.
-func extKeys(sp *proxy.ServicePort, f func(extKey)) {
-	for i, a := range sp.ExternalIPs {
-		if !slices.Contains(sp.ExternalIPs[:i], a) {
-			f(extKey{a, sp.Protocol, int32(sp.Port)})
-		}
-	}
-	for i, a := range sp.LoadBalancerVIPs {
-		if !slices.Contains(sp.LoadBalancerVIPs[:i], a) && !slices.Contains(sp.ExternalIPs, a) {
-			f(extKey{a, sp.Protocol, int32(sp.Port)})
-		}
-	}
-}
-
-// claim records (or with add false, drops) the claims of pols' external
-// addresses, and returns the keys that other ports claim too (before a
-// drop, after an add).
-func (k *known) claim(pols []*proxy.PortPolicy, add bool) []extKey {
-	var shared []extKey
-	for _, pol := range pols {
-		name := pol.Port.Name
-		extKeys(pol.Port, func(key extKey) {
-			c := k.claims[key]
-			if add {
-				c = append(c, name)
-				k.claims[key] = c
-			}
-			if len(c) > 1 {
-				shared = append(shared, key)
-			}
-			switch {
-			case add:
-			case len(c) <= 1:
-				delete(k.claims, key)
-			default:
-				if i := slices.Index(c, name); i >= 0 {
-					k.claims[key] = slices.Delete(c, i, i+1)
-				}
-			}
-		})
-	}
-	return shared
-}
-
-// soleClaimant reports whether name is the only port that claims each of
-// its external addresses, none of which lies in a Service CIDR (where it
-// could be another Service's ClusterIP, whose keys share the maps). With
-// no Service CIDR known, no external address is direct.
-func (pl *planner) soleClaimant(k *known, name proxy.ServicePortName, pol *proxy.PortPolicy) bool {
-	if len(pl.cfg.ServiceCIDRs) == 0 {
-		return false
-	}
-	sole := true
-	extKeys(pol.Port, func(key extKey) {
-		c := k.claims[key]
-		sole = sole && len(c) == 1 && c[0] == name && !slices.ContainsFunc(pl.cfg.ServiceCIDRs, func(p netip.Prefix) bool { return p.Contains(key.addr) })
-	})
-	return sole
 }
 
 // maxDirectEndpoints bounds the endpoints of a direct port (see direct):

@@ -42,31 +42,14 @@ func (pl *planner) planSync(in input, k *known) *txn {
 		pl.setup(tx, in.localAddrs, in.recreated, in.listedChains, in.listedSets)
 		seen := map[elemID]string{}
 		names := proxy.SortedServicePorts(in.req.Services)
-		type service struct {
-			nn   types.NamespacedName
-			pols []*proxy.PortPolicy
-		}
-		var svcs []service
 		for i := 0; i < len(names); {
 			j := i
 			for j < len(names) && names[j].NamespacedName == names[i].NamespacedName {
 				j++
 			}
-			svc := service{names[i].NamespacedName, pl.policies(in.req, names[i:j])}
-			k.claim(svc.pols, true)
-			if pl.cfg.ChoiceShared {
-				// Every claim first: a port's external addresses are
-				// direct only if no other port claims them.
-				svcs = append(svcs, svc)
-			} else {
-				tx.ports = append(tx.ports, len(tx.ops))
-				pl.syncService(tx, k, svc.nn, svc.pols, seen, in.now)
-			}
-			i = j
-		}
-		for _, svc := range svcs {
 			tx.ports = append(tx.ports, len(tx.ops))
-			pl.syncService(tx, k, svc.nn, svc.pols, seen, in.now)
+			pl.syncService(tx, k, names[i].NamespacedName, pl.policies(in.req, names[i:j]), seen, in.now)
+			i = j
 		}
 		pl.dropLeftovers(tx, k, in)
 		// The late ops in Service-sized runs, so that a fresh table is
@@ -92,43 +75,15 @@ func (pl *planner) planSync(in input, k *known) *txn {
 		slices.SortFunc(names, proxy.ServicePortName.Compare)
 		pols[nn] = pl.policies(in.req, names)
 	}
-	// The changed ports' claims of external addresses. Where Services
-	// share one (the API allows it), the element of the last of them in
-	// name order is the one a full sync leaves (ensureElem), whoever
-	// wrote it last: so every Service that claims such an address, changed
-	// or not, is synced again, in name order, writing its elements of the
-	// address anew (tx.rewrite); and in the shared layout a port that
-	// becomes or stops being an address's sole claimant changes form.
-	shared := map[extKey]bool{}
-	for _, nn := range nns {
-		for _, key := range k.claim(k.services[nn], false) {
-			shared[key] = true
-		}
-	}
-	for _, nn := range nns {
-		for _, key := range k.claim(pols[nn], true) {
-			shared[key] = true
-		}
-	}
-	for key := range shared {
-		if tx.rewrite == nil {
-			tx.rewrite = map[string]bool{}
-		}
-		tx.rewrite[key.String()] = true
-		for _, name := range k.claims[key] {
-			if nn := name.NamespacedName; !changed.Has(nn) {
-				changed.Insert(nn)
-				nns = append(nns, nn)
-				pols[nn] = pl.policies(in.req, portNamesOf(k.services[nn]))
-			}
-		}
-	}
 	slices.SortFunc(nns, func(a, b types.NamespacedName) int {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
+	tx.partial = true
 	for _, nn := range nns {
 		pl.syncService(tx, k, nn, pols[nn], nil, in.now)
 	}
+	tx.ops = append(tx.early, tx.ops...)
+	tx.early = nil
 	return tx
 }
 
@@ -163,10 +118,10 @@ type desiredService struct {
 	elems  map[elemID]desiredElem
 }
 
-func (pl *planner) desiredService(pols []*proxy.PortPolicy, spans spanFunc, ext extChoice) *desiredService {
+func (pl *planner) desiredService(pols []*proxy.PortPolicy, spans spanFunc) *desiredService {
 	d := &desiredService{ports: make([]*desiredPort, 0, len(pols))}
 	for _, pol := range pols {
-		d.ports = append(d.ports, pl.desired(pol.Port.Name, pol, spans, ext))
+		d.ports = append(d.ports, pl.desired(pol.Port.Name, pol, spans))
 	}
 	return d
 }
@@ -248,24 +203,14 @@ func (pl *planner) syncService(tx *txn, k *known, nn types.NamespacedName, pols 
 		chain chainKey
 	}
 	var oldSpans, newSpans []use
-	// The old state's external addresses were direct as recorded; the
-	// new state's are when the port is their sole claimant now.
 	old := pl.desiredService(k.services[nn], func(m tobj, c chainKey, _ int) span {
 		oldSpans = append(oldSpans, use{m, c})
 		return k.spansOf(m).of(c)
-	}, func(name proxy.ServicePortName, _ *proxy.PortPolicy) bool { return k.directExt[name] })
+	})
 	d := pl.desiredService(pols, func(m tobj, c chainKey, n int) span {
 		newSpans = append(newSpans, use{m, c})
 		return k.spansOf(m).alloc(c, n)
-	}, func(name proxy.ServicePortName, pol *proxy.PortPolicy) bool { return pl.soleClaimant(k, name, pol) })
-	for _, pol := range k.services[nn] {
-		delete(k.directExt, pol.Port.Name)
-	}
-	for i, dp := range d.ports {
-		if dp.direct && hasExternalAddrs(pols[i].Port) {
-			k.directExt[pols[i].Port.Name] = true
-		}
-	}
+	})
 	for _, u := range oldSpans {
 		if !slices.Contains(newSpans, u) {
 			k.spansOf(u.m).release(u.chain)
@@ -328,21 +273,9 @@ const lateRun = 1000
 // wins, as with nft).
 func (pl *planner) ensureElem(tx *txn, k *known, e desiredElem, old map[elemID]desiredElem, seen map[elemID]string) {
 	isMap := isMapName(e.id.set)
-	if isMap && tx.rewrite[extAddrOf(e.id)] {
-		// An address Services share: written anew (see planSync).
-		_, mine := old[e.id]
-		if mine || k.refs[e.id] > 0 {
-			tx.delete(elementObject(e.id, "", "", isMap))
-		}
-		if !mine {
-			k.refs[e.id]++
-		}
-		tx.add(elementObject(e.id, e.value, e.comment, isMap))
-		return
-	}
 	if o, mine := old[e.id]; mine {
 		if o.value != e.value || o.comment != e.comment {
-			tx.delete(elementObject(e.id, "", "", isMap))
+			tx.deleteElem(e.id, isMap)
 			tx.add(elementObject(e.id, e.value, e.comment, isMap))
 		}
 		return
@@ -368,7 +301,7 @@ func (pl *planner) ensureElem(tx *txn, k *known, e desiredElem, old map[elemID]d
 		return
 	}
 	if prev, ok := seen[e.id]; (seen == nil && isMap) || (ok && prev != e.value) {
-		tx.delete(elementObject(e.id, "", "", isMap))
+		tx.deleteElem(e.id, isMap)
 		tx.add(elementObject(e.id, e.value, e.comment, isMap))
 		if seen != nil {
 			seen[e.id] = e.value
@@ -385,12 +318,12 @@ func (pl *planner) release(tx *txn, k *known, old, d *desiredService, now time.T
 			}
 			d.elems[e.id] = e // released once
 			if isSharedMap(e.id.set) {
-				tx.delete(elementObject(e.id, "", "", true))
+				tx.deleteElem(e.id, true)
 			} else if refs := k.refs[e.id] - 1; refs > 0 {
 				k.refs[e.id] = refs
 			} else {
 				delete(k.refs, e.id)
-				tx.delete(elementObject(e.id, "", "", isMapName(e.id.set)))
+				tx.deleteElem(e.id, isMapName(e.id.set))
 			}
 		}
 		for _, c := range dp.chains {
@@ -427,7 +360,7 @@ func (pl *planner) dropLeftovers(tx *txn, k *known, in input) {
 	for _, pols := range k.services {
 		for _, pol := range pols {
 			n := pl.names(pol.Port.Name, pol)
-			direct := pl.direct(pol) && (!hasExternalAddrs(pol.Port) || k.directExt[pol.Port.Name])
+			direct := pl.direct(pol)
 			for _, c := range []string{n.cluster, n.local, n.external} {
 				if c == n.local || !direct {
 					active.Insert(tobj{n.table, c})

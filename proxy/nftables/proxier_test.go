@@ -138,16 +138,19 @@ func overallWorld() *world {
 }
 
 // addTwins adds two Services that claim one external address and port
-// (the API allows it): one of them wins (kube-proxy's pick depends on its
-// map order; svcnet's one table takes the last in name order, dispatch
-// tables the first table's), and neither is a direct choice of the shared
-// layout, so their chains use the shared endpoint maps.
+// (the API allows it): the core gives it to twin-a (see proxy/claims.go).
+// Their internalTrafficPolicy is Local, so neither is a direct choice of
+// the shared layout: twin-a's external chain uses the shared endpoint maps.
 func addTwins(w *world) *world {
 	for i, name := range []string{"twin-a", "twin-b"} {
 		w.add(service("ns7", name, fmt.Sprintf("172.30.0.%d", 47+i), func(s *v1.Service) {
 			s.Spec.ExternalIPs = []string{"192.168.99.44"}
+			local := v1.ServiceInternalTrafficPolicyLocal
+			s.Spec.InternalTrafficPolicy = &local
 		}), ep(fmt.Sprintf("10.180.0.%d", 7+2*i), 80, false), ep(fmt.Sprintf("10.180.0.%d", 8+2*i), 80, false))
 	}
+	// As the core hands them to a mode: the address is twin-a's only.
+	proxy.ResolveClaims(w.svcs)
 	return w
 }
 

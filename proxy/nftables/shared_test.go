@@ -11,6 +11,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/knftables"
 
 	"github.com/svcnet/svcnet/proxy"
@@ -477,14 +478,14 @@ func objectNames(nft *knftables.Fake) []string {
 }
 
 // TestDirectExternalClaims: Services that claim one external address and
-// port, coming, changing and going in partial syncs: after each sync every
-// packet traces as after a full sync from nothing (the same Service wins
-// the address, also when the winner goes), in every layout. In the shared
-// layout the address is a direct choice only while one port claims it:
-// another Service claiming it sends the direct port back to its chains in
-// that same sync (so that one of the two wins, as with kube-proxy, rather
-// than keys of both mixing in a map), and the last claimant left is direct
-// again; the direct maps hold exactly their keys.
+// port, coming, changing and going in partial syncs, through the service
+// change tracker as the Proxier hands them to the mode: after each sync
+// every packet traces as after a full sync from nothing, in every layout,
+// and the address leads to the winner of proxy/claims.go (the oldest
+// Service). In the shared layout the winner's address is a direct choice,
+// also when it moves from one direct port to another in one partial sync
+// (the loser's keys are released before the winner's are added), and the
+// direct maps hold exactly their keys.
 func TestDirectExternalClaims(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -495,18 +496,56 @@ func TestDirectExternalClaims(t *testing.T) {
 		t.Run(fmt.Sprintf("shards=%d/shared=%v", shards, shared), func(t *testing.T) {
 			cfg := shardsConfig(shards, shared)
 			extIP := "192.168.99.55"
-			claimant := func(name, cip string, i int) *v1.Service {
-				return service("claims", name, cip, func(s *v1.Service) {
-					s.Spec.ExternalIPs = []string{extIP}
-				})
-			}
-			eps := func(i int) []*proxy.Endpoint {
-				return []*proxy.Endpoint{ep(fmt.Sprintf("10.183.%d.1", i), 80, false), ep(fmt.Sprintf("10.183.%d.2", i), 80, false)}
-			}
+			ages := map[string]int{"b": 0, "a": 1, "c": 2}
+			cips := map[string]string{"a": "172.30.0.51", "b": "172.30.0.52", "c": "172.30.0.53"}
 			w := overallWorld()
-			w.add(claimant("b", "172.30.0.52", 2), eps(2)...)
+			tr := proxy.NewServiceChangeTracker()
+			objs := map[string]*v1.Service{}
+			var changed []string
+			set := func(name string, n int) {
+				i := int(cips[name][len(cips[name])-1] - '0')
+				svc := service("claims", name, cips[name], func(s *v1.Service) {
+					s.Spec.ExternalIPs = []string{extIP}
+					s.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1, 0, ages[name], 0, 0, time.UTC))
+				})
+				tr.Update(objs[name], svc)
+				objs[name] = svc
+				var eps []*proxy.Endpoint
+				for j := 1; j <= n; j++ {
+					eps = append(eps, ep(fmt.Sprintf("10.183.%d.%d", i, j), 80, false))
+				}
+				for _, sp := range proxy.NewServicePorts(svc) {
+					w.eps[sp.Name] = eps
+				}
+				changed = append(changed, "claims/"+name)
+			}
+			del := func(name string) {
+				for _, sp := range proxy.NewServicePorts(objs[name]) {
+					delete(w.eps, sp.Name)
+				}
+				tr.Update(objs[name], nil)
+				delete(objs, name)
+				changed = append(changed, "claims/"+name)
+			}
 			nft := newFake(cfg)
 			p := NewProxier(cfg, nft)
+			winner := func() string {
+				for _, tbl := range tablesOf(nft) {
+					for _, m := range tbl.Maps {
+						for _, e := range m.Elements {
+							if e.Key[0] == extIP && len(e.Value) > 0 {
+								if _, ep, ok := strings.Cut(e.Value[0], "10.183."); ok {
+									return ep[:1]
+								}
+								if _, ch, ok := strings.Cut(e.Value[0], "claims/"); ok {
+									return ch[:1]
+								}
+							}
+						}
+					}
+				}
+				return ""
+			}
 			direct := func() bool {
 				for _, tbl := range tablesOf(nft) {
 					if s := tbl.Sets[directExternalIPsSet]; s != nil {
@@ -519,8 +558,18 @@ func TestDirectExternalClaims(t *testing.T) {
 				}
 				return false
 			}
-			check := func(step string, wantDirect bool) {
+			sync := func(step string, full bool, want string) {
 				t.Helper()
+				res := tr.Apply(w.svcs)
+				r := w.request(full, changed...)
+				changed = nil
+				for nn := range res.UpdatedServices {
+					r.ServiceResult.UpdatedServices.Insert(nn)
+				}
+				r.ServiceResult.Deleted = res.Deleted
+				if err := p.Sync(ctx, r); err != nil {
+					t.Fatalf("%s: %v", step, err)
+				}
 				fresh := newFake(cfg)
 				if err := NewProxier(cfg, fresh).Sync(ctx, w.request(true)); err != nil {
 					t.Fatal(err)
@@ -529,45 +578,36 @@ func TestDirectExternalClaims(t *testing.T) {
 				if shards == 0 && shared {
 					checkSharedMap(t, step, nft)
 				}
-				if got := direct(); got != wantDirect {
-					t.Errorf("%s: %s direct %v, want %v", step, extIP, got, wantDirect)
+				if got := direct(); got != shared {
+					t.Errorf("%s: %s direct %v, want %v", step, extIP, got, shared)
 				}
-			}
-			sync := func(step string, full bool, changed ...string) {
-				t.Helper()
-				if err := p.Sync(ctx, w.request(full, changed...)); err != nil {
-					t.Fatalf("%s: %v", step, err)
-				}
-			}
-			sync("b alone", true)
-			check("b alone", shared)
-			// a claims b's address (a sorts first: b's chain must win, as
-			// in a full sync) and then c does, while b's endpoints change.
-			w.add(claimant("a", "172.30.0.51", 1), eps(1)...)
-			sync("a claims it", false, "claims/a")
-			check("a claims it", false)
-			w.add(claimant("c", "172.30.0.53", 3), eps(3)...)
-			w.add(claimant("b", "172.30.0.52", 2), eps(2)[:1]...)
-			sync("c claims it too", false, "claims/c", "claims/b")
-			check("c claims it too", false)
-			// Both others go: b is the sole claimant again, and direct
-			// again in the same sync.
-			for _, name := range []string{"a", "c"} {
-				for n := range w.svcs {
-					if n.Namespace == "claims" && n.Name == name {
-						delete(w.svcs, n)
-						delete(w.eps, n)
+				if shards == 0 && shared {
+					// The endpoints of the address's keys tell its Service.
+					if got := winner(); got != want {
+						t.Errorf("%s: %s leads to Service %q's endpoints, want %q", step, extIP, got, want)
 					}
 				}
 			}
-			sync("a and c gone", false, "claims/a", "claims/c")
-			check("a and c gone", shared)
-			sync("full", true)
-			check("full", shared)
-			// b changes while sole: it stays direct.
-			w.add(claimant("b", "172.30.0.52", 2), eps(2)...)
-			sync("b changes", false, "claims/b")
-			check("b changes", shared)
+			set("b", 2)
+			sync("b alone", true, "2")
+			// a, younger, claims b's address (a sorts first), then c does,
+			// while b's endpoints change: b keeps it.
+			set("a", 2)
+			sync("a claims it", false, "2")
+			set("c", 2)
+			set("b", 1)
+			sync("c claims it too", false, "2")
+			set("b", 2)
+			sync("b has two endpoints again", false, "2")
+			// The winner goes: the address moves to a in the same sync, its
+			// keys the same as b's (both have two endpoints; a sorts before
+			// b, so the sync plans a's keys before b's release).
+			del("b")
+			sync("b gone", false, "1")
+			sync("full", true, "1")
+			del("a")
+			set("c", 3)
+			sync("a gone, c changes", false, "3")
 		})
 	}
 }

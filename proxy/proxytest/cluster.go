@@ -341,6 +341,28 @@ func (c *Cluster) Apply(svc *v1.Service, slice *discovery.EndpointSlice) {
 	}
 }
 
+// Delete removes a Service and its EndpointSlices from every node's proxy.
+// Call Sync to program it.
+func (c *Cluster) Delete(svc *v1.Service) {
+	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	c.mu.Lock()
+	oldSvc, oldSlice, oldSlice6 := c.services[key], c.slices[key], c.slices6[key]
+	delete(c.services, key)
+	delete(c.slices, key)
+	delete(c.slices6, key)
+	c.mu.Unlock()
+	for _, n := range c.Nodes {
+		if oldSvc != nil {
+			n.Proxier.OnServiceDelete(oldSvc)
+		}
+		for _, s := range []*discovery.EndpointSlice{oldSlice, oldSlice6} {
+			if s != nil {
+				n.Proxier.OnEndpointSliceDelete(s)
+			}
+		}
+	}
+}
+
 // ApplyIPv6Slice creates or replaces the IPv6 EndpointSlice of a
 // dual-stack Service (after Apply, which sets the Service and its IPv4
 // slice). Call Sync to program it.

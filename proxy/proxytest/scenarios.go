@@ -12,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/testbed"
@@ -196,6 +197,58 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 				t.Errorf("%s:80: pod %q err %v", ip, pod, err)
 			}
 		}
+	})
+
+	// Services claiming one destination: every mode sends new connections
+	// to the winner the core picks (a ClusterIP, then a LoadBalancer IP,
+	// then an externalIP; the oldest; the first name), and a change of
+	// winner reaches the kernel in a partial sync.
+	run("SharedDestination", func(t *testing.T) {
+		at := func(svc *v1.Service, minute int) *v1.Service {
+			svc.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1, 0, minute, 0, 0, time.UTC))
+			return svc
+		}
+		b := at(Service("shared-b", "10.96.0.71", 80, v1.ProtocolTCP), 0)
+		b.Spec.ExternalIPs = []string{"192.168.100.40"}
+		a := at(Service("shared-a", "10.96.0.72", 80, v1.ProtocolTCP), 1)
+		a.Spec.ExternalIPs = []string{"192.168.100.40"}
+		x := at(Service("shared-x", "10.96.0.73", 80, v1.ProtocolTCP), 0)
+		x.Spec.ExternalIPs = []string{"192.168.100.41", "10.96.0.75"}
+		lb := at(Service("shared-lb", "10.96.0.74", 80, v1.ProtocolTCP), 2)
+		lb.Spec.Type = v1.ServiceTypeLoadBalancer
+		lb.Spec.Ports[0].NodePort = 30741
+		lb.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "192.168.100.41"}}
+		cip := at(Service("shared-cip", "10.96.0.75", 80, v1.ProtocolTCP), 3)
+		c.Apply(b, Slice(b, PodTCPPort, n1.Pods[0]))
+		c.Apply(a, Slice(a, PodTCPPort, n2.Pods[0]))
+		c.Apply(x, Slice(x, PodTCPPort, n1.Pods[1]))
+		c.Apply(lb, Slice(lb, PodTCPPort, n2.Pods[1]))
+		c.Apply(cip, Slice(cip, PodTCPPort, n2.Pods[0]))
+		c.Sync(t)
+		expect := func(what string, from *testbed.NetNS, dst string, want *Pod) {
+			t.Helper()
+			for i := 0; i < 6; i++ {
+				if pod, _, err := Ask(from, ap(dst, 80), dialTimeout); err != nil || pod != want.Name {
+					t.Errorf("%s: %s:80 reached %q (err %v), want %s", what, dst, pod, err, want.Name)
+					return
+				}
+			}
+		}
+		expect("the older of two externalIPs", c.External, "192.168.100.40", n1.Pods[0])
+		expect("a LoadBalancer IP over an older externalIP", c.External, "192.168.100.41", n2.Pods[1])
+		expect("a ClusterIP over an older externalIP", client.NS, "10.96.0.75", n2.Pods[0])
+		c.Delete(b)
+		lb2 := lb.DeepCopy()
+		lb2.Status.LoadBalancer.Ingress = nil
+		c.Apply(lb2, Slice(lb2, PodTCPPort, n2.Pods[1]))
+		c.Sync(t)
+		expect("the winner deleted", c.External, "192.168.100.40", n2.Pods[0])
+		expect("the load balancer's address released", c.External, "192.168.100.41", n1.Pods[1])
+		c.Delete(a)
+		c.Delete(x)
+		c.Delete(lb2)
+		c.Delete(cip)
+		c.Sync(t)
 	})
 
 	run("ExternalTrafficPolicyLocal", func(t *testing.T) {
