@@ -42,6 +42,17 @@ type Metrics struct {
 	// answers by HTTP status code.
 	ProxyHealthzTotal *prometheus.CounterVec
 	ProxyLivezTotal   *prometheus.CounterVec
+	// svcnet's own (namespace "svcnet_proxy"), which split network
+	// programming latency into its parts: TriggerDelivery is the time from
+	// an EndpointSlice's last-change-trigger-time to the moment this
+	// proxy's informer delivered the slice (node agent, API server,
+	// EndpointSlice controller, watch); SyncQueueWait the time from the
+	// first change queued after a sync began to the start of the sync that
+	// programs it (--min-sync-period, a sync still running). With
+	// sync_proxy_rules_duration_seconds they add up to an observation of
+	// network_programming_duration_seconds.
+	TriggerDelivery *prometheus.HistogramVec
+	SyncQueueWait   prometheus.Histogram
 }
 
 const metricsSubsystem = "kubeproxy"
@@ -109,6 +120,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "proxy_healthz_total", Help: "Cumulative proxy healthz HTTP status"}, []string{"code"}),
 		ProxyLivezTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: metricsSubsystem,
 			Name: "proxy_livez_total", Help: "Cumulative proxy livez HTTP status"}, []string{"code"}),
+		TriggerDelivery: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "svcnet", Subsystem: "proxy",
+			Name: "trigger_delivery_seconds", Help: "Time from an EndpointSlice's last-change-trigger-time to its delivery to this proxy",
+			Buckets: syncBuckets}, fam),
+		SyncQueueWait: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "svcnet", Subsystem: "proxy",
+			Name: "sync_queue_wait_seconds", Help: "Time from the first change queued to the start of the sync that programs it",
+			Buckets: syncBuckets}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.SyncProxyRulesLatency, m.SyncFullProxyRulesLatency, m.SyncPartialProxyRulesLatency,
@@ -116,7 +133,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.EndpointChangesPending, m.EndpointChangesTotal, m.ServiceChangesPending, m.ServiceChangesTotal,
 			m.IPTablesRestoreFailuresTotal, m.IPTablesPartialRestoreFails, m.IPTablesRulesTotal, m.IPTablesRulesLastSync,
 			m.NoLocalEndpointsTotal, m.SyncProxyRulesErrorsTotal, m.NFTablesSyncFailuresTotal, m.NFTablesCleanupFailuresTotal,
-			m.ProxyHealthzTotal, m.ProxyLivezTotal)
+			m.ProxyHealthzTotal, m.ProxyLivezTotal, m.TriggerDelivery, m.SyncQueueWait)
 	}
 	return m
 }

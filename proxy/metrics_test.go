@@ -172,3 +172,35 @@ func TestHealthzLivezCounted(t *testing.T) {
 		}
 	}
 }
+
+// The parts of network programming latency: a slice's trigger time is
+// observed at delivery (under its family), and the wait from the first
+// queued change to the sync that programs it once per sync.
+func TestNetworkProgrammingParts(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	p := NewProxier(Config{Provider: &recordingProvider{}, Node: NodeInfo{Name: "n1"}, Metrics: m})
+	p.OnServiceAdd(testService("default", "web", "10.96.0.20", v1.ServicePort{Port: 80, Protocol: v1.ProtocolTCP}))
+	slice := testSlice("default", "web", "web-1", 80, v1.ProtocolTCP, ep("10.0.0.1", "n1", true))
+	slice.Annotations = map[string]string{AnnotationLastChangeTriggerTime: time.Now().Add(-300 * time.Millisecond).Format(time.RFC3339Nano)}
+	p.OnEndpointSliceAdd(slice)
+	time.Sleep(50 * time.Millisecond)
+	if err := p.SyncNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d := gathered(t, reg, "svcnet_proxy_trigger_delivery_seconds")["ip_family=IPv4"].GetHistogram()
+	if d.GetSampleCount() != 1 || d.GetSampleSum() < 0.3 || d.GetSampleSum() > 5 {
+		t.Errorf("trigger delivery: %d observations, sum %.3f s, want one of about 0.3 s", d.GetSampleCount(), d.GetSampleSum())
+	}
+	w := gathered(t, reg, "svcnet_proxy_sync_queue_wait_seconds")[""].GetHistogram()
+	if w.GetSampleCount() != 1 || w.GetSampleSum() < 0.05 {
+		t.Errorf("queue wait: %d observations, sum %.3f s, want one of at least 0.05 s", w.GetSampleCount(), w.GetSampleSum())
+	}
+	// A sync with nothing queued observes no wait.
+	if err := p.SyncNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if w := gathered(t, reg, "svcnet_proxy_sync_queue_wait_seconds")[""].GetHistogram(); w.GetSampleCount() != 1 {
+		t.Errorf("queue wait after a sync with nothing queued: %d observations, want still 1", w.GetSampleCount())
+	}
+}

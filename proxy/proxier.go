@@ -80,6 +80,10 @@ type Proxier struct {
 	// successful sync.
 	svcCIDRs, sentCIDRs []netip.Prefix
 	runCtx              context.Context
+	// queuedAt is when the first change since the last sync began was
+	// queued (zero: none; guarded by queueMu).
+	queueMu  sync.Mutex
+	queuedAt time.Time
 }
 
 // NewProxier returns a Proxier; call Run to start syncing.
@@ -128,6 +132,11 @@ func NewProxier(cfg Config) *Proxier {
 func (p *Proxier) Health() *ProxyHealth { return p.cfg.Health }
 
 func (p *Proxier) requestSync() {
+	p.queueMu.Lock()
+	if p.queuedAt.IsZero() {
+		p.queuedAt = time.Now()
+	}
+	p.queueMu.Unlock()
 	p.cfg.Health.QueuedUpdate()
 	for _, v6 := range p.cfg.Families {
 		p.cfg.Metrics.SyncProxyRulesLastQueued.WithLabelValues(Family(v6)).SetToCurrentTime()
@@ -165,6 +174,11 @@ func (p *Proxier) OnEndpointSliceUpdate(_, s *discovery.EndpointSlice) { p.onSli
 func (p *Proxier) OnEndpointSliceDelete(s *discovery.EndpointSlice) { p.onSlice(s, true) }
 
 func (p *Proxier) onSlice(s *discovery.EndpointSlice, removed bool) {
+	if v, ok := s.Annotations[AnnotationLastChangeTriggerTime]; ok && !removed {
+		if ts, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			p.cfg.Metrics.TriggerDelivery.WithLabelValues(Family(s.AddressType == discovery.AddressTypeIPv6)).Observe(sinceSeconds(ts))
+		}
+	}
 	if p.epTrack.EndpointSliceUpdate(s, removed) {
 		p.cfg.Metrics.EndpointChangesTotal.Inc()
 		p.cfg.Metrics.EndpointChangesPending.Set(float64(p.epTrack.Pending()))
@@ -303,6 +317,12 @@ func (p *Proxier) syncOnce() {
 
 func (p *Proxier) sync(ctx context.Context) error {
 	start := time.Now()
+	p.queueMu.Lock()
+	if !p.queuedAt.IsZero() {
+		p.cfg.Metrics.SyncQueueWait.Observe(start.Sub(p.queuedAt).Seconds())
+		p.queuedAt = time.Time{}
+	}
+	p.queueMu.Unlock()
 	if fullSyncDue(p.cfg.Provider, time.Since(p.lastFullSync), p.cfg.SyncPeriod) {
 		p.needFull = true
 	}

@@ -255,6 +255,11 @@ func benchNetProg(res *results, bins *peers, cfg *config) error {
 				res.add(h.sum.sum/h.sum.count, "netprog", h.name+"-mean")
 				res.add(h.sum.syncs/3/float64(cfg.npCycles), "netprog", h.name+"-syncs")
 				res.text["netprog-"+h.name+"-buckets"] = bucketList(h.sum.buckets)
+				if d, w, s := h.sum.parts(); !math.IsNaN(d + w + s) {
+					res.add(d, "netprog", h.name+"-delivery")
+					res.add(w, "netprog", h.name+"-wait")
+					res.add(s, "netprog", h.name+"-sync")
+				}
 			}
 		}
 		if ds := delivered(); len(ds) > 0 {
@@ -291,6 +296,16 @@ type histSum struct {
 	count, sum float64
 	// syncs counts the proxies' syncs (all three) between the scrapes.
 	syncs float64
+	// The parts, as the proxies measure them (sums and counts): trigger
+	// time to the slice at the proxy's informer, first queued change to
+	// sync start, and the sync itself.
+	delivery, deliveryN, wait, waitN, syncSum float64
+}
+
+// parts returns the mean trigger delivery, queue wait and sync duration
+// the proxies measured (seconds; NaN without observations).
+func (h *histSum) parts() (delivery, wait, sync float64) {
+	return h.delivery / h.deliveryN, h.wait / h.waitN, h.syncSum / h.syncs
 }
 
 func (h *histSum) add(before, after []metrics) {
@@ -314,6 +329,11 @@ func (h *histSum) add(before, after []metrics) {
 		h.count += after[i].v(npMetric+"_count") - before[i].v(npMetric+"_count")
 		h.sum += after[i].v(npMetric+"_sum") - before[i].v(npMetric+"_sum")
 		h.syncs += after[i].v("kubeproxy_sync_proxy_rules_duration_seconds_count") - before[i].v("kubeproxy_sync_proxy_rules_duration_seconds_count")
+		h.syncSum += after[i].v("kubeproxy_sync_proxy_rules_duration_seconds_sum") - before[i].v("kubeproxy_sync_proxy_rules_duration_seconds_sum")
+		h.delivery += after[i].v("svcnet_proxy_trigger_delivery_seconds_sum") - before[i].v("svcnet_proxy_trigger_delivery_seconds_sum")
+		h.deliveryN += after[i].v("svcnet_proxy_trigger_delivery_seconds_count") - before[i].v("svcnet_proxy_trigger_delivery_seconds_count")
+		h.wait += after[i].v("svcnet_proxy_sync_queue_wait_seconds_sum") - before[i].v("svcnet_proxy_sync_queue_wait_seconds_sum")
+		h.waitN += after[i].v("svcnet_proxy_sync_queue_wait_seconds_count") - before[i].v("svcnet_proxy_sync_queue_wait_seconds_count")
 	}
 }
 

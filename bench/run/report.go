@@ -308,6 +308,15 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 				up.med, stats(res.get("netprog", "up-mean")).format("s"), res.text["netprog-up-buckets"],
 				stats(res.get("netprog", "up-syncs")).format(""), down.med, stats(res.get("netprog", "down-mean")).format("s"),
 				res.text["netprog-down-buckets"], stats(res.get("netprog", "down-syncs")).format(""))
+			if d := stats(res.get("netprog", "up-delivery")); d.n > 0 {
+				w("The proxies measure the parts themselves (`svcnet_proxy_trigger_delivery_seconds`: trigger time to the slice "+
+					"at the proxy's informer; `svcnet_proxy_sync_queue_wait_seconds`: first queued change to the start of the sync "+
+					"that programs it; `kubeproxy_sync_proxy_rules_duration_seconds`), means per step: pod Ready %s + %s + %s; "+
+					"pod deleted %s + %s + %s. ",
+					d.format("s"), stats(res.get("netprog", "up-wait")).format("s"), stats(res.get("netprog", "up-sync")).format("s"),
+					stats(res.get("netprog", "down-delivery")).format("s"), stats(res.get("netprog", "down-wait")).format("s"),
+					stats(res.get("netprog", "down-sync")).format("s"))
+			}
 			if d := stats(res.get("netprog", "delivered-count")); d.n > 0 {
 				w("A watcher of the Service's EndpointSlices (what a proxy's informer sees) received each new trigger time "+
 					"%s after it on average (median %s, at most %s, %.0f trigger times): the node agent's status write, the API "+
