@@ -90,6 +90,9 @@ type Config struct {
 
 const apiPort = 6443
 
+// upMinSyncPeriod is the --min-sync-period of the cluster's proxies (see Up).
+const upMinSyncPeriod = "100ms"
+
 // State is what Up records for Down.
 type State struct {
 	Bridge string   `json:"bridge"`
@@ -345,8 +348,16 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		if err := c.start("node-"+strconv.Itoa(i), args...); err != nil {
 			return nil, err
 		}
+		// --min-sync-period: kube-proxy's 1 s (with a burst of two syncs)
+		// bounds the CPU of large clusters' syncs; a local cluster's
+		// partial syncs take milliseconds, and at 1 s a third change
+		// within a second (a pod that starts: created, address, Ready)
+		// waited up to a second for its rules. The Kubernetes
+		// documentation advises a lower value for small clusters; a
+		// --proxy-arg=--min-sync-period=… given to svcnet up wins.
 		proxyArgs := []string{"nsenter", nsPath, "--", cfg.Exe, "proxy", "--kubeconfig", kcs["proxy"],
-			"--hostname-override", name, "--proxy-mode", cfg.ProxyMode, "--cluster-cidr", cfg.ClusterCIDR}
+			"--hostname-override", name, "--proxy-mode", cfg.ProxyMode, "--cluster-cidr", cfg.ClusterCIDR,
+			"--min-sync-period", upMinSyncPeriod}
 		// No --service-cluster-ip-range: the proxies read the ServiceCIDR
 		// objects, as kube-proxy does (ranges added at run time count).
 		if cfg.NodePortAddresses != "" {

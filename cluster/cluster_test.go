@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -191,6 +192,28 @@ spec:
 	// passes them no --service-cluster-ip-range).
 	if !strings.Contains(table, "ip daddr 10.96.0.0/16 drop") {
 		t.Errorf("node %s: no drop rule for the ServiceCIDR 10.96.0.0/16:\n%s", nodeName, table)
+	}
+	// The proxies run with up's --min-sync-period (a local cluster's
+	// rules follow each change at once, not after kube-proxy's 1 s).
+	var st struct {
+		PIDs []int `json:"pids"`
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "cluster.json")); err != nil || json.Unmarshal(b, &st) != nil {
+		t.Fatalf("reading the cluster state: %v", err)
+	}
+	proxies := 0
+	for _, pid := range st.PIDs {
+		cl, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if args := strings.Split(string(cl), "\x00"); err != nil || len(args) < 2 || args[1] != "proxy" {
+			continue
+		}
+		proxies++
+		if !strings.Contains(string(cl), "\x00--min-sync-period\x00"+upMinSyncPeriod+"\x00") {
+			t.Errorf("proxy %d runs without --min-sync-period %s: %q", pid, upMinSyncPeriod, cl)
+		}
+	}
+	if proxies != 2 {
+		t.Errorf("found %d proxies, want 2", proxies)
 	}
 	// Ctrl-C: everything goes.
 	_ = up.Process.Signal(syscall.SIGTERM)

@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // ConntrackCleaner removes conntrack entries made stale by a sync (see
@@ -176,6 +177,7 @@ func (p *Proxier) OnEndpointSliceDelete(s *discovery.EndpointSlice) { p.onSlice(
 func (p *Proxier) onSlice(s *discovery.EndpointSlice, removed bool) {
 	if v, ok := s.Annotations[AnnotationLastChangeTriggerTime]; ok && !removed {
 		if ts, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			p.log.Debug("endpoint slice with a trigger time", "slice", s.Namespace+"/"+s.Name, "trigger", ts, "delivery", time.Since(ts))
 			p.cfg.Metrics.TriggerDelivery.WithLabelValues(Family(s.AddressType == discovery.AddressTypeIPv6)).Observe(sinceSeconds(ts))
 		}
 	}
@@ -253,6 +255,22 @@ func (p *Proxier) setSynced(svc, ep bool) {
 
 // trackUDP updates p.udp from the Services sr says changed (the first
 // time, from every Service).
+// udpChanged reports whether a Service whose ports or endpoints changed
+// has a UDP port, as p.udp records it (before or after trackUDP).
+func (p *Proxier) udpChanged(sr ServiceUpdateResult, er EndpointsUpdateResult, after bool) bool {
+	if p.udp == nil {
+		return after // the first sync
+	}
+	for _, set := range []sets.Set[types.NamespacedName]{sr.UpdatedServices, er.UpdatedServices} {
+		for nn := range set {
+			if p.udp[nn] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (p *Proxier) trackUDP(sr ServiceUpdateResult) {
 	if p.udp == nil || sr.Ports == nil {
 		p.udp = map[types.NamespacedName]bool{}
@@ -317,9 +335,11 @@ func (p *Proxier) syncOnce() {
 
 func (p *Proxier) sync(ctx context.Context) error {
 	start := time.Now()
+	var waited time.Duration
 	p.queueMu.Lock()
 	if !p.queuedAt.IsZero() {
-		p.cfg.Metrics.SyncQueueWait.Observe(start.Sub(p.queuedAt).Seconds())
+		waited = start.Sub(p.queuedAt)
+		p.cfg.Metrics.SyncQueueWait.Observe(waited.Seconds())
 		p.queuedAt = time.Time{}
 	}
 	p.queueMu.Unlock()
@@ -328,7 +348,9 @@ func (p *Proxier) sync(ctx context.Context) error {
 	}
 	sr := p.svcTrack.Apply(p.svcMap)
 	er := p.epTrack.Apply(p.epMap)
+	udpChanged := p.udpChanged(sr, er, false)
 	p.trackUDP(sr) // here: a failing sync consumes the changes too
+	udpChanged = udpChanged || p.udpChanged(sr, er, true)
 	p.cfg.Metrics.ServiceChangesPending.Set(0)
 	p.cfg.Metrics.EndpointChangesPending.Set(0)
 	p.nodeMu.Lock()
@@ -359,13 +381,15 @@ func (p *Proxier) sync(ctx context.Context) error {
 			}
 		}
 	}
+	modeStart := time.Now()
 	if err := p.cfg.Provider.Sync(ctx, req); err != nil {
 		p.needFull = true
 		// The changes were consumed from the trackers; a full sync will
 		// program them next time.
 		return fmt.Errorf("sync proxy rules: %w", err)
 	}
-	d := time.Since(start).Seconds()
+	modeEnd := time.Now()
+	d := modeEnd.Sub(start).Seconds()
 	if req.Full {
 		p.lastFullSync = start
 	}
@@ -402,12 +426,23 @@ func (p *Proxier) sync(ctx context.Context) error {
 		}
 		p.cfg.ServiceHealth.SyncEndpoints(p.epMap.LocalReadyEndpoints(hc, sr.Ports))
 	}
-	if p.cfg.Conntrack != nil && len(p.udp) > 0 {
+	healthEnd := time.Now()
+	// Stale UDP conntrack entries (DNATed to an endpoint that is gone, or
+	// cached as unreachable before a Service had endpoints) only arise
+	// from changes to UDP Services and their endpoints, so the cleaner,
+	// which dumps the conntrack table (a walk of the kernel's whole hash
+	// table, tens of milliseconds), runs after full syncs, after syncs
+	// that changed a UDP Service, and on the periodic syncs that carry no
+	// change, as a safety net. kube-proxy runs it after every sync.
+	nothingChanged := len(sr.UpdatedServices) == 0 && len(er.UpdatedServices) == 0
+	if p.cfg.Conntrack != nil && len(p.udp) > 0 && (req.Full || udpChanged || nothingChanged) {
 		if err := p.cfg.Conntrack.CleanStaleEntries(ctx, p.svcMap, p.epMap); err != nil {
 			p.log.Warn("clearing stale conntrack entries", "err", err)
 		}
 	}
-	p.log.Debug("synced proxy rules", "full", req.Full, "services", len(p.svcMap), "took", time.Since(start))
+	end := time.Now()
+	p.log.Debug("synced proxy rules", "full", req.Full, "services", len(p.svcMap), "waited", waited, "took", end.Sub(start),
+		"prepare", modeStart.Sub(start), "mode", modeEnd.Sub(modeStart), "health", healthEnd.Sub(modeEnd), "conntrack", end.Sub(healthEnd))
 	if !p.synced {
 		p.synced = true
 		if p.cfg.AfterFirstSync != nil {

@@ -582,7 +582,17 @@ func TestConntrackOnlyWithUDP(t *testing.T) {
 	}
 	step("TCP only", func() { p.OnServiceAdd(tcp); p.OnServiceAdd(dns) }, 0)
 	step("a UDP port added", func() { p.OnServiceUpdate(dns, dnsUDP) }, 1)
-	step("an unrelated change", func() { p.OnServiceDelete(tcp) }, 1)
+	// Only changes of UDP Services (or none at all: the periodic sync)
+	// can leave stale UDP entries.
+	step("an unrelated change", func() { p.OnServiceDelete(tcp) }, 0)
+	step("the periodic sync, nothing changed", func() {}, 1)
+	step("the UDP Service's endpoints change", func() {
+		p.OnEndpointSliceAdd(testSlice("kube-system", "dns", "dns-1", 53, v1.ProtocolUDP, ep("10.0.0.9", "n1", true)))
+	}, 1)
+	step("a TCP Service's endpoints change", func() {
+		p.OnServiceAdd(tcp)
+		p.OnEndpointSliceAdd(testSlice("default", "web", "web-1", 80, v1.ProtocolTCP, ep("10.0.0.8", "n1", true)))
+	}, 0)
 	step("the UDP port removed", func() { p.OnServiceUpdate(dnsUDP, dns) }, 0)
 	step("a UDP Service again", func() { p.OnServiceUpdate(dns, dnsUDP) }, 1)
 	step("and deleted", func() { p.OnServiceDelete(dnsUDP) }, 0)
