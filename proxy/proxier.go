@@ -253,14 +253,10 @@ func (p *Proxier) setSynced(svc, ep bool) {
 	}
 }
 
-// trackUDP updates p.udp from the Services sr says changed (the first
-// time, from every Service).
 // udpChanged reports whether a Service whose ports or endpoints changed
-// has a UDP port, as p.udp records it (before or after trackUDP).
-func (p *Proxier) udpChanged(sr ServiceUpdateResult, er EndpointsUpdateResult, after bool) bool {
-	if p.udp == nil {
-		return after // the first sync
-	}
+// has a UDP port as p.udp records it (call it before and after trackUDP:
+// a Service that had one counts too).
+func (p *Proxier) udpChanged(sr ServiceUpdateResult, er EndpointsUpdateResult) bool {
 	for _, set := range []sets.Set[types.NamespacedName]{sr.UpdatedServices, er.UpdatedServices} {
 		for nn := range set {
 			if p.udp[nn] {
@@ -271,6 +267,8 @@ func (p *Proxier) udpChanged(sr ServiceUpdateResult, er EndpointsUpdateResult, a
 	return false
 }
 
+// trackUDP updates p.udp from the Services sr says changed (the first
+// time, from every Service).
 func (p *Proxier) trackUDP(sr ServiceUpdateResult) {
 	if p.udp == nil || sr.Ports == nil {
 		p.udp = map[types.NamespacedName]bool{}
@@ -348,9 +346,9 @@ func (p *Proxier) sync(ctx context.Context) error {
 	}
 	sr := p.svcTrack.Apply(p.svcMap)
 	er := p.epTrack.Apply(p.epMap)
-	udpChanged := p.udpChanged(sr, er, false)
+	udpChanged := p.udpChanged(sr, er)
 	p.trackUDP(sr) // here: a failing sync consumes the changes too
-	udpChanged = udpChanged || p.udpChanged(sr, er, true)
+	udpChanged = udpChanged || p.udpChanged(sr, er)
 	p.cfg.Metrics.ServiceChangesPending.Set(0)
 	p.cfg.Metrics.EndpointChangesPending.Set(0)
 	p.nodeMu.Lock()
