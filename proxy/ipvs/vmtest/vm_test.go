@@ -357,7 +357,9 @@ func buildInitramfs(t *testing.T, modDir string) []byte {
 // TestIPVSInVM boots Debian's kernel under qemu and runs the guest's IPVS
 // scenario there: ClusterIP and NodePort spread with rr, sh stickiness,
 // ClientIP persistence, dump equal to `ipvsadm -Ln`, ipsets and iptables
-// rules present, a removed endpoint getting no new connections, cleanup.
+// rules present, a removed endpoint getting no new connections, an
+// externalIP two Services claim going to the older one and, once it is
+// deleted, to the other (proxy/claims.go), cleanup.
 func TestIPVSInVM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a VM (about 10-60 s); not run with -short")

@@ -22,6 +22,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	k8ssets "k8s.io/apimachinery/pkg/util/sets"
 
@@ -243,6 +244,69 @@ func weightOf(dump, vsPrefix, rs string) (string, bool) {
 	return "", false
 }
 
+// sharedDestination: two Services claim the externalIP 10.96.0.50:80,
+// through the proxy core's service change tracker as the Proxier hands
+// them to the mode: the older one (endpoint be1) gets it, and once it is
+// deleted, a partial sync gives it to the other (endpoint be2).
+func sharedDestination(ctx context.Context, m *ipvs.Mode, req *proxy.SyncRequest) error {
+	st := proxy.NewServiceChangeTracker()
+	service := func(name string, minute int) *v1.Service {
+		return &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name,
+			CreationTimestamp: metav1.NewTime(time.Date(2026, 1, 1, 0, minute, 0, 0, time.UTC))},
+			Spec: v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, ClusterIP: fmt.Sprintf("10.96.0.%d", 60+minute),
+				ClusterIPs: []string{fmt.Sprintf("10.96.0.%d", 60+minute)}, ExternalIPs: []string{"10.96.0.50"},
+				Ports: []v1.ServicePort{{Port: 80, Protocol: v1.ProtocolTCP}}}}
+	}
+	old, young := service("shared-old", 0), service("shared-young", 1)
+	st.Update(nil, old)
+	st.Update(nil, young)
+	// One partial sync per step, as the Proxier makes it: the tracker's
+	// result, and the endpoints of the Services it names.
+	sync := func(what string) error {
+		req.Full = false
+		req.ServiceResult = st.Apply(req.Services)
+		req.EndpointsResult.UpdatedServices = k8ssets.New[types.NamespacedName]()
+		for nn := range req.ServiceResult.UpdatedServices {
+			req.EndpointsResult.UpdatedServices.Insert(nn)
+		}
+		for name := range req.Services {
+			switch name.Name {
+			case "shared-old":
+				req.Endpoints[name] = endpoints()[:1]
+			case "shared-young":
+				req.Endpoints[name] = endpoints()[1:]
+			}
+		}
+		for name := range req.Endpoints {
+			if _, ok := req.Services[name]; !ok && strings.HasPrefix(name.Name, "shared-") {
+				delete(req.Endpoints, name)
+			}
+		}
+		if err := m.Sync(ctx, req); err != nil {
+			return fmt.Errorf("%s: sync: %w", what, err)
+		}
+		return nil
+	}
+	if err := sync("two Services claim 10.96.0.50:80"); err != nil {
+		return err
+	}
+	if h, err := hits("10.96.0.50:80", 6); err != nil || h["be1"] != 6 {
+		return fmt.Errorf("10.96.0.50:80 claimed by two Services: %v %v, want the older one's endpoint be1 only", h, err)
+	} else {
+		fmt.Printf("check: an externalIP two Services claim reaches the older one: %v\n", h)
+	}
+	st.Update(old, nil)
+	if err := sync("the older one deleted"); err != nil {
+		return err
+	}
+	if h, err := hits("10.96.0.50:80", 6); err != nil || h["be2"] != 6 {
+		return fmt.Errorf("10.96.0.50:80 after the older claimant's deletion: %v %v, want be2 only", h, err)
+	} else {
+		fmt.Printf("check: after a partial sync it reaches the other: %v\n", h)
+	}
+	return nil
+}
+
 func run() error {
 	if os.Getpid() == 1 {
 		if err := setupSystem(); err != nil {
@@ -389,6 +453,9 @@ func run() error {
 		return fmt.Errorf("after removing be2 from spread: %v %v", h, err)
 	}
 	fmt.Printf("check: removed endpoint gets no new connections: %v\n", h)
+	if err := sharedDestination(ctx, m, req); err != nil {
+		return err
+	}
 	if err := m.Cleanup(ctx); err != nil {
 		return fmt.Errorf("cleanup: %w", err)
 	}
