@@ -51,6 +51,19 @@ func owners(m ServicePortMap) string {
 	return strings.Join(out, "\n")
 }
 
+// resolvedWhole builds the ServicePortMap of the Services at once and
+// resolves its claims.
+func resolvedWhole(live map[string]*v1.Service) ServicePortMap {
+	whole := ServicePortMap{}
+	for _, svc := range live {
+		for _, p := range NewServicePorts(svc) {
+			whole[p.Name] = p
+		}
+	}
+	ResolveClaims(whole)
+	return whole
+}
+
 // The one table of who reaches a shared destination: every mode programs
 // what the tracker leaves in the map, so every mode follows it.
 func TestSharedDestinationWinner(t *testing.T) {
@@ -117,14 +130,7 @@ func TestSharedDestinationWinner(t *testing.T) {
 			t.Errorf("%s: updated Services %v, want %v", s.what, changed, s.changed)
 		}
 		// A map built whole gives the same answer.
-		whole := ServicePortMap{}
-		for _, svc := range live {
-			for _, p := range NewServicePorts(svc) {
-				whole[p.Name] = p
-			}
-		}
-		ResolveClaims(whole)
-		if a, b := owners(m), owners(whole); a != b {
+		if a, b := owners(m), owners(resolvedWhole(live)); a != b {
 			t.Errorf("%s: incremental\n%s\nwhole\n%s", s.what, a, b)
 		}
 	}
@@ -210,14 +216,7 @@ func TestSharedDestinationIncrementalEqualsWhole(t *testing.T) {
 			live[name] = svc
 		}
 		tr.Apply(m)
-		whole := ServicePortMap{}
-		for _, svc := range live {
-			for _, p := range NewServicePorts(svc) {
-				whole[p.Name] = p
-			}
-		}
-		ResolveClaims(whole)
-		if a, b := owners(m), owners(whole); a != b {
+		if a, b := owners(m), owners(resolvedWhole(live)); a != b {
 			t.Fatalf("step %d: incremental\n%s\nwhole\n%s", step, a, b)
 		}
 	}
