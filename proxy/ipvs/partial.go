@@ -36,9 +36,10 @@ type planState struct {
 	sets map[string]map[string]int
 	bind map[netip.Addr]int
 	// vs holds the port that plans each virtual server. Of ports that
-	// plan the same one (Services that claim one address and port) the
-	// port that sorts last is the one the kernel gets, as in a full plan
-	// (lastOfEachKey), and the others wait in others.
+	// plan the same one (an externalIP that is a node address, on another
+	// Service's NodePort; the core resolves other shared destinations)
+	// the winner of vsOwner.after is the one the kernel gets, as in a full
+	// plan (lastOfEachKey), and the others wait in others.
 	vs       map[Key]vsOwner
 	others   map[Key][]vsOwner
 	lbNoNode map[Key]int
@@ -107,9 +108,14 @@ type vsOwner struct {
 	i int32
 }
 
-// after reports whether o wins over p: it sorts after it (or, of one
-// port, was planned after it).
+// after reports whether o wins over p: an externalIP's or LoadBalancer
+// IP's virtual server wins over a NodePort's on the same address and port
+// (lastOfEachKey); else the one that sorts after (or, of one port, was
+// planned after).
 func (o vsOwner) after(p vsOwner) bool {
+	if on, pn := o.i >= o.f.nodePorts, p.i >= p.f.nodePorts; on != pn {
+		return pn
+	}
 	if c := o.f.name.Compare(p.f.name); c != 0 {
 		return c > 0
 	}

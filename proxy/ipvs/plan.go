@@ -2,6 +2,7 @@ package ipvs
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -139,6 +140,11 @@ type PlannedService struct {
 	Name  proxy.ServicePortName
 	VS    VirtualServer
 	Dests []RealServer
+	// nodePort: the virtual server is a NodePort's on a node address,
+	// which yields to another port's externalIP or LoadBalancer IP on the
+	// same address and port (as the iptables and nftables modes match
+	// those first).
+	nodePort bool
 }
 
 // SchedulerFallback records a Service whose scheduler annotation was not
@@ -230,6 +236,9 @@ type fragment struct {
 	lbNoNodeAccess         []Key
 	noLocalInt, noLocalExt bool
 	fallback               *SchedulerFallback
+	// nodePorts is the index of the first NodePort virtual server (they
+	// come last; numVS when there is none).
+	nodePorts int32
 }
 
 type setEntry struct{ set, entry string }
@@ -250,7 +259,7 @@ func planPort(cfg PlanConfig, name proxy.ServicePortName, pol *proxy.PortPolicy,
 	if pol == nil {
 		return nil
 	}
-	pl := &planner{cfg: cfg, f: &fragment{name: name}}
+	pl := &planner{cfg: cfg, f: &fragment{name: name, nodePorts: math.MaxInt32}}
 	pl.port(name, pol, endpoints)
 	return pl.f
 }
@@ -441,9 +450,11 @@ func (pl *planner) nodePort(v portVS, extEps []*proxy.Endpoint) bool {
 			}
 		}
 	}
+	pl.f.nodePorts = int32(len(pl.f.services))
 	for _, a := range pl.cfg.NodePortAddrs {
 		if a.Is6() == pl.cfg.IPv6 {
 			v.emit(a, svc.NodePort, extEps)
+			pl.f.services[len(pl.f.services)-1].nodePort = true
 		}
 	}
 	return true
@@ -470,10 +481,10 @@ func (a *assembly) finish(cfg PlanConfig) *Plan {
 		slices.Sort(entries)
 		p.IPSets[SetName(s.Name, cfg.IPv6)] = slices.Compact(entries)
 	}
-	// Stable: of ports that plan the same virtual server (Services that
-	// claim one external address and port) the one planned last, the last
-	// in port order, is the one the kernel gets, as in a partial sync
-	// (planState.count).
+	// Stable: of ports that plan the same virtual server (an externalIP
+	// that is a node address, on another Service's NodePort) the winner
+	// is chosen among them in port order, as in a partial sync
+	// (vsOwner.after).
 	slices.SortStableFunc(p.Services, func(a, b PlannedService) int { return compareKeys(a.VS.Key(), b.VS.Key()) })
 	p.Services = lastOfEachKey(p.Services)
 	p.NoLocalEndpointsInternal, p.NoLocalEndpointsExternal = len(a.noLocalInt), len(a.noLocalExt)
@@ -482,14 +493,20 @@ func (a *assembly) finish(cfg PlanConfig) *Plan {
 }
 
 // lastOfEachKey keeps, of each run of planned virtual servers with the
-// same key in sorted ss, the last.
+// same key in sorted ss, the one that wins it: an externalIP's or
+// LoadBalancer IP's over a NodePort's, then the last (the last port in
+// name order; vsOwner.after decides alike in partial syncs).
 func lastOfEachKey(ss []PlannedService) []PlannedService {
 	out := ss[:0]
-	for i := range ss {
-		if i+1 < len(ss) && ss[i+1].VS.Key() == ss[i].VS.Key() {
-			continue
+	for i := 0; i < len(ss); {
+		j, w := i, i
+		for ; j < len(ss) && ss[j].VS.Key() == ss[i].VS.Key(); j++ {
+			if !ss[j].nodePort || ss[w].nodePort {
+				w = j
+			}
 		}
-		out = append(out, ss[i])
+		out = append(out, ss[w])
+		i = j
 	}
 	return out
 }

@@ -500,3 +500,55 @@ func TestNodeAddressChangeReplans(t *testing.T) {
 		t.Fatalf("NodePort left on the removed address:\n%s", k.dump(t))
 	}
 }
+
+// TestExternalIPOverNodePort: an externalIP that is a node address, on a
+// port that is another Service's NodePort, plans the same virtual server
+// as that NodePort; the externalIP's Service gets it (as the iptables and
+// nftables modes match externalIPs before NodePorts), whatever the names'
+// order, in full and partial syncs, and the NodePort takes it over when
+// the externalIP goes.
+func TestExternalIPOverNodePort(t *testing.T) {
+	k := newTestKernel(t, "")
+	s := newState()
+	np := clusterIP("z-nodeport", "10.96.0.30", 80, v1.ProtocolTCP)
+	np.Type, np.NodePort = v1.ServiceTypeNodePort, 30080
+	ext := clusterIP("a-external", "10.96.0.31", 30080, v1.ProtocolTCP)
+	ext.ExternalIPs = []netip.Addr{nodeIP}
+	s.service(np, ep("10.244.1.30", 8080, false))
+	s.service(ext, ep("10.244.1.31", 8080, false))
+	vsOf := func() string {
+		for _, l := range strings.Split(norm(k.dump(t)), "\n") {
+			if strings.HasPrefix(l, "TCP 192.168.0.11:30080 ") {
+				return l
+			}
+		}
+		return ""
+	}
+	destOf := func() string {
+		lines := strings.Split(norm(k.dump(t)), "\n")
+		for i, l := range lines {
+			if strings.HasPrefix(l, "TCP 192.168.0.11:30080 ") && i+1 < len(lines) {
+				return strings.Fields(lines[i+1])[1]
+			}
+		}
+		return ""
+	}
+	for _, full := range []bool{true, false} {
+		k.syncFull(t, s, full)
+		if got := destOf(); got != "10.244.1.31:8080" {
+			t.Errorf("full=%v: %s goes to %q, want the externalIP's endpoint 10.244.1.31:8080\n%s", full, vsOf(), got, norm(k.dump(t)))
+		}
+		// Touch both, so that the partial sync replans them.
+		np2, ext2 := *np, *ext
+		np, ext = &np2, &ext2
+		s.service(np, ep("10.244.1.30", 8080, false))
+		s.service(ext, ep("10.244.1.31", 8080, false))
+	}
+	ext3 := *ext
+	ext3.ExternalIPs = nil
+	s.service(&ext3, ep("10.244.1.31", 8080, false))
+	k.syncFull(t, s, false)
+	if got := destOf(); got != "10.244.1.30:8080" {
+		t.Errorf("externalIP gone: the NodePort goes to %q, want 10.244.1.30:8080", got)
+	}
+}
