@@ -34,7 +34,16 @@ type EndpointsChangeTracker struct {
 	// triggers collects last-change-trigger-time annotations per Service,
 	// by the IP family of the slice that carried them (FamilyIndex).
 	triggers [2]map[types.NamespacedName][]time.Time
+	// start is when the tracker was made: as kube-proxy's tracker, it
+	// ignores trigger times from before it (the initial list's slices
+	// carry the times of changes made before the proxy ran, which measure
+	// nothing of its own).
+	start time.Time
 }
+
+// Started returns when the tracker was made (trigger times before it are
+// ignored).
+func (t *EndpointsChangeTracker) Started() time.Time { return t.start }
 
 // NewEndpointsChangeTracker returns a tracker that marks endpoints on
 // nodeName as local.
@@ -44,6 +53,7 @@ func NewEndpointsChangeTracker(nodeName string) *EndpointsChangeTracker {
 		slices:   map[types.NamespacedName][]*discovery.EndpointSlice{},
 		applied:  map[types.NamespacedName]EndpointsMap{},
 		triggers: newTriggers(),
+		start:    time.Now(),
 	}
 }
 
@@ -74,6 +84,11 @@ func (t *EndpointsChangeTracker) EndpointSliceUpdate(slice *discovery.EndpointSl
 		if found {
 			cur = slices.Delete(cur, i, i+1)
 		}
+		// A deleted slice's trigger time is that of its last update,
+		// not of the deletion: as kube-proxy, the Service's pending
+		// trigger times are dropped rather than measured.
+		delete(t.triggers[0], name)
+		delete(t.triggers[1], name)
 		if len(cur) == 0 {
 			delete(t.slices, name)
 		} else {
@@ -86,7 +101,7 @@ func (t *EndpointsChangeTracker) EndpointSliceUpdate(slice *discovery.EndpointSl
 			t.slices[name] = slices.Insert(cur, i, slice)
 		}
 		if s, ok := slice.Annotations[AnnotationLastChangeTriggerTime]; ok {
-			if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			if ts, err := time.Parse(time.RFC3339Nano, s); err == nil && ts.After(t.start) {
 				fam := FamilyIndex(slice.AddressType == discovery.AddressTypeIPv6)
 				t.triggers[fam][name] = append(t.triggers[fam][name], ts)
 			}

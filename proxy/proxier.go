@@ -176,7 +176,7 @@ func (p *Proxier) OnEndpointSliceDelete(s *discovery.EndpointSlice) { p.onSlice(
 
 func (p *Proxier) onSlice(s *discovery.EndpointSlice, removed bool) {
 	if v, ok := s.Annotations[AnnotationLastChangeTriggerTime]; ok && !removed {
-		if ts, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		if ts, err := time.Parse(time.RFC3339Nano, v); err == nil && ts.After(p.epTrack.Started()) {
 			p.log.Debug("endpoint slice with a trigger time", "slice", s.Namespace+"/"+s.Name, "trigger", ts, "delivery", time.Since(ts))
 			p.cfg.Metrics.TriggerDelivery.WithLabelValues(Family(s.AddressType == discovery.AddressTypeIPv6)).Observe(sinceSeconds(ts))
 		}
