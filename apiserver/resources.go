@@ -90,9 +90,7 @@ func builtinResources() []resourceDef {
 		{registry.ResourceInfo{GVR: coordinationv1.SchemeGroupVersion.WithResource("leases"), Kind: "Lease", Singular: "lease", Namespaced: true,
 			New: typed[coordinationv1.Lease](), NewList: typed[coordinationv1.LeaseList]()}, core.NewLeaseStrategy},
 		{registry.ResourceInfo{GVR: networkingv1.SchemeGroupVersion.WithResource("networkpolicies"), Kind: "NetworkPolicy", Singular: "networkpolicy", Namespaced: true, ShortNames: []string{"netpol"}, Generation: true,
-			New: typed[networkingv1.NetworkPolicy](), NewList: typed[networkingv1.NetworkPolicyList]()}, func() registry.Strategy {
-			return &core.Basic{Namespaced: true, Defaulter: networkpolicy.Default, Validator: networkpolicy.Validate, UpdateValidator: networkpolicy.ValidateUpdate}
-		}},
+			New: typed[networkingv1.NetworkPolicy](), NewList: typed[networkingv1.NetworkPolicyList]()}, networkpolicy.NewStrategy},
 		{registry.ResourceInfo{GVR: networkingv1.SchemeGroupVersion.WithResource("servicecidrs"), Kind: "ServiceCIDR", Singular: "servicecidr", Status: true,
 			New: typed[networkingv1.ServiceCIDR](), NewList: typed[networkingv1.ServiceCIDRList]()}, networking.NewServiceCIDRStrategy},
 		{registry.ResourceInfo{GVR: networkingv1.SchemeGroupVersion.WithResource("ipaddresses"), Kind: "IPAddress", Singular: "ipaddress", ShortNames: []string{"ip"},

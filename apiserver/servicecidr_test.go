@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -110,6 +111,14 @@ func TestServiceCIDRsAndIPAddresses(t *testing.T) {
 		t.Errorf("ServiceCIDR update: %v", err)
 	}
 
+	// Several errors in kube-apiserver's order: the declarative rules'
+	// (parentRef's resource and name required) after the handwritten ones.
+	_, err = c.NetworkingV1().IPAddresses().Create(ctx, &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "10.96.5.5"},
+		Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Namespace: "a/b", Name: "x/y"}}}, metav1.CreateOptions{})
+	if want := `[spec.parentRef.name: Invalid value: "x/y": may not contain '/', spec.parentRef.namespace: Invalid value: "a/b": may not contain '/', spec.parentRef.resource: Required value]`; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("IPAddress with three errors: %v, want them as %s", err, want)
+	}
+
 	// IPAddresses: the name must be an IP in canonical form, parentRef is required.
 	for _, tc := range []struct {
 		name string
@@ -135,12 +144,71 @@ func TestServiceCIDRsAndIPAddresses(t *testing.T) {
 		t.Errorf("address reserved by hand: %v", err)
 	}
 
+	// parentRef is immutable (kube-apiserver reports it declaratively, with no value).
+	gw, err := c.NetworkingV1().IPAddresses().Get(ctx, "10.100.0.20", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.Spec.ParentRef.Name = "gw2"
+	if _, err := c.NetworkingV1().IPAddresses().Update(ctx, gw, metav1.UpdateOptions{}); err == nil ||
+		!strings.HasSuffix(err.Error(), `is invalid: spec.parentRef: Invalid value: null: field is immutable`) {
+		t.Errorf("IPAddress parentRef update: %v", err)
+	}
+
 	// Deleting a Service releases its IPAddress.
 	if err := c.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.NetworkingV1().IPAddresses().Get(ctx, web.Spec.ClusterIP, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("IPAddress of a deleted Service: %v", err)
+	}
+}
+
+// TestStatusKeepsStoredMetadata: a write to /status changes the status
+// only, and what else it keeps from the stored object is kube-apiserver's
+// per kind: a ServiceCIDR's labels, annotations, finalizers and owners
+// (metav1.ResetObjectMetaForStatus), a Deployment's labels (its annotations
+// may change).
+func TestStatusKeepsStoredMetadata(t *testing.T) {
+	srv := apiservertest.Start(t)
+	ctx := ctxT(t)
+	c := kubernetes.NewForConfigOrDie(srv.Config)
+
+	sc, err := c.NetworkingV1().ServiceCIDRs().Create(ctx, &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "extra", Labels: map[string]string{"a": "1"}},
+		Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.100.0.0/24"}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Labels["a"] = "2"
+	sc.Annotations = map[string]string{"note": "x"}
+	sc.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Test", LastTransitionTime: metav1.Now()}}
+	got, err := c.NetworkingV1().ServiceCIDRs().UpdateStatus(ctx, sc, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels["a"] != "1" || got.Annotations["note"] != "" || len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Reason != "Test" {
+		t.Errorf("ServiceCIDR after /status: labels %v annotations %v conditions %+v", got.Labels, got.Annotations, got.Status.Conditions)
+	}
+
+	labels := map[string]string{"app": "web"}
+	d, err := c.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"tier": "front"}},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Labels["tier"] = "back"
+	d.Annotations = map[string]string{"note": "x"}
+	d.Status.ObservedGeneration = 1
+	gotD, err := c.AppsV1().Deployments("default").UpdateStatus(ctx, d, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotD.Labels["tier"] != "front" || gotD.Annotations["note"] != "x" || gotD.Status.ObservedGeneration != 1 {
+		t.Errorf("Deployment after /status: labels %v annotations %v observedGeneration %d", gotD.Labels, gotD.Annotations, gotD.Status.ObservedGeneration)
 	}
 }
 

@@ -105,6 +105,14 @@ spec:
 			t.Errorf("%s was stored: %s", b.name, out)
 		}
 	}
+
+	// The errors in kube-apiserver 1.37's order: an ipBlock's cidr is
+	// required by a declarative rule, reported after the handwritten errors.
+	y := "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: two-errors}\nspec:\n  podSelector: {}\n  ingress: [{from: [{ipBlock: {cidr: \"\"}}, {}]}]\n"
+	out = k.run(true, "apply", "-f", writeTemp(t, y))
+	if want := "* spec.ingress[0].from[1]: Required value: must specify a peer\n* spec.ingress[0].from[0].ipBlock.cidr: Required value"; !strings.Contains(out, want) {
+		t.Errorf("two errors: kubectl apply said\n%s\nwant\n%s", out, want)
+	}
 }
 
 func writeTemp(t *testing.T, s string) string {

@@ -18,6 +18,7 @@ import (
 	_ "k8s.io/kubernetes/pkg/apis/apps/install"
 	_ "k8s.io/kubernetes/pkg/apis/core/install"
 	_ "k8s.io/kubernetes/pkg/apis/discovery/install"
+	_ "k8s.io/kubernetes/pkg/apis/networking/install"
 )
 
 const namespace = "default"
@@ -30,6 +31,14 @@ func requestCtx(verb, group, version, resource, subresource, name string) contex
 	return genericapirequest.WithRequestInfo(ctx, &genericapirequest.RequestInfo{
 		IsResourceRequest: true, Verb: verb, APIGroup: group, APIVersion: version,
 		Resource: resource, Subresource: subresource, Namespace: namespace, Name: name,
+	})
+}
+
+// clusterCtx is requestCtx for a cluster-scoped resource.
+func clusterCtx(verb, group, version, resource, subresource, name string) context.Context {
+	return genericapirequest.WithRequestInfo(context.Background(), &genericapirequest.RequestInfo{
+		IsResourceRequest: true, Verb: verb, APIGroup: group, APIVersion: version,
+		Resource: resource, Subresource: subresource, Name: name,
 	})
 }
 

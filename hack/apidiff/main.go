@@ -60,6 +60,13 @@ func main() {
 		{"endpoints-update", endpointsUpdateCase},
 		{"endpointslice-create", sliceCreateCase},
 		{"endpointslice-update", sliceUpdateCase},
+		{"networkpolicy-create", networkPolicyCreateCase},
+		{"networkpolicy-update", networkPolicyUpdateCase},
+		{"servicecidr-create", serviceCIDRCreateCase},
+		{"servicecidr-update", serviceCIDRUpdateCase},
+		{"servicecidr-status", serviceCIDRStatusCase},
+		{"ipaddress-create", ipAddressCreateCase},
+		{"ipaddress-update", ipAddressUpdateCase},
 		{"pod-default", podDefaultCase},
 		{"deployment-default", deploymentDefaultCase},
 	}

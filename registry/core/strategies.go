@@ -509,6 +509,11 @@ func NewDeploymentStrategy() registry.Strategy {
 		HasStatus:  true,
 		Defaulter:  func(obj runtime.Object) { DefaultDeployment(obj.(*appsv1.Deployment)) },
 		Validator:  validate,
+		// As kube-apiserver's deployment status strategy: /status keeps the
+		// stored labels too.
+		StatusPrepare: func(obj, old runtime.Object) {
+			obj.(*appsv1.Deployment).Labels = old.(*appsv1.Deployment).Labels
+		},
 		UpdateValidator: func(obj, old runtime.Object) field.ErrorList {
 			errs := validate(obj)
 			d, o := obj.(*appsv1.Deployment), old.(*appsv1.Deployment)

@@ -13,14 +13,18 @@
 package networking
 
 import (
-	"net/netip"
+	"context"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/operation"
+	"k8s.io/apimachinery/pkg/api/validate"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	netutils "k8s.io/utils/net"
 
 	"github.com/svcnet/svcnet/registry"
 	"github.com/svcnet/svcnet/registry/core"
@@ -43,8 +47,13 @@ const (
 // ServiceCIDRStatusFieldWiping); spec.cidrs is one or two CIDRs of
 // different families, immutable except that a single-stack range may gain
 // its second family.
+//
+// As kube-apiserver 1.37's, the strategy validates declaratively too (its
+// only declarative rules are ObjectMeta's), so repeated errors are reported
+// once; /status keeps the stored spec and the stored metadata but for
+// managed fields (metav1.ResetObjectMetaForStatus).
 func NewServiceCIDRStrategy() registry.Strategy {
-	return &core.Basic{
+	return core.WithDeclarative(&core.Basic{
 		HasStatus: true,
 		Validator: func(obj runtime.Object) field.ErrorList {
 			return validateServiceCIDRSpec(obj.(*networkingv1.ServiceCIDR).Spec.CIDRs, field.NewPath("spec", "cidrs"))
@@ -52,19 +61,21 @@ func NewServiceCIDRStrategy() registry.Strategy {
 		UpdateValidator: func(obj, old runtime.Object) field.ErrorList {
 			return validateServiceCIDRUpdate(obj.(*networkingv1.ServiceCIDR).Spec.CIDRs, old.(*networkingv1.ServiceCIDR).Spec.CIDRs)
 		},
-	}
+		StatusPrepare: func(obj, old runtime.Object) {
+			metav1.ResetObjectMetaForStatus(&obj.(*networkingv1.ServiceCIDR).ObjectMeta, &old.(*networkingv1.ServiceCIDR).ObjectMeta)
+		},
+	}, func(ctx context.Context, op operation.Type, obj, old runtime.Object) field.ErrorList {
+		var oldMeta *metav1.ObjectMeta
+		if o, ok := old.(*networkingv1.ServiceCIDR); ok {
+			oldMeta = &o.ObjectMeta
+		}
+		return registry.ValidateObjectMetaDeclaratively(ctx, op, &obj.(*networkingv1.ServiceCIDR).ObjectMeta, oldMeta)
+	})
 }
 
-func family(cidr string) int {
-	p, err := netip.ParsePrefix(cidr)
-	switch {
-	case err != nil:
-		return 0
-	case p.Addr().Is4():
-		return 4
-	}
-	return 6
-}
+// cidrsValue renders spec.cidrs in an error as kube-apiserver does (its
+// internal ServiceCIDRSpec, whose JSON has no field tags).
+type cidrsValue struct{ CIDRs []string }
 
 func validateServiceCIDRSpec(cidrs []string, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
@@ -72,12 +83,14 @@ func validateServiceCIDRSpec(cidrs []string, p *field.Path) field.ErrorList {
 	case len(cidrs) == 0:
 		return field.ErrorList{field.Required(p, "at least one CIDR required")}
 	case len(cidrs) > 2:
-		return field.ErrorList{field.Invalid(p, networkingv1.ServiceCIDRSpec{CIDRs: cidrs}, "may only hold up to 2 values")}
+		return field.ErrorList{field.Invalid(p, cidrsValue{cidrs}, "may only hold up to 2 values")}
 	}
 	for i, c := range cidrs {
 		errs = append(errs, validation.IsValidCIDR(p.Index(i), c)...)
 	}
-	if len(cidrs) == 2 && family(cidrs[0]) == family(cidrs[1]) && family(cidrs[0]) != 0 {
+	// The family as kube-apiserver tells it, sloppily (an address with
+	// leading zeros still has one).
+	if f := netutils.IPFamilyOfCIDRString(cidrs[0]); len(cidrs) == 2 && f == netutils.IPFamilyOfCIDRString(cidrs[1]) && f != netutils.IPFamilyUnknown {
 		errs = append(errs, field.Invalid(p, cidrs, "may specify no more than one IP for each IP family, i.e 192.168.0.0/24 and 2001:db8::/64"))
 	}
 	return errs
@@ -107,21 +120,59 @@ func validateServiceCIDRUpdate(cidrs, old []string) field.ErrorList {
 
 // NewIPAddressStrategy: cluster-scoped, no status; the name is the address
 // in canonical form; spec.parentRef is required and immutable.
+//
+// As kube-apiserver 1.37's, the strategy validates declaratively: the
+// required parentRef, its resource and name, and its immutability are
+// declarative rules (reported after the handwritten errors), and an update
+// checks the name again.
 func NewIPAddressStrategy() registry.Strategy {
-	return &core.Basic{
+	return core.WithDeclarative(&core.Basic{
 		NameFunc: ValidateIPAddressName,
 		Validator: func(obj runtime.Object) field.ErrorList {
 			return validateParentRef(obj.(*networkingv1.IPAddress).Spec.ParentRef, field.NewPath("spec"))
 		},
 		UpdateValidator: func(obj, old runtime.Object) field.ErrorList {
 			ip, oldIP := obj.(*networkingv1.IPAddress), old.(*networkingv1.IPAddress)
-			errs := validateParentRef(ip.Spec.ParentRef, field.NewPath("spec"))
+			errs := apimachineryvalidation.ValidateObjectMeta(&ip.ObjectMeta, false, ValidateIPAddressName, field.NewPath("metadata"))
+			errs = append(errs, validateParentRef(ip.Spec.ParentRef, field.NewPath("spec"))...)
 			if !equalRef(ip.Spec.ParentRef, oldIP.Spec.ParentRef) {
-				errs = append(errs, field.Invalid(field.NewPath("spec", "parentRef"), ip.Spec.ParentRef, apimachineryvalidation.FieldImmutableErrorMsg))
+				errs = append(errs, field.Invalid(field.NewPath("spec", "parentRef"), ip.Spec.ParentRef, apimachineryvalidation.FieldImmutableErrorMsg).
+					WithOrigin("immutable").MarkCoveredByDeclarative())
 			}
 			return errs
 		},
+	}, validateIPAddressDeclaratively)
+}
+
+// validateIPAddressDeclaratively: the rules networking/v1 declares for an
+// IPAddress (beta in 1.37, so enforced): ObjectMeta's, then, unless the
+// spec is unchanged, parentRef required and immutable (either stops the
+// checks below it), and its resource and name required unless the
+// reference is unchanged.
+func validateIPAddressDeclaratively(ctx context.Context, op operation.Type, obj, old runtime.Object) field.ErrorList {
+	ip := obj.(*networkingv1.IPAddress)
+	var oldMeta *metav1.ObjectMeta
+	var oldRef *networkingv1.ParentReference
+	o, _ := old.(*networkingv1.IPAddress)
+	if o != nil {
+		oldMeta, oldRef = &o.ObjectMeta, o.Spec.ParentRef
 	}
+	errs := registry.ValidateObjectMetaDeclaratively(ctx, op, &ip.ObjectMeta, oldMeta)
+	ref := ip.Spec.ParentRef
+	if o != nil && equalRef(ref, oldRef) {
+		return errs
+	}
+	vop := operation.Operation{Type: op}
+	p := field.NewPath("spec", "parentRef")
+	short := validate.RequiredPointer(ctx, vop, p, ref, oldRef).MarkBeta()
+	if o != nil {
+		short = append(short, validate.Immutable(ctx, vop, p, ref, oldRef).MarkBeta()...)
+	}
+	if len(short) > 0 {
+		return append(errs, short...)
+	}
+	errs = append(errs, validate.RequiredValue(ctx, vop, p.Child("resource"), &ref.Resource, nil).MarkBeta()...)
+	return append(errs, validate.RequiredValue(ctx, vop, p.Child("name"), &ref.Name, nil).MarkBeta()...)
 }
 
 // ValidateIPAddressName accepts an IP address in canonical form (the
@@ -143,7 +194,7 @@ func equalRef(a, b *networkingv1.ParentReference) bool {
 
 func validateParentRef(ref *networkingv1.ParentReference, p *field.Path) field.ErrorList {
 	if ref == nil {
-		return field.ErrorList{field.Required(p.Child("parentRef"), "")}
+		return field.ErrorList{field.Required(p.Child("parentRef"), "").MarkCoveredByDeclarative()}
 	}
 	var errs field.ErrorList
 	p = p.Child("parentRef")
@@ -153,14 +204,14 @@ func validateParentRef(ref *networkingv1.ParentReference, p *field.Path) field.E
 		}
 	}
 	if ref.Resource == "" {
-		errs = append(errs, field.Required(p.Child("resource"), ""))
+		errs = append(errs, field.Required(p.Child("resource"), "").MarkCoveredByDeclarative())
 	} else {
 		for _, msg := range content.IsPathSegmentName(ref.Resource) {
 			errs = append(errs, field.Invalid(p.Child("resource"), ref.Resource, msg))
 		}
 	}
 	if ref.Name == "" {
-		errs = append(errs, field.Required(p.Child("name"), ""))
+		errs = append(errs, field.Required(p.Child("name"), "").MarkCoveredByDeclarative())
 	} else {
 		for _, msg := range content.IsPathSegmentName(ref.Name) {
 			errs = append(errs, field.Invalid(p.Child("name"), ref.Name, msg))

@@ -8,17 +8,71 @@
 package networkpolicy
 
 import (
+	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/operation"
+	"k8s.io/apimachinery/pkg/api/validate"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	netutils "k8s.io/utils/net"
+
+	"github.com/svcnet/svcnet/registry"
+	"github.com/svcnet/svcnet/registry/core"
 )
+
+// NewStrategy is the registry strategy of NetworkPolicies: namespaced,
+// defaulted and validated as below (the store keeps metadata.generation).
+// As kube-apiserver 1.37's, it validates declaratively too.
+func NewStrategy() registry.Strategy {
+	return core.WithDeclarative(&core.Basic{Namespaced: true, Defaulter: Default, Validator: Validate, UpdateValidator: ValidateUpdate},
+		ValidateDeclaratively)
+}
+
+// ValidateDeclaratively returns the errors of the rules networking/v1
+// declares for a NetworkPolicy (beta in 1.37, so enforced): ObjectMeta's,
+// and every ipBlock's cidr is required. An update does not check again what
+// it left unchanged: the metadata, the spec, or the ingress or egress list
+// as a whole (within a changed list every rule is checked).
+func ValidateDeclaratively(ctx context.Context, op operation.Type, obj, old runtime.Object) field.ErrorList {
+	np := obj.(*networkingv1.NetworkPolicy)
+	o, _ := old.(*networkingv1.NetworkPolicy)
+	var oldMeta *metav1.ObjectMeta
+	if o != nil {
+		oldMeta = &o.ObjectMeta
+	}
+	errs := registry.ValidateObjectMetaDeclaratively(ctx, op, &np.ObjectMeta, oldMeta)
+	if o != nil && equality.Semantic.DeepEqual(np.Spec, o.Spec) {
+		return errs
+	}
+	vop := operation.Operation{Type: op}
+	peers := func(p *field.Path, list []networkingv1.NetworkPolicyPeer) {
+		for j := range list {
+			if b := list[j].IPBlock; b != nil {
+				errs = append(errs, validate.RequiredValue(ctx, vop, p.Index(j).Child("ipBlock", "cidr"), &b.CIDR, nil).MarkBeta()...)
+			}
+		}
+	}
+	spec := field.NewPath("spec")
+	if o == nil || !equality.Semantic.DeepEqual(np.Spec.Ingress, o.Spec.Ingress) {
+		for i, r := range np.Spec.Ingress {
+			peers(spec.Child("ingress").Index(i).Child("from"), r.From)
+		}
+	}
+	if o == nil || !equality.Semantic.DeepEqual(np.Spec.Egress, o.Spec.Egress) {
+		for i, r := range np.Spec.Egress {
+			peers(spec.Child("egress").Index(i).Child("to"), r.To)
+		}
+	}
+	return errs
+}
 
 // Default applies SetDefaults to a NetworkPolicy; other objects are left alone.
 func Default(obj runtime.Object) {
@@ -210,7 +264,7 @@ func ValidatePeer(p *networkingv1.NetworkPolicyPeer, opts Options, fp *field.Pat
 // value was already stored) and that each except is a strict subset of it.
 func ValidateIPBlock(b *networkingv1.IPBlock, opts Options, fp *field.Path) field.ErrorList {
 	if b.CIDR == "" {
-		return field.ErrorList{field.Required(fp.Child("cidr"), "")}
+		return field.ErrorList{field.Required(fp.Child("cidr"), "").MarkCoveredByDeclarative()}
 	}
 	allErrs := validation.IsValidCIDRForLegacyField(fp.Child("cidr"), b.CIDR, true, opts.AllowCIDRsEvenIfInvalid)
 	_, cidr, err := netutils.ParseCIDRSloppy(b.CIDR)
