@@ -61,3 +61,23 @@ func TestKubectlDeleteNamespace(t *testing.T) {
 	mustMatch(t, k.run(true, "get", "namespace", "app"), `namespaces "app" not found`)
 	mustMatch(t, k.ok("get", "pods,services,endpointslices,replicasets,deployments", "-A", "-l", "app=myapp"), `No resources found`)
 }
+
+// TestKubectlNamespaceFinalizers: a namespace created with finalizers of
+// its own keeps them and gets "kubernetes" after them; a finalizer that is
+// neither standard nor qualified is a 422 and nothing is stored.
+func TestKubectlNamespaceFinalizers(t *testing.T) {
+	k := newKubectl(t)
+	ok := "apiVersion: v1\nkind: Namespace\nmetadata: {name: kept}\nspec: {finalizers: [example.com/cleanup]}\n"
+	k.ok("apply", "-f", writeTemp(t, ok))
+	if got := k.ok("get", "namespace", "kept", "-o", "jsonpath={.spec.finalizers} {.status.phase}"); got != `["example.com/cleanup","kubernetes"] Active` {
+		t.Errorf("finalizers and phase: %s", got)
+	}
+	bad := "apiVersion: v1\nkind: Namespace\nmetadata: {name: bad-fin}\nspec: {finalizers: [cleanup]}\n"
+	out := k.run(true, "apply", "-f", writeTemp(t, bad))
+	if want := `spec.finalizers: Invalid value: "cleanup": name is neither a standard finalizer name nor is it fully qualified`; !strings.Contains(out, want) {
+		t.Errorf("kubectl apply said\n%s\nwant it to contain %q", out, want)
+	}
+	if out := k.run(true, "get", "namespace", "bad-fin"); !strings.Contains(out, "NotFound") {
+		t.Errorf("bad-fin was stored: %s", out)
+	}
+}

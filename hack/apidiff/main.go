@@ -67,6 +67,10 @@ func main() {
 		{"servicecidr-status", serviceCIDRStatusCase},
 		{"ipaddress-create", ipAddressCreateCase},
 		{"ipaddress-update", ipAddressUpdateCase},
+		{"namespace-create", namespaceCreateCase},
+		{"namespace-update", namespaceUpdateCase},
+		{"namespace-status", namespaceStatusCase},
+		{"namespace-finalize", namespaceFinalizeCase},
 		{"pod-default", podDefaultCase},
 		{"deployment-default", deploymentDefaultCase},
 	}

@@ -391,15 +391,25 @@ func ipAddressUpdateCase(r *rand.Rand) string {
 		func() runtime.Object { return &networkingv1.IPAddress{} }), in, old)
 }
 
-// compareClusterUpdate runs an update of a cluster-scoped object through
-// both strategies: the defaulted objects, the prepared ones and the errors.
+// compareClusterUpdate runs an update of a cluster-scoped networking.k8s.io
+// object through both strategies.
 func compareClusterUpdate(in, old runtime.Object, resource, sub string, kst genericrest.RESTUpdateStrategy, st registry.Strategy,
+	internal func() (runtime.Object, runtime.Object), versioned func() runtime.Object) string {
+	return compareUpdate(in, old, "networking.k8s.io", resource, sub, false, kst, st, internal, versioned)
+}
+
+// compareUpdate runs an update (of subresource sub) through both
+// strategies: the defaulted objects, the prepared ones and the errors.
+func compareUpdate(in, old runtime.Object, group, resource, sub string, namespaced bool, kst genericrest.RESTUpdateStrategy, st registry.Strategy,
 	internal func() (runtime.Object, runtime.Object), versioned func() runtime.Object) string {
 	name := ""
 	if a, ok := in.(metav1.Object); ok {
 		name = a.GetName()
 	}
-	ctx := clusterCtx("update", "networking.k8s.io", "v1", resource, sub, name)
+	ctx := clusterCtx("update", group, "v1", resource, sub, name)
+	if namespaced {
+		ctx = requestCtx("update", group, "v1", resource, sub, name)
+	}
 
 	kv := in.DeepCopyObject()
 	legacyscheme.Scheme.Default(kv)
@@ -416,7 +426,7 @@ func compareClusterUpdate(in, old runtime.Object, resource, sub string, kst gene
 	st.Default(sv)
 	sDefaulted := sv.DeepCopyObject()
 	st.PrepareForUpdate(ctx, sv, old.DeepCopyObject())
-	sErrs := registry.ValidateUpdate(ctx, st, false, sv, old.DeepCopyObject())
+	sErrs := registry.ValidateUpdate(ctx, st, namespaced, sv, old.DeepCopyObject())
 	return joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), compareObjs("prepared", kPrepared, sv),
 		compareErrs(strings.TrimSpace("update "+sub), kErrs, sErrs))
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	// Digests in image references are validated with the registered hash.
@@ -11,6 +12,7 @@ import (
 	"github.com/distribution/reference"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/operation"
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -43,11 +45,26 @@ func NewNamespaceStrategy() registry.Strategy {
 				}
 				ns.Labels[LabelMetadataName] = ns.Name
 			}
+			if ns.Status.Phase == "" {
+				ns.Status.Phase = corev1.NamespaceActive
+			}
 		},
+		// A new namespace is Active and always has the "kubernetes"
+		// finalizer (the namespace controller's), after any it was given.
 		OnCreate: func(obj runtime.Object) {
 			ns := obj.(*corev1.Namespace)
 			ns.Status.Phase = corev1.NamespaceActive
-			ns.Spec.Finalizers = []corev1.FinalizerName{corev1.FinalizerKubernetes}
+			if !slices.Contains(ns.Spec.Finalizers, corev1.FinalizerKubernetes) {
+				ns.Spec.Finalizers = append(ns.Spec.Finalizers, corev1.FinalizerKubernetes)
+			}
+		},
+		// As kube-apiserver's ValidateNamespace, which reports every bad
+		// finalizer at spec.finalizers (no index); an update checks the
+		// metadata (the name too) again.
+		Validator: validateNamespaceFinalizers,
+		UpdateValidator: func(obj, _ runtime.Object) field.ErrorList {
+			errs := metavalidation.ValidateObjectMeta(&obj.(*corev1.Namespace).ObjectMeta, false, metavalidation.ValidateNamespaceName, field.NewPath("metadata"))
+			return append(errs, validateNamespaceFinalizers(obj)...)
 		},
 		// As Kubernetes' namespace registry, "name" stays in the set (a
 		// historical bug kept for compatibility) although the conversion
@@ -61,6 +78,46 @@ func NewNamespaceStrategy() registry.Strategy {
 }
 
 type namespaceStrategy struct{ *Basic }
+
+// ValidateDeclaratively: kube-apiserver 1.37 validates namespaces (and
+// their /status and /finalize) declaratively; the only rules are ObjectMeta's.
+func (s *namespaceStrategy) ValidateDeclaratively(ctx context.Context, op operation.Type, obj, old runtime.Object) field.ErrorList {
+	return validateNamespaceDeclaratively(ctx, op, obj, old)
+}
+
+func (s *namespaceStatusStrategy) ValidateDeclaratively(ctx context.Context, op operation.Type, obj, old runtime.Object) field.ErrorList {
+	return validateNamespaceDeclaratively(ctx, op, obj, old)
+}
+
+func (s *namespaceFinalizeStrategy) ValidateDeclaratively(ctx context.Context, op operation.Type, obj, old runtime.Object) field.ErrorList {
+	return validateNamespaceDeclaratively(ctx, op, obj, old)
+}
+
+func validateNamespaceDeclaratively(ctx context.Context, op operation.Type, obj, old runtime.Object) field.ErrorList {
+	var oldMeta *metav1.ObjectMeta
+	if o, ok := old.(*corev1.Namespace); ok {
+		oldMeta = &o.ObjectMeta
+	}
+	return registry.ValidateObjectMetaDeclaratively(ctx, op, &obj.(*corev1.Namespace).ObjectMeta, oldMeta)
+}
+
+func validateNamespaceFinalizers(obj runtime.Object) field.ErrorList {
+	var errs field.ErrorList
+	for _, f := range obj.(*corev1.Namespace).Spec.Finalizers {
+		errs = append(errs, validateFinalizerName(string(f), field.NewPath("spec", "finalizers"))...)
+	}
+	return errs
+}
+
+// validateFinalizerName: a qualified name, and one without a "/" must be a
+// standard finalizer (kubernetes, orphan, foregroundDeletion).
+func validateFinalizerName(f string, p *field.Path) field.ErrorList {
+	errs := metavalidation.ValidateFinalizerName(f, p)
+	if !strings.Contains(f, "/") && f != string(corev1.FinalizerKubernetes) && f != metav1.FinalizerOrphanDependents && f != metav1.FinalizerDeleteDependents {
+		errs = append(errs, field.Invalid(p, f, "name is neither a standard finalizer name nor is it fully qualified"))
+	}
+	return errs
+}
 
 var (
 	_ registry.SpecFinalizer      = (*namespaceStrategy)(nil)
@@ -125,10 +182,7 @@ func (s *namespaceFinalizeStrategy) ValidateUpdate(_ context.Context, obj, _ run
 	var errs field.ErrorList
 	p := field.NewPath("spec", "finalizers")
 	for i, f := range obj.(*corev1.Namespace).Spec.Finalizers {
-		errs = append(errs, metavalidation.ValidateFinalizerName(string(f), p.Index(i))...)
-		if !strings.Contains(string(f), "/") && f != corev1.FinalizerKubernetes {
-			errs = append(errs, field.Invalid(p.Index(i), string(f), "name is neither a standard finalizer name nor is it fully qualified"))
-		}
+		errs = append(errs, validateFinalizerName(string(f), p.Index(i))...)
 	}
 	return errs
 }
