@@ -81,3 +81,46 @@ func TestKubectlNamespaceFinalizers(t *testing.T) {
 		t.Errorf("bad-fin was stored: %s", out)
 	}
 }
+
+// TestKubectlNodes: a Node created with its status keeps it (a node
+// registers with its addresses and capacity in one write, as with
+// kube-apiserver); bad taints and podCIDRs get kube-apiserver's 422, at its
+// paths (metadata.taints), and nothing is stored.
+func TestKubectlNodes(t *testing.T) {
+	k := newKubectl(t)
+	ok := `apiVersion: v1
+kind: Node
+metadata: {name: worker-1}
+spec:
+  podCIDRs: [10.244.1.0/24]
+  taints: [{key: dedicated, value: gpu, effect: NoSchedule}]
+status:
+  addresses: [{type: InternalIP, address: 10.1.0.11}]
+  capacity: {cpu: "4", pods: "110"}
+`
+	k.ok("create", "-f", writeTemp(t, ok))
+	if got := k.ok("get", "node", "worker-1", "-o", "jsonpath={.status.addresses[0].address} {.status.allocatable.pods}"); got != "10.1.0.11 110" {
+		t.Errorf("status kept from the create (allocatable defaulted from capacity): %q", got)
+	}
+	mustMatch(t, k.ok("get", "nodes", "-o", "wide"), `(?m)^worker-1\s+\S+\s+<none>\s+\S+\s+\S*\s*10\.1\.0\.11\s`)
+	bad := `apiVersion: v1
+kind: Node
+metadata: {name: worker-2}
+spec:
+  podCIDRs: [10.244.2.1/24]
+  taints: [{key: dedicated, effect: NoSchedule}, {key: dedicated, value: x, effect: NoSchedule}, {key: "a b", effect: Sometimes}]
+`
+	out := k.run(true, "create", "-f", writeTemp(t, bad))
+	for _, want := range []string{
+		`metadata.taints[1]: Duplicate value: {"Key":"dedicated","Value":"x","Effect":"NoSchedule","TimeAdded":null}: taints must be unique by key and effect pair`,
+		`metadata.taints[2].effect: Unsupported value: "Sometimes": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"`,
+		`spec.podCIDRs[0]: Invalid value: "10.244.2.1/24": must not have bits set beyond the prefix length`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl create said\n%s\nwant it to contain %q", out, want)
+		}
+	}
+	if out := k.run(true, "get", "node", "worker-2"); !strings.Contains(out, "NotFound") {
+		t.Errorf("worker-2 was stored: %s", out)
+	}
+}

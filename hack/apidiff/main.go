@@ -71,6 +71,9 @@ func main() {
 		{"namespace-update", namespaceUpdateCase},
 		{"namespace-status", namespaceStatusCase},
 		{"namespace-finalize", namespaceFinalizeCase},
+		{"node-create", nodeCreateCase},
+		{"node-update", nodeUpdateCase},
+		{"node-status", nodeStatusCase},
 		{"pod-default", podDefaultCase},
 		{"deployment-default", deploymentDefaultCase},
 	}

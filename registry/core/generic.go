@@ -46,6 +46,12 @@ type Basic struct {
 	OnCreate func(obj runtime.Object)
 	// NameFunc, when set, validates names instead of the DNS-subdomain rule.
 	NameFunc func(name string, prefix bool) []string
+	// CreateKeepsStatus: a create keeps the status it is given (Nodes).
+	CreateKeepsStatus bool
+	// OnUpdate, when set, runs in PrepareForUpdate after status is kept.
+	OnUpdate func(obj, old runtime.Object)
+	// StatusValidator, when set, validates writes to /status.
+	StatusValidator func(obj, old runtime.Object) field.ErrorList
 	// StatusPrepare, when set, runs in the status strategy's
 	// PrepareForUpdate after the stored spec is copied (for what else a
 	// kind's /status keeps from the stored object).
@@ -97,7 +103,7 @@ func (b *Basic) Default(obj runtime.Object) {
 }
 
 func (b *Basic) PrepareForCreate(_ context.Context, obj runtime.Object) {
-	if b.HasStatus {
+	if b.HasStatus && !b.CreateKeepsStatus {
 		clearField(obj, "Status")
 	}
 	if b.OnCreate != nil {
@@ -108,6 +114,9 @@ func (b *Basic) PrepareForCreate(_ context.Context, obj runtime.Object) {
 func (b *Basic) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	if b.HasStatus {
 		copyField(obj, old, "Status")
+	}
+	if b.OnUpdate != nil {
+		b.OnUpdate(obj, old)
 	}
 }
 
@@ -172,6 +181,9 @@ func (s *statusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Ob
 }
 
 func (s *statusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	if s.StatusValidator != nil {
+		return s.StatusValidator(obj, old)
+	}
 	return nil
 }
 

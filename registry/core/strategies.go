@@ -455,18 +455,6 @@ func boolString(b bool) string {
 	return "false"
 }
 
-// NewNodeStrategy: nodes are cluster-scoped with a status subresource.
-func NewNodeStrategy() registry.Strategy {
-	return &Basic{
-		HasStatus: true,
-		FieldsFunc: func(obj runtime.Object) map[string]string {
-			n := obj.(*corev1.Node)
-			return map[string]string{"metadata.name": n.Name, "spec.unschedulable": boolString(n.Spec.Unschedulable)}
-		},
-		FieldLabels: registry.SupportedFieldLabels(nil, "metadata.name", "spec.unschedulable"),
-	}
-}
-
 // NewEventStrategy is core/v1 Events': the involvedObject.* field
 // selectors kubectl describe uses, and kube-apiserver's legacy Event
 // validation (package registry/events, shared with events.k8s.io/v1).
