@@ -124,3 +124,26 @@ spec:
 		t.Errorf("worker-2 was stored: %s", out)
 	}
 }
+
+// TestKubectlConfigMapsAndLeases: bad ConfigMap keys and an immutable
+// ConfigMap's data are refused with kube-apiserver's errors; a Lease with a
+// duration of 0 is refused.
+func TestKubectlConfigMapsAndLeases(t *testing.T) {
+	k := newKubectl(t)
+	out := k.run(true, "apply", "-f", writeTemp(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bad}\ndata: {\"bad key!\": x}\n"))
+	if want := `data[bad key!]: Invalid value: "bad key!": a valid config key must consist of alphanumeric characters, '-', '_' or '.'`; !strings.Contains(out, want) {
+		t.Errorf("kubectl apply of a bad ConfigMap said\n%s\nwant it to contain %q", out, want)
+	}
+	k.ok("apply", "-f", writeTemp(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: frozen}\nimmutable: true\ndata: {a: \"1\"}\n"))
+	out = k.run(true, "apply", "-f", writeTemp(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: frozen}\nimmutable: true\ndata: {a: \"2\"}\n"))
+	if want := "data: Forbidden: field is immutable when `immutable` is set"; !strings.Contains(out, want) {
+		t.Errorf("kubectl apply of an immutable ConfigMap said\n%s\nwant it to contain %q", out, want)
+	}
+	if got := k.ok("get", "configmap", "frozen", "-o", "jsonpath={.data.a}"); got != "1" {
+		t.Errorf("frozen data a = %q", got)
+	}
+	out = k.run(true, "apply", "-f", writeTemp(t, "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {name: l}\nspec: {leaseDurationSeconds: 0}\n"))
+	if want := "spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0"; !strings.Contains(out, want) {
+		t.Errorf("kubectl apply of a Lease said\n%s\nwant it to contain %q", out, want)
+	}
+}

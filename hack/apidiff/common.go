@@ -16,6 +16,7 @@ import (
 	// The internal types, their conversions, defaulters and declarative
 	// validations, registered into legacyscheme as kube-apiserver does.
 	_ "k8s.io/kubernetes/pkg/apis/apps/install"
+	_ "k8s.io/kubernetes/pkg/apis/coordination/install"
 	_ "k8s.io/kubernetes/pkg/apis/core/install"
 	_ "k8s.io/kubernetes/pkg/apis/discovery/install"
 	_ "k8s.io/kubernetes/pkg/apis/networking/install"

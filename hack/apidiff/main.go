@@ -74,6 +74,10 @@ func main() {
 		{"node-create", nodeCreateCase},
 		{"node-update", nodeUpdateCase},
 		{"node-status", nodeStatusCase},
+		{"configmap-create", configMapCreateCase},
+		{"configmap-update", configMapUpdateCase},
+		{"lease-create", leaseCreateCase},
+		{"lease-update", leaseUpdateCase},
 		{"pod-default", podDefaultCase},
 		{"deployment-default", deploymentDefaultCase},
 	}

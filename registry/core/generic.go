@@ -16,6 +16,7 @@ import (
 	"reflect"
 
 	"k8s.io/apimachinery/pkg/api/operation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -68,6 +69,29 @@ type DeclarativeFunc func(ctx context.Context, op operation.Type, obj, old runti
 // generic registry merges them.
 func WithDeclarative(b *Basic, fn DeclarativeFunc) registry.Strategy {
 	return &declarative{Basic: b, fn: fn}
+}
+
+// ObjectMetaDeclarative is the declarative validation of kinds whose only
+// declarative rules are ObjectMeta's (registry.ValidateObjectMetaDeclaratively).
+func ObjectMetaDeclarative(ctx context.Context, op operation.Type, obj, old runtime.Object) field.ErrorList {
+	return registry.ValidateObjectMetaDeclaratively(ctx, op, objectMeta(obj), objectMeta(old))
+}
+
+// objectMeta returns the embedded ObjectMeta of a typed object, or nil.
+func objectMeta(obj runtime.Object) *metav1.ObjectMeta {
+	if obj == nil {
+		return nil
+	}
+	v, ok := structValue(obj)
+	if !ok {
+		return nil
+	}
+	f := v.FieldByName("ObjectMeta")
+	if !f.IsValid() || !f.CanAddr() {
+		return nil
+	}
+	m, _ := f.Addr().Interface().(*metav1.ObjectMeta)
+	return m
 }
 
 type declarative struct {

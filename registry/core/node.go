@@ -1,13 +1,11 @@
 package core
 
 import (
-	"context"
 	"fmt"
 	"regexp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/operation"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,13 +68,7 @@ func NewNodeStrategy() registry.Strategy {
 			return map[string]string{"metadata.name": n.Name, "spec.unschedulable": boolString(n.Spec.Unschedulable)}
 		},
 		FieldLabels: registry.SupportedFieldLabels(nil, "metadata.name", "spec.unschedulable"),
-	}, func(ctx context.Context, op operation.Type, obj, old runtime.Object) field.ErrorList {
-		var oldMeta *metav1.ObjectMeta
-		if o, ok := old.(*corev1.Node); ok {
-			oldMeta = &o.ObjectMeta
-		}
-		return registry.ValidateObjectMetaDeclaratively(ctx, op, &obj.(*corev1.Node).ObjectMeta, oldMeta)
-	})
+	}, ObjectMetaDeclarative)
 }
 
 var nodeDeclaredFeature = regexp.MustCompile(`^[A-Z][a-zA-Z0-9]*(\/[a-zA-Z][a-zA-Z0-9]*)*$`)

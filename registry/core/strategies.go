@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/distribution/reference"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/operation"
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/svcnet/svcnet/registry"
@@ -82,23 +85,15 @@ type namespaceStrategy struct{ *Basic }
 // ValidateDeclaratively: kube-apiserver 1.37 validates namespaces (and
 // their /status and /finalize) declaratively; the only rules are ObjectMeta's.
 func (s *namespaceStrategy) ValidateDeclaratively(ctx context.Context, op operation.Type, obj, old runtime.Object) field.ErrorList {
-	return validateNamespaceDeclaratively(ctx, op, obj, old)
+	return ObjectMetaDeclarative(ctx, op, obj, old)
 }
 
 func (s *namespaceStatusStrategy) ValidateDeclaratively(ctx context.Context, op operation.Type, obj, old runtime.Object) field.ErrorList {
-	return validateNamespaceDeclaratively(ctx, op, obj, old)
+	return ObjectMetaDeclarative(ctx, op, obj, old)
 }
 
 func (s *namespaceFinalizeStrategy) ValidateDeclaratively(ctx context.Context, op operation.Type, obj, old runtime.Object) field.ErrorList {
-	return validateNamespaceDeclaratively(ctx, op, obj, old)
-}
-
-func validateNamespaceDeclaratively(ctx context.Context, op operation.Type, obj, old runtime.Object) field.ErrorList {
-	var oldMeta *metav1.ObjectMeta
-	if o, ok := old.(*corev1.Namespace); ok {
-		oldMeta = &o.ObjectMeta
-	}
-	return registry.ValidateObjectMetaDeclaratively(ctx, op, &obj.(*corev1.Namespace).ObjectMeta, oldMeta)
+	return ObjectMetaDeclarative(ctx, op, obj, old)
 }
 
 func validateNamespaceFinalizers(obj runtime.Object) field.ErrorList {
@@ -472,11 +467,119 @@ func NewEventStrategy() registry.Strategy {
 	}
 }
 
-// NewConfigMapStrategy: configmaps have no status.
-func NewConfigMapStrategy() registry.Strategy { return &Basic{Namespaced: true} }
+// NewConfigMapStrategy: configmaps have no status; validated as
+// kube-apiserver 1.37's ValidateConfigMap and ValidateConfigMapUpdate (keys,
+// a key in both data and binaryData, 1 MiB in all, nothing changes once
+// immutable) and declaratively (ObjectMeta's rules).
+func NewConfigMapStrategy() registry.Strategy {
+	return WithDeclarative(&Basic{
+		Namespaced: true,
+		Defaulter: func(obj runtime.Object) {
+			if cm := obj.(*corev1.ConfigMap); cm.Data == nil {
+				cm.Data = map[string]string{}
+			}
+		},
+		Validator: func(obj runtime.Object) field.ErrorList { return validateConfigMap(obj.(*corev1.ConfigMap)) },
+		UpdateValidator: func(obj, old runtime.Object) field.ErrorList {
+			cm, o := obj.(*corev1.ConfigMap), old.(*corev1.ConfigMap)
+			var errs field.ErrorList
+			if o.Immutable != nil && *o.Immutable {
+				const msg = "field is immutable when `immutable` is set"
+				if cm.Immutable == nil || !*cm.Immutable {
+					errs = append(errs, field.Forbidden(field.NewPath("immutable"), msg))
+				}
+				if !reflect.DeepEqual(cm.Data, o.Data) {
+					errs = append(errs, field.Forbidden(field.NewPath("data"), msg))
+				}
+				if !reflect.DeepEqual(cm.BinaryData, o.BinaryData) {
+					errs = append(errs, field.Forbidden(field.NewPath("binaryData"), msg))
+				}
+			}
+			errs = append(errs, metavalidation.ValidateObjectMeta(&cm.ObjectMeta, true, metavalidation.NameIsDNSSubdomain, field.NewPath("metadata"))...)
+			return append(errs, validateConfigMap(cm)...)
+		},
+	}, ObjectMetaDeclarative)
+}
 
-// NewLeaseStrategy: coordination leases (node heartbeats, leader election).
-func NewLeaseStrategy() registry.Strategy { return &Basic{Namespaced: true} }
+// maxConfigMapSize is the most data and binaryData may hold together.
+const maxConfigMapSize = 1 << 20
+
+func validateConfigMap(cm *corev1.ConfigMap) field.ErrorList {
+	var errs field.ErrorList
+	size := 0
+	for k, v := range cm.Data {
+		for _, msg := range validation.IsConfigMapKey(k) {
+			errs = append(errs, field.Invalid(field.NewPath("data").Key(k), k, msg))
+		}
+		if _, dup := cm.BinaryData[k]; dup {
+			errs = append(errs, field.Invalid(field.NewPath("data").Key(k), k, "duplicate of key present in binaryData"))
+		}
+		size += len(v)
+	}
+	for k, v := range cm.BinaryData {
+		for _, msg := range validation.IsConfigMapKey(k) {
+			errs = append(errs, field.Invalid(field.NewPath("binaryData").Key(k), k, msg))
+		}
+		size += len(v)
+	}
+	if size > maxConfigMapSize {
+		errs = append(errs, field.TooLong(field.NewPath(""), "", maxConfigMapSize))
+	}
+	return errs
+}
+
+// NewLeaseStrategy: coordination leases (node heartbeats, leader
+// election), validated as kube-apiserver 1.37's ValidateLease (a positive
+// duration, transitions not negative) and declaratively (ObjectMeta's
+// rules). Its CoordinatedLeaderElection fields (strategy, preferredHolder)
+// are off, as the gate is by default: dropped unless stored.
+func NewLeaseStrategy() registry.Strategy {
+	return WithDeclarative(&Basic{
+		Namespaced: true,
+		OnCreate: func(obj runtime.Object) {
+			l := obj.(*coordinationv1.Lease)
+			l.Spec.Strategy, l.Spec.PreferredHolder = nil, nil
+		},
+		OnUpdate: func(obj, old runtime.Object) {
+			l, o := obj.(*coordinationv1.Lease), old.(*coordinationv1.Lease)
+			if o.Spec.Strategy == nil {
+				l.Spec.Strategy = nil
+			}
+			if o.Spec.PreferredHolder == nil {
+				l.Spec.PreferredHolder = nil
+			}
+		},
+		Validator: func(obj runtime.Object) field.ErrorList { return validateLeaseSpec(&obj.(*coordinationv1.Lease).Spec) },
+	}, ObjectMetaDeclarative)
+}
+
+func validateLeaseSpec(spec *coordinationv1.LeaseSpec) field.ErrorList {
+	var errs field.ErrorList
+	p := field.NewPath("spec")
+	if d := spec.LeaseDurationSeconds; d != nil && *d <= 0 {
+		errs = append(errs, field.Invalid(p.Child("leaseDurationSeconds"), d, "must be greater than 0"))
+	}
+	if t := spec.LeaseTransitions; t != nil && *t < 0 {
+		errs = append(errs, field.Invalid(p.Child("leaseTransitions"), t, "must be greater than or equal to 0"))
+	}
+	if s := spec.Strategy; s != nil {
+		// kube-apiserver's path, "strategy" twice.
+		sp := p.Child("strategy", "strategy")
+		if !strings.Contains(string(*s), "/") {
+			if *s != coordinationv1.OldestEmulationVersion {
+				errs = append(errs, field.NotSupported(sp, *s, []coordinationv1.CoordinatedLeaseStrategy{coordinationv1.OldestEmulationVersion}))
+			}
+		} else {
+			for _, msg := range validation.IsQualifiedName(string(*s)) {
+				errs = append(errs, field.Invalid(sp, *s, msg))
+			}
+		}
+	}
+	if h := spec.PreferredHolder; h != nil && *h != "" && (spec.Strategy == nil || *spec.Strategy == "") {
+		errs = append(errs, field.Forbidden(p.Child("preferredHolder"), "may only be specified if `strategy` is defined"))
+	}
+	return errs
+}
 
 func validateSelectorMatches(sel *metav1.LabelSelector, tmplLabels map[string]string, p *field.Path) field.ErrorList {
 	var errs field.ErrorList

@@ -64,13 +64,7 @@ func NewServiceCIDRStrategy() registry.Strategy {
 		StatusPrepare: func(obj, old runtime.Object) {
 			metav1.ResetObjectMetaForStatus(&obj.(*networkingv1.ServiceCIDR).ObjectMeta, &old.(*networkingv1.ServiceCIDR).ObjectMeta)
 		},
-	}, func(ctx context.Context, op operation.Type, obj, old runtime.Object) field.ErrorList {
-		var oldMeta *metav1.ObjectMeta
-		if o, ok := old.(*networkingv1.ServiceCIDR); ok {
-			oldMeta = &o.ObjectMeta
-		}
-		return registry.ValidateObjectMetaDeclaratively(ctx, op, &obj.(*networkingv1.ServiceCIDR).ObjectMeta, oldMeta)
-	})
+	}, core.ObjectMetaDeclarative)
 }
 
 // cidrsValue renders spec.cidrs in an error as kube-apiserver does (its
