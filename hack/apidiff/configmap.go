@@ -9,14 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	genericrest "k8s.io/apiserver/pkg/registry/rest"
-	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	"k8s.io/kubernetes/pkg/apis/coordination"
 	api "k8s.io/kubernetes/pkg/apis/core"
 	k8slease "k8s.io/kubernetes/pkg/registry/coordination/lease"
 	k8sconfigmap "k8s.io/kubernetes/pkg/registry/core/configmap"
 
-	"github.com/svcnet/svcnet/registry"
 	"github.com/svcnet/svcnet/registry/core"
 )
 
@@ -51,22 +48,8 @@ func randConfigMap(r *rand.Rand) *corev1.ConfigMap {
 }
 
 func configMapCreateCase(r *rand.Rand) string {
-	in := randConfigMap(r)
-	ctx := requestCtx("create", "", "v1", "configmaps", "", in.Name)
-
-	kv := in.DeepCopy()
-	legacyscheme.Scheme.Default(kv)
-	ki := &api.ConfigMap{}
-	toInternal(kv, ki)
-	k8sconfigmap.Strategy.PrepareForCreate(ctx, ki)
-	kErrs := genericrest.ValidateCreate(ctx, ki, k8sconfigmap.Strategy)
-
-	st := core.NewConfigMapStrategy()
-	sv := in.DeepCopy()
-	st.Default(sv)
-	st.PrepareForCreate(ctx, sv)
-	sErrs := registry.ValidateCreate(ctx, st, true, sv)
-	return withInput(compareErrs("create", kErrs, sErrs), in)
+	return compareCreate(randConfigMap(r), "", "configmaps", true, true, k8sconfigmap.Strategy, core.NewConfigMapStrategy(),
+		func() runtime.Object { return &api.ConfigMap{} }, func() runtime.Object { return &corev1.ConfigMap{} })
 }
 
 func configMapUpdateCase(r *rand.Rand) string {
@@ -112,27 +95,8 @@ func randLease(r *rand.Rand) *coordinationv1.Lease {
 }
 
 func leaseCreateCase(r *rand.Rand) string {
-	in := randLease(r)
-	ctx := requestCtx("create", "coordination.k8s.io", "v1", "leases", "", in.Name)
-
-	kv := in.DeepCopy()
-	legacyscheme.Scheme.Default(kv)
-	kDefaulted := kv.DeepCopy()
-	ki := &coordination.Lease{}
-	toInternal(kv, ki)
-	k8slease.Strategy.PrepareForCreate(ctx, ki)
-	kErrs := genericrest.ValidateCreate(ctx, ki, k8slease.Strategy)
-	kPrepared := &coordinationv1.Lease{}
-	toInternal(ki, kPrepared)
-
-	st := core.NewLeaseStrategy()
-	sv := in.DeepCopy()
-	st.Default(sv)
-	sDefaulted := sv.DeepCopy()
-	st.PrepareForCreate(ctx, sv)
-	sErrs := registry.ValidateCreate(ctx, st, true, sv)
-	return withInput(joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), compareObjs("prepared", kPrepared, sv),
-		compareErrs("create", kErrs, sErrs)), in)
+	return compareCreate(randLease(r), "coordination.k8s.io", "leases", true, true, k8slease.Strategy, core.NewLeaseStrategy(),
+		func() runtime.Object { return &coordination.Lease{} }, func() runtime.Object { return &coordinationv1.Lease{} })
 }
 
 func leaseUpdateCase(r *rand.Rand) string {

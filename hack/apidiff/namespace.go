@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	genericrest "k8s.io/apiserver/pkg/registry/rest"
-	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	api "k8s.io/kubernetes/pkg/apis/core"
 	k8snamespace "k8s.io/kubernetes/pkg/registry/core/namespace"
 
@@ -60,27 +59,8 @@ func storedNamespace(r *rand.Rand) *corev1.Namespace {
 }
 
 func namespaceCreateCase(r *rand.Rand) string {
-	in := randNamespace(r)
-	ctx := clusterCtx("create", "", "v1", "namespaces", "", in.Name)
-
-	kv := in.DeepCopy()
-	legacyscheme.Scheme.Default(kv)
-	kDefaulted := kv.DeepCopy()
-	ki := &api.Namespace{}
-	toInternal(kv, ki)
-	k8snamespace.Strategy.PrepareForCreate(ctx, ki)
-	kErrs := genericrest.ValidateCreate(ctx, ki, k8snamespace.Strategy)
-	kPrepared := &corev1.Namespace{}
-	toInternal(ki, kPrepared)
-
-	st := core.NewNamespaceStrategy()
-	sv := in.DeepCopy()
-	st.Default(sv)
-	sDefaulted := sv.DeepCopy()
-	st.PrepareForCreate(ctx, sv)
-	sErrs := registry.ValidateCreate(ctx, st, false, sv)
-	return withInput(joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), compareObjs("prepared", kPrepared, sv),
-		compareErrs("create", kErrs, sErrs)), in)
+	return compareCreate(randNamespace(r), "", "namespaces", false, true, k8snamespace.Strategy, core.NewNamespaceStrategy(),
+		func() runtime.Object { return &api.Namespace{} }, func() runtime.Object { return &corev1.Namespace{} })
 }
 
 // namespaceUpdate mutates a stored namespace for an update of sub ("",

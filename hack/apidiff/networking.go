@@ -146,24 +146,10 @@ func storedNetworkPolicy(r *rand.Rand) *networkingv1.NetworkPolicy {
 }
 
 func networkPolicyCreateCase(r *rand.Rand) string {
-	in := randNetworkPolicy(r)
-	ctx := requestCtx("create", "networking.k8s.io", "v1", "networkpolicies", "", in.Name)
-
-	kv := in.DeepCopy()
-	legacyscheme.Scheme.Default(kv)
-	kDefaulted := kv.DeepCopy()
-	ki := &networking.NetworkPolicy{}
-	toInternal(kv, ki)
-	k8snetpol.Strategy.PrepareForCreate(ctx, ki)
-	kErrs := genericrest.ValidateCreate(ctx, ki, k8snetpol.Strategy)
-
-	st := svcnetnetpol.NewStrategy()
-	sv := in.DeepCopy()
-	st.Default(sv)
-	sDefaulted := sv.DeepCopy()
-	st.PrepareForCreate(ctx, sv)
-	sErrs := registry.ValidateCreate(ctx, st, true, sv)
-	return withInput(joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), compareErrs("create", kErrs, sErrs)), in)
+	// Not the prepared objects: kube-apiserver's strategy sets generation,
+	// svcnet's store does.
+	return compareCreate(randNetworkPolicy(r), "networking.k8s.io", "networkpolicies", true, false, k8snetpol.Strategy, svcnetnetpol.NewStrategy(),
+		func() runtime.Object { return &networking.NetworkPolicy{} }, func() runtime.Object { return &networkingv1.NetworkPolicy{} })
 }
 
 func networkPolicyUpdateCase(r *rand.Rand) string {
@@ -264,27 +250,8 @@ func storedServiceCIDR(r *rand.Rand) *networkingv1.ServiceCIDR {
 }
 
 func serviceCIDRCreateCase(r *rand.Rand) string {
-	in := randServiceCIDR(r)
-	ctx := clusterCtx("create", "networking.k8s.io", "v1", "servicecidrs", "", in.Name)
-
-	kv := in.DeepCopy()
-	legacyscheme.Scheme.Default(kv)
-	kDefaulted := kv.DeepCopy()
-	ki := &networking.ServiceCIDR{}
-	toInternal(kv, ki)
-	k8sservicecidr.Strategy.PrepareForCreate(ctx, ki)
-	kErrs := genericrest.ValidateCreate(ctx, ki, k8sservicecidr.Strategy)
-	kPrepared := &networkingv1.ServiceCIDR{}
-	toInternal(ki, kPrepared)
-
-	st := svcnetnetworking.NewServiceCIDRStrategy()
-	sv := in.DeepCopy()
-	st.Default(sv)
-	sDefaulted := sv.DeepCopy()
-	st.PrepareForCreate(ctx, sv)
-	sErrs := registry.ValidateCreate(ctx, st, false, sv)
-	return withInput(joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), compareObjs("prepared", kPrepared, sv),
-		compareErrs("create", kErrs, sErrs)), in)
+	return compareCreate(randServiceCIDR(r), "networking.k8s.io", "servicecidrs", false, true, k8sservicecidr.Strategy, svcnetnetworking.NewServiceCIDRStrategy(),
+		func() runtime.Object { return &networking.ServiceCIDR{} }, func() runtime.Object { return &networkingv1.ServiceCIDR{} })
 }
 
 func serviceCIDRUpdateCase(r *rand.Rand) string {
@@ -351,24 +318,8 @@ func randIPAddress(r *rand.Rand) *networkingv1.IPAddress {
 }
 
 func ipAddressCreateCase(r *rand.Rand) string {
-	in := randIPAddress(r)
-	ctx := clusterCtx("create", "networking.k8s.io", "v1", "ipaddresses", "", in.Name)
-
-	kv := in.DeepCopy()
-	legacyscheme.Scheme.Default(kv)
-	kDefaulted := kv.DeepCopy()
-	ki := &networking.IPAddress{}
-	toInternal(kv, ki)
-	k8sipaddress.Strategy.PrepareForCreate(ctx, ki)
-	kErrs := genericrest.ValidateCreate(ctx, ki, k8sipaddress.Strategy)
-
-	st := svcnetnetworking.NewIPAddressStrategy()
-	sv := in.DeepCopy()
-	st.Default(sv)
-	sDefaulted := sv.DeepCopy()
-	st.PrepareForCreate(ctx, sv)
-	sErrs := registry.ValidateCreate(ctx, st, false, sv)
-	return withInput(joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), compareErrs("create", kErrs, sErrs)), in)
+	return compareCreate(randIPAddress(r), "networking.k8s.io", "ipaddresses", false, true, k8sipaddress.Strategy, svcnetnetworking.NewIPAddressStrategy(),
+		func() runtime.Object { return &networking.IPAddress{} }, func() runtime.Object { return &networkingv1.IPAddress{} })
 }
 
 func ipAddressUpdateCase(r *rand.Rand) string {
@@ -396,6 +347,38 @@ func ipAddressUpdateCase(r *rand.Rand) string {
 func compareClusterUpdate(in, old runtime.Object, resource, sub string, kst genericrest.RESTUpdateStrategy, st registry.Strategy,
 	internal func() (runtime.Object, runtime.Object), versioned func() runtime.Object) string {
 	return compareUpdate(in, old, "networking.k8s.io", resource, sub, false, kst, st, internal, versioned)
+}
+
+// compareCreate runs a create through both strategies: the defaulted
+// objects, the prepared ones (unless !prepared) and the errors.
+func compareCreate(in runtime.Object, group, resource string, namespaced, prepared bool, kst genericrest.RESTCreateStrategy, st registry.Strategy,
+	internal, versioned func() runtime.Object) string {
+	name := in.(metav1.Object).GetName()
+	ctx := clusterCtx("create", group, "v1", resource, "", name)
+	if namespaced {
+		ctx = requestCtx("create", group, "v1", resource, "", name)
+	}
+
+	kv := in.DeepCopyObject()
+	legacyscheme.Scheme.Default(kv)
+	kDefaulted := kv.DeepCopyObject()
+	ki := internal()
+	toInternal(kv, ki)
+	kst.PrepareForCreate(ctx, ki)
+	kErrs := genericrest.ValidateCreate(ctx, ki, kst)
+	kPrepared := versioned()
+	toInternal(ki, kPrepared)
+
+	sv := in.DeepCopyObject()
+	st.Default(sv)
+	sDefaulted := sv.DeepCopyObject()
+	st.PrepareForCreate(ctx, sv)
+	sErrs := registry.ValidateCreate(ctx, st, namespaced, sv)
+	preparedDiff := ""
+	if prepared {
+		preparedDiff = compareObjs("prepared", kPrepared, sv)
+	}
+	return withInput(joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), preparedDiff, compareErrs("create", kErrs, sErrs)), in)
 }
 
 // compareUpdate runs an update (of subresource sub) through both

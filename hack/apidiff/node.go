@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	genericrest "k8s.io/apiserver/pkg/registry/rest"
-	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	api "k8s.io/kubernetes/pkg/apis/core"
 	k8snode "k8s.io/kubernetes/pkg/registry/core/node"
 
@@ -107,27 +106,8 @@ func storedNode(r *rand.Rand) *corev1.Node {
 }
 
 func nodeCreateCase(r *rand.Rand) string {
-	in := randNode(r)
-	ctx := clusterCtx("create", "", "v1", "nodes", "", in.Name)
-
-	kv := in.DeepCopy()
-	legacyscheme.Scheme.Default(kv)
-	kDefaulted := kv.DeepCopy()
-	ki := &api.Node{}
-	toInternal(kv, ki)
-	k8snode.Strategy.PrepareForCreate(ctx, ki)
-	kErrs := genericrest.ValidateCreate(ctx, ki, k8snode.Strategy)
-	kPrepared := &corev1.Node{}
-	toInternal(ki, kPrepared)
-
-	st := core.NewNodeStrategy()
-	sv := in.DeepCopy()
-	st.Default(sv)
-	sDefaulted := sv.DeepCopy()
-	st.PrepareForCreate(ctx, sv)
-	sErrs := registry.ValidateCreate(ctx, st, false, sv)
-	return withInput(joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), compareObjs("prepared", kPrepared, sv),
-		compareErrs("create", kErrs, sErrs)), in)
+	return compareCreate(randNode(r), "", "nodes", false, true, k8snode.Strategy, core.NewNodeStrategy(),
+		func() runtime.Object { return &api.Node{} }, func() runtime.Object { return &corev1.Node{} })
 }
 
 func nodeUpdate(r *rand.Rand) (in, old *corev1.Node) {
