@@ -12,10 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/operation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/component-helpers/auth/rbac/validation"
 
 	"github.com/svcnet/svcnet/apiserver/authz"
@@ -34,10 +36,7 @@ var (
 func rbacResources() []resourceDef {
 	gv := rbacv1.SchemeGroupVersion
 	strategy := func(namespaced bool) func() registry.Strategy {
-		return func() registry.Strategy {
-			return &core.Basic{Namespaced: namespaced, Defaulter: authz.Default, Validator: authz.Validate,
-				UpdateValidator: authz.ValidateUpdate, NameFunc: authz.ValidateName}
-		}
+		return func() registry.Strategy { return authz.NewBasic(namespaced) }
 	}
 	return []resourceDef{
 		{registry.ResourceInfo{GVR: gv.WithResource("clusterrolebindings"), Kind: "ClusterRoleBinding", Singular: "clusterrolebinding",
@@ -57,6 +56,12 @@ func rbacResources() []resourceDef {
 type escalationStrategy struct {
 	*core.Basic
 	esc *authz.Escalation
+}
+
+// ValidateDeclaratively: as kube-apiserver 1.37, the RBAC kinds validate
+// declaratively (authz.NewStrategy without the escalation checks).
+func (e *escalationStrategy) ValidateDeclaratively(ctx context.Context, op operation.Type, obj, old runtime.Object) field.ErrorList {
+	return authz.ValidateDeclaratively(ctx, op, obj, old)
 }
 
 func (e *escalationStrategy) BeginCreate(ctx context.Context, obj runtime.Object, _ bool) (registry.Transaction, error) {

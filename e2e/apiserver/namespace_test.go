@@ -147,3 +147,20 @@ func TestKubectlConfigMapsAndLeases(t *testing.T) {
 		t.Errorf("kubectl apply of a Lease said\n%s\nwant it to contain %q", out, want)
 	}
 }
+
+// TestKubectlRBACErrors: RBAC objects get kube-apiserver 1.37's errors in
+// its order, the declaratively required fields last and without the old
+// detail ("verbs must contain at least one value").
+func TestKubectlRBACErrors(t *testing.T) {
+	k := newKubectl(t)
+	role := "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: r}\nrules:\n- {apiGroups: [\"\"], resources: [pods]}\n- {verbs: [get], apiGroups: [\"\"]}\n"
+	out := k.run(true, "apply", "-f", writeTemp(t, role))
+	if want := "* rules[1].resources: Required value: resource rules must supply at least one resource\n* rules[0].verbs: Required value\n"; !strings.Contains(out, want) {
+		t.Errorf("kubectl apply of a Role said\n%s\nwant\n%s", out, want)
+	}
+	rb := "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: rb}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: Thing, name: \"\"}\nsubjects: [{kind: User, name: \"\"}]\n"
+	out = k.run(true, "apply", "-f", writeTemp(t, rb))
+	if want := "* roleRef.kind: Unsupported value: \"Thing\": supported values: \"Role\", \"ClusterRole\"\n* subjects[0].name: Required value\n* roleRef.name: Required value\n"; !strings.Contains(out, want) {
+		t.Errorf("kubectl apply of a RoleBinding said\n%s\nwant\n%s", out, want)
+	}
+}

@@ -78,6 +78,13 @@ func main() {
 		{"configmap-update", configMapUpdateCase},
 		{"lease-create", leaseCreateCase},
 		{"lease-update", leaseUpdateCase},
+		{"role-create", roleCreateCase},
+		{"role-update", roleUpdateCase},
+		{"clusterrole-create", clusterRoleCreateCase},
+		{"rolebinding-create", roleBindingCreateCase},
+		{"rolebinding-update", roleBindingUpdateCase},
+		{"clusterrolebinding-create", clusterRoleBindingCreateCase},
+		{"clusterrolebinding-update", clusterRoleBindingUpdateCase},
 		{"pod-default", podDefaultCase},
 		{"deployment-default", deploymentDefaultCase},
 	}
