@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math/rand"
 	"strings"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -70,9 +72,19 @@ func compareErrs(what string, k8s, svcnet field.ErrorList) string {
 	return fmt.Sprintf("%s errors differ\n  kubernetes:\n%s\n  svcnet:\n%s", what, indent(a), indent(b))
 }
 
+// sameMoment: two timestamps both strategies set to "now" (a condition's
+// transition time) match when both are set and within a minute.
+var sameMoment = cmp.Comparer(func(a, b metav1.Time) bool {
+	if a.IsZero() || b.IsZero() {
+		return a.IsZero() == b.IsZero()
+	}
+	d := a.Sub(b.Time)
+	return d < time.Minute && d > -time.Minute
+})
+
 // compareObjs describes a difference between two objects, or returns "".
 func compareObjs(what string, k8s, svcnet any) string {
-	if d := cmp.Diff(k8s, svcnet); d != "" {
+	if d := cmp.Diff(k8s, svcnet, sameMoment); d != "" {
 		return fmt.Sprintf("%s objects differ (-kubernetes +svcnet):\n%s", what, d)
 	}
 	return ""

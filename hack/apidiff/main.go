@@ -86,7 +86,14 @@ func main() {
 		{"clusterrolebinding-create", clusterRoleBindingCreateCase},
 		{"clusterrolebinding-update", clusterRoleBindingUpdateCase},
 		{"pod-default", podDefaultCase},
+		{"pod-create", podCreateCase},
 		{"deployment-default", deploymentDefaultCase},
+		{"deployment-create", deploymentCreateCase},
+		{"deployment-update", deploymentUpdateCase},
+		{"deployment-status", deploymentStatusCase},
+		{"replicaset-create", replicaSetCreateCase},
+		{"replicaset-update", replicaSetUpdateCase},
+		{"replicaset-status", replicaSetStatusCase},
 	}
 	want := map[string]bool{}
 	for _, k := range strings.Split(*only, ",") {

@@ -11,15 +11,12 @@ import (
 	_ "crypto/sha512"
 
 	"github.com/distribution/reference"
-	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/operation"
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -212,6 +209,12 @@ func DefaultPodSpec(s *corev1.PodSpec) {
 			defaultContainer(&list[i])
 		}
 	}
+	for i := range s.EphemeralContainers {
+		defaultContainer((*corev1.Container)(&s.EphemeralContainers[i].EphemeralContainerCommon))
+	}
+	for i := range s.Volumes {
+		defaultVolume(&s.Volumes[i].VolumeSource)
+	}
 }
 
 // DefaultPod applies the defaults Kubernetes gives a Pod beyond those of its
@@ -283,6 +286,11 @@ func defaultContainer(c *corev1.Container) {
 			l[name] = q
 		}
 	}
+	for i := range c.Env {
+		if vf := c.Env[i].ValueFrom; vf != nil && vf.FieldRef != nil && vf.FieldRef.APIVersion == "" {
+			vf.FieldRef.APIVersion = "v1"
+		}
+	}
 	if lc := c.Lifecycle; lc != nil {
 		for _, h := range []*corev1.LifecycleHandler{lc.PostStart, lc.PreStop} {
 			if h != nil {
@@ -307,6 +315,9 @@ func defaultContainer(c *corev1.Container) {
 			p.FailureThreshold = 3
 		}
 		defaultHTTPGet(p.HTTPGet)
+		if p.GRPC != nil && p.GRPC.Service == nil {
+			p.GRPC.Service = new(string)
+		}
 	}
 }
 
@@ -340,43 +351,11 @@ func defaultHTTPGet(g *corev1.HTTPGetAction) {
 	}
 }
 
-func validatePodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	if len(s.Containers) == 0 {
-		errs = append(errs, field.Required(p.Child("containers"), ""))
-	}
-	for i, c := range s.Containers {
-		cp := p.Child("containers").Index(i)
-		if c.Name == "" {
-			errs = append(errs, field.Required(cp.Child("name"), ""))
-		}
-		if c.Image == "" {
-			errs = append(errs, field.Required(cp.Child("image"), ""))
-		}
-		for j, port := range c.Ports {
-			if port.ContainerPort < 1 || port.ContainerPort > 65535 {
-				errs = append(errs, field.Invalid(cp.Child("ports").Index(j).Child("containerPort"), port.ContainerPort, "must be between 1 and 65535, inclusive"))
-			}
-		}
-	}
-	switch s.RestartPolicy {
-	case corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever:
-	default:
-		errs = append(errs, field.NotSupported(p.Child("restartPolicy"), s.RestartPolicy, []string{"Always", "OnFailure", "Never"}))
-	}
-	switch s.DNSPolicy {
-	case corev1.DNSClusterFirst, corev1.DNSClusterFirstWithHostNet, corev1.DNSDefault, corev1.DNSNone:
-	default:
-		errs = append(errs, field.NotSupported(p.Child("dnsPolicy"), s.DNSPolicy, []string{"ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"}))
-	}
-	return errs
-}
-
 // NewPodStrategy: pods get Kubernetes' spec defaults, phase Pending on create,
 // the pod field selectors (spec.nodeName, status.phase, ...), and graceful
 // deletion once bound to a node.
 func NewPodStrategy() registry.Strategy {
-	return &Basic{
+	return WithDeclarative(&Basic{
 		Namespaced: true,
 		HasStatus:  true,
 		// Kubernetes defaults enableServiceLinks (and the rest of DefaultPod)
@@ -385,14 +364,22 @@ func NewPodStrategy() registry.Strategy {
 		Defaulter: func(obj runtime.Object) { DefaultPod(obj.(*corev1.Pod)) },
 		OnCreate: func(obj runtime.Object) {
 			pod := obj.(*corev1.Pod)
-			pod.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort}
+			// As kube-apiserver: generation 1 (the store keeps it), phase
+			// Pending and the QoS class of the spec.
+			pod.Generation = 1
+			pod.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: podQOS(&pod.Spec)}
+			if len(pod.Spec.SchedulingGates) > 0 {
+				pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+					LastTransitionTime: metav1.Now(), Reason: corev1.PodReasonSchedulingGated,
+					Message: "Scheduling is blocked due to non-empty scheduling gates"}}
+			}
 		},
 		Validator: func(obj runtime.Object) field.ErrorList {
-			return validatePodSpec(&obj.(*corev1.Pod).Spec, field.NewPath("spec"))
+			return validatePodCreate(obj.(*corev1.Pod))
 		},
 		UpdateValidator: func(obj, old runtime.Object) field.ErrorList {
 			pod, oldPod := obj.(*corev1.Pod), old.(*corev1.Pod)
-			errs := validatePodSpec(&pod.Spec, field.NewPath("spec"))
+			errs := validatePodSpec(&pod.Spec, field.NewPath("spec"), podSpecOptions{isPod: true})
 			if oldPod.Spec.NodeName != "" && pod.Spec.NodeName != oldPod.Spec.NodeName {
 				errs = append(errs, field.Forbidden(field.NewPath("spec"), "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"))
 			}
@@ -440,7 +427,7 @@ func NewPodStrategy() registry.Strategy {
 			}
 			return grace, true
 		},
-	}
+	}, ObjectMetaDeclarative)
 }
 
 func boolString(b bool) string {
@@ -579,136 +566,4 @@ func validateLeaseSpec(spec *coordinationv1.LeaseSpec) field.ErrorList {
 		errs = append(errs, field.Forbidden(p.Child("preferredHolder"), "may only be specified if `strategy` is defined"))
 	}
 	return errs
-}
-
-func validateSelectorMatches(sel *metav1.LabelSelector, tmplLabels map[string]string, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	if sel == nil {
-		return field.ErrorList{field.Required(p.Child("selector"), "")}
-	}
-	s, err := metav1.LabelSelectorAsSelector(sel)
-	if err != nil {
-		return field.ErrorList{field.Invalid(p.Child("selector"), sel, err.Error())}
-	}
-	if len(sel.MatchLabels)+len(sel.MatchExpressions) == 0 {
-		errs = append(errs, field.Invalid(p.Child("selector"), sel, "empty selector is invalid for deployment"))
-	}
-	if !s.Matches(labels.Set(tmplLabels)) {
-		errs = append(errs, field.Invalid(p.Child("template", "metadata", "labels"), tmplLabels, "`selector` does not match template `labels`"))
-	}
-	return errs
-}
-
-// DefaultDeployment applies Kubernetes' apps/v1 Deployment defaults.
-func DefaultDeployment(d *appsv1.Deployment) {
-	if d.Spec.Replicas == nil {
-		r := int32(1)
-		d.Spec.Replicas = &r
-	}
-	if d.Spec.Strategy.Type == "" {
-		d.Spec.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
-	}
-	if d.Spec.Strategy.Type == appsv1.RollingUpdateDeploymentStrategyType {
-		if d.Spec.Strategy.RollingUpdate == nil {
-			d.Spec.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{}
-		}
-		q := intstr.FromString("25%")
-		if d.Spec.Strategy.RollingUpdate.MaxUnavailable == nil {
-			d.Spec.Strategy.RollingUpdate.MaxUnavailable = &q
-		}
-		if d.Spec.Strategy.RollingUpdate.MaxSurge == nil {
-			d.Spec.Strategy.RollingUpdate.MaxSurge = &q
-		}
-	}
-	if d.Spec.RevisionHistoryLimit == nil {
-		n := int32(10)
-		d.Spec.RevisionHistoryLimit = &n
-	}
-	if d.Spec.ProgressDeadlineSeconds == nil {
-		n := int32(600)
-		d.Spec.ProgressDeadlineSeconds = &n
-	}
-	DefaultPodSpec(&d.Spec.Template.Spec)
-}
-
-func validateReplicas(r *int32, p *field.Path) field.ErrorList {
-	if r != nil && *r < 0 {
-		return field.ErrorList{field.Invalid(p, *r, "must be greater than or equal to 0")}
-	}
-	return nil
-}
-
-// NewDeploymentStrategy: defaults, selector-must-match-template (422), and an
-// immutable selector.
-func NewDeploymentStrategy() registry.Strategy {
-	validate := func(obj runtime.Object) field.ErrorList {
-		d := obj.(*appsv1.Deployment)
-		p := field.NewPath("spec")
-		errs := validateReplicas(d.Spec.Replicas, p.Child("replicas"))
-		errs = append(errs, validateSelectorMatches(d.Spec.Selector, d.Spec.Template.Labels, p)...)
-		errs = append(errs, validatePodSpec(&d.Spec.Template.Spec, p.Child("template", "spec"))...)
-		return errs
-	}
-	return &Basic{
-		Namespaced: true,
-		HasStatus:  true,
-		Defaulter:  func(obj runtime.Object) { DefaultDeployment(obj.(*appsv1.Deployment)) },
-		Validator:  validate,
-		// As kube-apiserver's deployment status strategy: /status keeps the
-		// stored labels too.
-		StatusPrepare: func(obj, old runtime.Object) {
-			obj.(*appsv1.Deployment).Labels = old.(*appsv1.Deployment).Labels
-		},
-		UpdateValidator: func(obj, old runtime.Object) field.ErrorList {
-			errs := validate(obj)
-			d, o := obj.(*appsv1.Deployment), old.(*appsv1.Deployment)
-			if !equalSelector(d.Spec.Selector, o.Spec.Selector) {
-				errs = append(errs, field.Invalid(field.NewPath("spec", "selector"), d.Spec.Selector, "field is immutable"))
-			}
-			return errs
-		},
-	}
-}
-
-// NewReplicaSetStrategy: replicas default 1, selector must match template.
-func NewReplicaSetStrategy() registry.Strategy {
-	validate := func(obj runtime.Object) field.ErrorList {
-		rs := obj.(*appsv1.ReplicaSet)
-		p := field.NewPath("spec")
-		errs := validateReplicas(rs.Spec.Replicas, p.Child("replicas"))
-		errs = append(errs, validateSelectorMatches(rs.Spec.Selector, rs.Spec.Template.Labels, p)...)
-		return errs
-	}
-	return &Basic{
-		Namespaced: true,
-		HasStatus:  true,
-		Defaulter: func(obj runtime.Object) {
-			rs := obj.(*appsv1.ReplicaSet)
-			if rs.Spec.Replicas == nil {
-				r := int32(1)
-				rs.Spec.Replicas = &r
-			}
-			DefaultPodSpec(&rs.Spec.Template.Spec)
-		},
-		Validator: validate,
-		// Kubernetes' ReplicaSet registry puts status.replicas in the field
-		// set, but apps/v1 registers no field-label conversion for
-		// ReplicaSet, so a selector on it is refused (apimachinery's
-		// default conversion) exactly as kube-apiserver refuses it.
-		FieldsFunc: func(obj runtime.Object) map[string]string {
-			rs := obj.(*appsv1.ReplicaSet)
-			return map[string]string{"metadata.name": rs.Name, "metadata.namespace": rs.Namespace, "status.replicas": itoa(rs.Status.Replicas)}
-		},
-	}
-}
-
-func itoa(i int32) string { return strconvItoa(int(i)) }
-
-func equalSelector(a, b *metav1.LabelSelector) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	sa, _ := metav1.LabelSelectorAsSelector(a)
-	sb, _ := metav1.LabelSelectorAsSelector(b)
-	return sa.String() == sb.String()
 }

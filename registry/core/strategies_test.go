@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"github.com/svcnet/svcnet/registry"
 	"strings"
 	"testing"
 
@@ -68,7 +69,7 @@ func TestPodDefaults(t *testing.T) {
 }
 
 func TestPodGracePeriod(t *testing.T) {
-	s := NewPodStrategy().(*Basic)
+	s := NewPodStrategy().(registry.GracefulDeleter)
 	pod := &corev1.Pod{}
 	if _, graceful := s.GracePeriod(pod, nil); graceful {
 		t.Error("unscheduled pod deleted gracefully")
