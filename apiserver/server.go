@@ -48,6 +48,9 @@ type Config struct {
 	// DataDir holds the PKI, the kubeconfig and (without EtcdServers) the
 	// embedded etcd's data. Required.
 	DataDir string
+	// AllowPrivileged lets containers ask for privileged mode
+	// (kube-apiserver's --allow-privileged, off by default there too).
+	AllowPrivileged bool
 	// EtcdServers, when set, are the client URLs of an external etcd cluster;
 	// otherwise an embedded single-member etcd runs under DataDir/etcd.
 	EtcdServers []string
@@ -123,6 +126,7 @@ type served struct {
 
 // New validates cfg and prepares a server; nothing is started until Run.
 func New(cfg Config) (*Server, error) {
+	core.AllowPrivileged = cfg.AllowPrivileged
 	if cfg.DataDir == "" {
 		return nil, errors.New("apiserver: --data-dir is required")
 	}

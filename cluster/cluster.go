@@ -259,7 +259,9 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	if err := c.start("apiserver", cfg.Exe, "apiserver", "--data-dir", apiDir, "--bind-address", bind,
 		"--advertise-address", primary.bridge.String(), "--secure-port", strconv.Itoa(apiPort),
-		"--service-cluster-ip-range", cfg.ServiceClusterIPRange, "--service-node-port-range", cfg.ServiceNodePortRange); err != nil {
+		"--service-cluster-ip-range", cfg.ServiceClusterIPRange, "--service-node-port-range", cfg.ServiceNodePortRange,
+		// As kind and kubeadm clusters: a local cluster runs privileged pods.
+		"--allow-privileged"); err != nil {
 		return nil, err
 	}
 	adminKC := filepath.Join(apiDir, "kubeconfig")

@@ -32,6 +32,7 @@ func parseAPIServerArgs(args []string) (apiserver.Config, error) {
 	fs.IntVar(&cfg.MaxRequestsInflight, "max-requests-inflight", 400, "maximum non-mutating requests served at once (429 beyond; negative disables); one user gets at most half")
 	fs.IntVar(&cfg.MaxMutatingRequestsInflight, "max-mutating-requests-inflight", 200, "maximum mutating requests served at once (429 beyond; negative disables); one user gets at most half")
 	fs.DurationVar(&cfg.RepairInterval, "repair-interval", 3*time.Minute, "how often the ClusterIP/NodePort repair runs (kube-apiserver: 3m; leaks are freed on the third run that finds them)")
+	fs.BoolVar(&cfg.AllowPrivileged, "allow-privileged", false, "allow containers to request privileged mode (as kube-apiserver, refused by default)")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

@@ -57,7 +57,14 @@ func toInternal(in runtime.Object, out runtime.Object) {
 func errLines(l field.ErrorList) string {
 	var out []string
 	for _, e := range l {
-		out = append(out, e.Error())
+		s := e.Error()
+		// A refused pod spec change ends with a diff of the spec, which
+		// kube-apiserver writes of its internal types and svcnet of the v1
+		// types: compare the first line.
+		if i := strings.Index(s, "\n"); i >= 0 && strings.Contains(s, "pod updates may not change fields other than") {
+			s = s[:i] + " [diff]"
+		}
+		out = append(out, s)
 	}
 	return strings.Join(out, "\n")
 }

@@ -87,6 +87,7 @@ func main() {
 		{"clusterrolebinding-update", clusterRoleBindingUpdateCase},
 		{"pod-default", podDefaultCase},
 		{"pod-create", podCreateCase},
+		{"pod-update", podUpdateCase},
 		{"deployment-default", deploymentDefaultCase},
 		{"deployment-create", deploymentCreateCase},
 		{"deployment-update", deploymentUpdateCase},

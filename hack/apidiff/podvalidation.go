@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	api "k8s.io/kubernetes/pkg/apis/core"
 	k8spod "k8s.io/kubernetes/pkg/registry/core/pod"
 
@@ -321,6 +322,65 @@ var podFaults = []func(r *rand.Rand, p *corev1.Pod){
 		}
 	},
 	func(r *rand.Rand, p *corev1.Pod) {
+		a := &corev1.Affinity{}
+		switch r.Intn(3) {
+		case 0:
+			req := corev1.NodeSelectorRequirement{Key: pick(r, "zone", "bad key!", ""), Operator: pick[corev1.NodeSelectorOperator](r, "In", "Exists", "Gt", "Bogus"),
+				Values: pick(r, nil, []string{"a"}, []string{"a", "b"}, []string{"bad value!"})}
+			a.NodeAffinity = &corev1.NodeAffinity{}
+			if maybe(r, 0.6) {
+				a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{}
+				if maybe(r, 0.8) {
+					term := corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req}}
+					if maybe(r, 0.3) {
+						term.MatchFields = []corev1.NodeSelectorRequirement{{Key: pick(r, "metadata.name", "spec.x"), Operator: pick[corev1.NodeSelectorOperator](r, "In", "Exists"), Values: []string{pick(r, "node-1", "Bad_Node")}}}
+					}
+					a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms = []corev1.NodeSelectorTerm{term}
+				}
+			} else {
+				a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution = []corev1.PreferredSchedulingTerm{{Weight: pick[int32](r, 1, 0, 101, 50),
+					Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req}}}}
+			}
+		case 1, 2:
+			t := corev1.PodAffinityTerm{TopologyKey: pick(r, "kubernetes.io/hostname", "", "bad key!"),
+				Namespaces: pick(r, nil, []string{"default"}, []string{"Bad_NS"})}
+			if maybe(r, 0.8) {
+				t.LabelSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": pick(r, "web", "bad value!")}}
+				if maybe(r, 0.3) {
+					t.LabelSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "tier", Operator: pick[metav1.LabelSelectorOperator](r, "In", "Bogus"), Values: []string{"x"}}}
+				}
+			}
+			if maybe(r, 0.4) {
+				t.MatchLabelKeys = []string{pick(r, "app", "pod-template-hash", "bad key!")}
+			}
+			if maybe(r, 0.2) {
+				t.MismatchLabelKeys = []string{pick(r, "app", "tenant")}
+			}
+			if maybe(r, 0.5) {
+				a.PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{t}}
+			} else {
+				a.PodAffinity = &corev1.PodAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: pick[int32](r, 100, 0), PodAffinityTerm: t}}}
+			}
+		}
+		p.Spec.Affinity = a
+	},
+	func(r *rand.Rand, p *corev1.Pod) {
+		c := corev1.TopologySpreadConstraint{MaxSkew: pick[int32](r, 1, 0), TopologyKey: pick(r, "topology.kubernetes.io/zone", ""),
+			WhenUnsatisfiable: pick[corev1.UnsatisfiableConstraintAction](r, corev1.DoNotSchedule, corev1.ScheduleAnyway, "Bogus"),
+			MinDomains:        pick(r, nil, ptr[int32](2), ptr[int32](0)),
+			NodeTaintsPolicy:  pick(r, nil, ptr(corev1.NodeInclusionPolicyHonor), ptr[corev1.NodeInclusionPolicy]("Bogus"))}
+		if maybe(r, 0.8) {
+			c.LabelSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+		}
+		if maybe(r, 0.5) {
+			c.MatchLabelKeys = []string{pick(r, "app", "pod-template-hash", "version")}
+		}
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{c}
+		if maybe(r, 0.2) {
+			p.Spec.TopologySpreadConstraints = append(p.Spec.TopologySpreadConstraints, c)
+		}
+	},
+	func(r *rand.Rand, p *corev1.Pod) {
 		p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", Image: "busybox"}}}
 	},
 	func(r *rand.Rand, p *corev1.Pod) {
@@ -377,4 +437,121 @@ func randFaultyPod(r *rand.Rand) *corev1.Pod {
 func podCreateCase(r *rand.Rand) string {
 	return compareCreate(randFaultyPod(r), "", "pods", true, true, k8spod.Strategy, core.NewPodStrategy(),
 		func() runtime.Object { return &api.Pod{} }, func() runtime.Object { return &corev1.Pod{} })
+}
+
+// storedPod is a valid pod as the store holds it: defaulted, created.
+func storedPod(r *rand.Rand) *corev1.Pod {
+	p := validPod(r)
+	p.UID, p.ResourceVersion, p.Generation = "uid-7", "12", 1
+	if maybe(r, 0.3) {
+		p.Spec.Tolerations = []corev1.Toleration{{Key: "node-role", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr[int64](30)}}
+	}
+	if maybe(r, 0.3) {
+		p.Spec.ActiveDeadlineSeconds = ptr[int64](600)
+	}
+	if maybe(r, 0.3) {
+		p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/a"}, {Name: "example.com/b"}}
+		p.Spec.NodeSelector = map[string]string{"disk": "ssd"}
+	} else if maybe(r, 0.3) {
+		p.Spec.NodeName = "node-1"
+	}
+	if maybe(r, 0.2) {
+		p.Annotations = map[string]string{"kubernetes.io/config.mirror": "abc"}
+	}
+	if maybe(r, 0.1) {
+		p.Spec.TerminationGracePeriodSeconds = ptr[int64](-5)
+	}
+	legacyscheme.Scheme.Default(p)
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.1.5", PodIPs: []corev1.PodIP{{IP: "10.244.1.5"}}}
+	return p
+}
+
+// podUpdates change one or two things of a stored pod, allowed or not.
+var podUpdates = []func(r *rand.Rand, p *corev1.Pod){
+	func(r *rand.Rand, p *corev1.Pod) {
+		p.Spec.Containers[0].Image = pick(r, "nginx:1.26", "", " nginx", "nginx")
+	},
+	func(r *rand.Rand, p *corev1.Pod) {
+		p.Spec.ActiveDeadlineSeconds = pick(r, nil, ptr[int64](300), ptr[int64](900), ptr[int64](-1), ptr[int64](0))
+	},
+	func(r *rand.Rand, p *corev1.Pod) {
+		switch r.Intn(4) {
+		case 0:
+			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: pick(r, "extra", "bad key!"), Operator: corev1.TolerationOpExists})
+		case 1:
+			p.Spec.Tolerations = nil
+		case 2:
+			if len(p.Spec.Tolerations) > 0 {
+				p.Spec.Tolerations[0].TolerationSeconds = ptr[int64](60)
+			}
+		case 3:
+			if len(p.Spec.Tolerations) > 0 {
+				p.Spec.Tolerations[0].Key = "other"
+			}
+		}
+	},
+	func(r *rand.Rand, p *corev1.Pod) {
+		switch r.Intn(3) {
+		case 0:
+			p.Spec.SchedulingGates = nil
+		case 1:
+			p.Spec.SchedulingGates = append(p.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: "example.com/new"})
+		case 2:
+			if len(p.Spec.SchedulingGates) > 0 {
+				p.Spec.SchedulingGates = p.Spec.SchedulingGates[1:]
+			}
+		}
+	},
+	func(r *rand.Rand, p *corev1.Pod) {
+		switch r.Intn(3) {
+		case 0:
+			p.Spec.NodeSelector = map[string]string{"disk": "ssd", "zone": "a"}
+		case 1:
+			p.Spec.NodeSelector = map[string]string{"disk": "hdd"}
+		case 2:
+			p.Spec.NodeSelector = nil
+		}
+	},
+	func(r *rand.Rand, p *corev1.Pod) {
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "extra", Image: "busybox"})
+		legacyscheme.Scheme.Default(p)
+	},
+	func(r *rand.Rand, p *corev1.Pod) {
+		p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "NEW", Value: "1"}}
+	},
+	func(r *rand.Rand, p *corev1.Pod) { p.Spec.NodeName = pick(r, "", "node-2") },
+	func(r *rand.Rand, p *corev1.Pod) {
+		p.Labels = map[string]string{"app": pick(r, "web2", "bad value!")}
+	},
+	func(r *rand.Rand, p *corev1.Pod) {
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		switch r.Intn(3) {
+		case 0:
+			p.Annotations["kubernetes.io/config.mirror"] = "changed"
+		case 1:
+			delete(p.Annotations, "kubernetes.io/config.mirror")
+		case 2:
+			p.Annotations["controller.kubernetes.io/pod-deletion-cost"] = pick(r, "5", "x")
+		}
+	},
+	func(r *rand.Rand, p *corev1.Pod) {
+		p.Spec.TerminationGracePeriodSeconds = pick(r, ptr[int64](1), ptr[int64](10), ptr[int64](-1))
+	},
+	func(r *rand.Rand, p *corev1.Pod) {
+		p.Status.Phase = corev1.PodSucceeded
+		p.Spec.RestartPolicy = pick(r, corev1.RestartPolicyNever, "Bogus")
+	},
+}
+
+func podUpdateCase(r *rand.Rand) string {
+	old := storedPod(r)
+	in := old.DeepCopy()
+	for i, n := 0, 1+r.Intn(2); i < n; i++ {
+		podUpdates[r.Intn(len(podUpdates))](r, in)
+	}
+	return withInput(compareUpdate(in, old, "", "pods", "", true, k8spod.Strategy, core.NewPodStrategy(),
+		func() (runtime.Object, runtime.Object) { return &api.Pod{}, &api.Pod{} },
+		func() runtime.Object { return &corev1.Pod{} }), in, old)
 }

@@ -11,8 +11,11 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/diff"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -69,6 +72,7 @@ func validatePodSpec(s *corev1.PodSpec, p *field.Path, opts podSpecOptions) fiel
 			errs = append(errs, field.Invalid(p.Child("imagePullSecrets").Index(i), ref, "only name may be set"))
 		}
 	}
+	errs = append(errs, validateAffinity(s.Affinity, p.Child("affinity"))...)
 	errs = append(errs, validateDNSConfig(s.DNSConfig, s.DNSPolicy, p.Child("dnsConfig"))...)
 	for i, g := range s.ReadinessGates {
 		for _, msg := range validation.IsQualifiedName(string(g.ConditionType)) {
@@ -85,6 +89,7 @@ func validatePodSpec(s *corev1.PodSpec, p *field.Path, opts podSpecOptions) fiel
 		}
 		gates.Insert(g.Name)
 	}
+	errs = append(errs, validateTopologySpread(s.TopologySpreadConstraints, p.Child("topologySpreadConstraints"))...)
 	if s.HostUsers != nil && !*s.HostUsers {
 		if s.HostNetwork {
 			errs = append(errs, field.Forbidden(p.Child("hostNetwork"), "when `hostUsers` is false"))
@@ -143,34 +148,15 @@ func validatePodSpec(s *corev1.PodSpec, p *field.Path, opts podSpecOptions) fiel
 // containers and no node while scheduling gates remain.
 func validatePodCreate(pod *corev1.Pod) field.ErrorList {
 	spec := field.NewPath("spec")
-	errs := validatePodAnnotations(pod.Annotations, field.NewPath("metadata", "annotations"))
+	errs := validatePodAnnotations(pod.Annotations, &pod.Spec, field.NewPath("metadata", "annotations"))
 	errs = append(errs, validatePodSpec(&pod.Spec, spec, podSpecOptions{isPod: true})...)
 	if pod.Spec.ServiceAccountName == "" {
-		for i, v := range pod.Spec.Volumes {
-			if v.Projected == nil {
-				continue
-			}
-			for j, src := range v.Projected.Sources {
-				if src.ServiceAccountToken != nil {
-					errs = append(errs, field.Forbidden(spec.Child("volumes").Index(i).Child("projected", "sources").Index(j).Child("serviceAccountToken"),
-						"must not be specified when serviceAccountName is not set"))
-				}
-			}
-		}
+		errs = append(errs, projectedTokenErrors(pod, spec)...)
 	}
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil && *g < 0 {
 		errs = append(errs, field.Invalid(spec.Child("terminationGracePeriodSeconds"), *g, "must be greater than or equal to 0"))
 	}
-	for _, list := range []struct {
-		name string
-		cs   []corev1.Container
-	}{{"containers", pod.Spec.Containers}, {"initContainers", pod.Spec.InitContainers}} {
-		for i, c := range list.cs {
-			if len(c.Image) != len(strings.TrimSpace(c.Image)) {
-				errs = append(errs, field.Invalid(spec.Child(list.name).Index(i).Child("image"), c.Image, "must not have leading or trailing whitespace"))
-			}
-		}
-	}
+	errs = append(errs, imageWhitespace(pod, spec)...)
 	if len(pod.Spec.EphemeralContainers) > 0 {
 		errs = append(errs, field.Forbidden(spec.Child("ephemeralContainers"), "cannot be set on create"))
 	}
@@ -180,13 +166,19 @@ func validatePodCreate(pod *corev1.Pod) field.ErrorList {
 	return errs
 }
 
-// validatePodAnnotations: the pod-deletion-cost annotation must hold an
-// int32 written without a sign or leading zeros.
-func validatePodAnnotations(ann map[string]string, p *field.Path) field.ErrorList {
+// validatePodAnnotations: a mirror pod names its node, and the
+// pod-deletion-cost annotation holds an int32 written without a sign or
+// leading zeros.
+func validatePodAnnotations(ann map[string]string, spec *corev1.PodSpec, p *field.Path) field.ErrorList {
+	const mirror = "kubernetes.io/config.mirror"
 	const deletionCost = "controller.kubernetes.io/pod-deletion-cost"
+	var errs field.ErrorList
+	if v, ok := ann[mirror]; ok && spec.NodeName == "" {
+		errs = append(errs, field.Invalid(p.Key(mirror), v, "must set spec.nodeName if mirror pod annotation is set"))
+	}
 	v, ok := ann[deletionCost]
 	if !ok {
-		return nil
+		return errs
 	}
 	valid := v != "" && (v[0] == '-' || v == "0" || (v[0] >= '1' && v[0] <= '9'))
 	if valid {
@@ -194,9 +186,9 @@ func validatePodAnnotations(ann map[string]string, p *field.Path) field.ErrorLis
 		valid = err == nil
 	}
 	if !valid {
-		return field.ErrorList{field.Invalid(p.Key(deletionCost), v, "must be a 32bit integer")}
+		errs = append(errs, field.Invalid(p.Key(deletionCost), v, "must be a 32bit integer"))
 	}
-	return nil
+	return errs
 }
 
 // requiredEnum: empty is Required, anything but the supported values
@@ -1283,4 +1275,473 @@ func internalSecurityContext(sc *corev1.SecurityContext) *internalSecurity {
 		out.AppArmorProfile = &internalProfile{Type: string(a.Type), LocalhostProfile: a.LocalhostProfile}
 	}
 	return out
+}
+
+// podUpdatableFields are the fields of a Pod's spec an update may change.
+var podUpdatableFields = []string{
+	"`spec.containers[*].image`",
+	"`spec.initContainers[*].image`",
+	"`spec.activeDeadlineSeconds`",
+	"`spec.tolerations` (only additions to existing tolerations)",
+	"`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+}
+
+// validatePodUpdate is kube-apiserver's update of a Pod: the create rules
+// on the new pod (no ephemeral containers check: those come through their
+// own subresource), then what may change: images, a shorter active
+// deadline, added tolerations, removed scheduling gates, and for a gated
+// pod added node selectors. Anything else is refused with the changed spec
+// as a diff (of the v1 types; kube-apiserver diffs its internal types, so
+// the text after the first line reads differently).
+func validatePodUpdate(pod, old *corev1.Pod) field.ErrorList {
+	spec := field.NewPath("spec")
+	ann := field.NewPath("metadata", "annotations")
+	errs := validatePodAnnotations(pod.Annotations, &pod.Spec, ann)
+	errs = append(errs, validatePodSpec(&pod.Spec, spec, podSpecOptions{isPod: true})...)
+	if pod.Spec.ServiceAccountName == "" {
+		errs = append(errs, projectedTokenErrors(pod, spec)...)
+	}
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil && *g < 0 {
+		errs = append(errs, field.Invalid(spec.Child("terminationGracePeriodSeconds"), *g, "must be greater than or equal to 0"))
+	}
+	errs = append(errs, imageWhitespace(pod, spec)...)
+	errs = append(errs, validatePodAnnotationUpdates(pod.Annotations, old.Annotations, ann)...)
+	errs = append(errs, validatePodAnnotations(pod.Annotations, &pod.Spec, ann)...)
+	for _, l := range []struct {
+		name     string
+		cur, was []corev1.Container
+	}{{"containers", pod.Spec.Containers, old.Spec.Containers}, {"initContainers", pod.Spec.InitContainers, old.Spec.InitContainers}} {
+		lp := spec.Child(l.name)
+		if len(l.cur) != len(l.was) {
+			return append(errs, field.Forbidden(lp, "pod updates may not add or remove containers"))
+		}
+		for i, c := range l.cur {
+			if c.Image == "" {
+				errs = append(errs, field.Required(lp.Index(i).Child("image"), ""))
+			}
+			if len(strings.TrimSpace(c.Image)) != len(c.Image) {
+				errs = append(errs, field.Invalid(lp.Index(i).Child("image"), c.Image, "must not have leading or trailing whitespace"))
+			}
+		}
+	}
+	if d := pod.Spec.ActiveDeadlineSeconds; d != nil {
+		if *d < 0 || *d > math.MaxInt32 {
+			return append(errs, field.Invalid(spec.Child("activeDeadlineSeconds"), *d, validation.InclusiveRangeError(0, math.MaxInt32)))
+		}
+		if o := old.Spec.ActiveDeadlineSeconds; o != nil && *o < *d {
+			return append(errs, field.Invalid(spec.Child("activeDeadlineSeconds"), *d, "must be less than or equal to previous value"))
+		}
+	} else if old.Spec.ActiveDeadlineSeconds != nil {
+		errs = append(errs, field.Invalid(spec.Child("activeDeadlineSeconds"), pod.Spec.ActiveDeadlineSeconds, "must not update from a positive integer to nil value"))
+	}
+	errs = append(errs, validateAddedTolerations(pod.Spec.Tolerations, old.Spec.Tolerations, spec.Child("tolerations"))...)
+	errs = append(errs, validateDeletedSchedulingGates(pod.Spec.SchedulingGates, old.Spec.SchedulingGates, spec.Child("schedulingGates"))...)
+	if equality.Semantic.DeepEqual(pod.Spec, old.Spec) {
+		return errs
+	}
+	munged := pod.Spec.DeepCopy()
+	for i := range munged.Containers {
+		munged.Containers[i].Image = old.Spec.Containers[i].Image
+	}
+	for i := range munged.InitContainers {
+		munged.InitContainers[i].Image = old.Spec.InitContainers[i].Image
+	}
+	munged.ActiveDeadlineSeconds = old.Spec.ActiveDeadlineSeconds
+	munged.SchedulingGates = old.Spec.SchedulingGates
+	munged.Tolerations = old.Spec.Tolerations
+	if og := old.Spec.TerminationGracePeriodSeconds; og != nil && *og < 0 {
+		if g := munged.TerminationGracePeriodSeconds; g != nil && *g == 1 {
+			munged.TerminationGracePeriodSeconds = og
+		}
+	}
+	if len(old.Spec.SchedulingGates) > 0 && !equality.Semantic.DeepEqual(munged.NodeSelector, old.Spec.NodeSelector) {
+		for k, v := range old.Spec.NodeSelector {
+			if nv, ok := munged.NodeSelector[k]; !ok || nv != v {
+				errs = append(errs, field.Invalid(spec.Child("nodeSelector"), munged.NodeSelector, "only additions to spec.nodeSelector are allowed (no mutations or deletions)"))
+				break
+			}
+		}
+		munged.NodeSelector = old.Spec.NodeSelector
+	}
+	if len(old.Spec.SchedulingGates) > 0 {
+		// A gated pod's node affinity may change as kube-apiserver allows
+		// (svcnet does not check the narrowing: its scheduler is the
+		// node agent's nodeName).
+		var na *corev1.NodeAffinity
+		if old.Spec.Affinity != nil {
+			na = old.Spec.Affinity.NodeAffinity
+		}
+		switch {
+		case munged.Affinity == nil && na != nil:
+			munged.Affinity = &corev1.Affinity{NodeAffinity: na}
+		case munged.Affinity != nil && old.Spec.Affinity == nil && munged.Affinity.PodAffinity == nil && munged.Affinity.PodAntiAffinity == nil:
+			munged.Affinity = nil
+		case munged.Affinity != nil:
+			munged.Affinity.NodeAffinity = na
+		}
+	}
+	if !equality.Semantic.DeepEqual(*munged, old.Spec) {
+		errs = append(errs, field.Forbidden(spec, fmt.Sprintf("pod updates may not change fields other than %s\n%v",
+			strings.Join(podUpdatableFields, ","), diff.Diff(old.Spec, *munged))))
+	}
+	return errs
+}
+
+func projectedTokenErrors(pod *corev1.Pod, spec *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, v := range pod.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for j, src := range v.Projected.Sources {
+			if src.ServiceAccountToken != nil {
+				errs = append(errs, field.Forbidden(spec.Child("volumes").Index(i).Child("projected", "sources").Index(j).Child("serviceAccountToken"),
+					"must not be specified when serviceAccountName is not set"))
+			}
+		}
+	}
+	return errs
+}
+
+func imageWhitespace(pod *corev1.Pod, spec *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, list := range []struct {
+		name string
+		cs   []corev1.Container
+	}{{"containers", pod.Spec.Containers}, {"initContainers", pod.Spec.InitContainers}} {
+		for i, c := range list.cs {
+			if len(c.Image) != len(strings.TrimSpace(c.Image)) {
+				errs = append(errs, field.Invalid(spec.Child(list.name).Index(i).Child("image"), c.Image, "must not have leading or trailing whitespace"))
+			}
+		}
+	}
+	return errs
+}
+
+// validatePodAnnotationUpdates: the mirror-pod annotation and the
+// deprecated AppArmor ones may not be added, changed or removed.
+func validatePodAnnotationUpdates(cur, old map[string]string, p *field.Path) field.ErrorList {
+	const mirror = "kubernetes.io/config.mirror"
+	const appArmor = "container.apparmor.security.beta.kubernetes.io/"
+	var errs field.ErrorList
+	for _, k := range sortedKeys(old) {
+		if v, ok := cur[k]; ok && v == old[k] {
+			continue
+		}
+		if strings.HasPrefix(k, appArmor) {
+			errs = append(errs, field.Forbidden(p.Key(k), "may not remove or update AppArmor annotations"))
+		}
+		if k == mirror {
+			errs = append(errs, field.Forbidden(p.Key(k), "may not remove or update mirror pod annotation"))
+		}
+	}
+	for _, k := range sortedKeys(cur) {
+		if _, ok := old[k]; ok {
+			continue
+		}
+		if strings.HasPrefix(k, appArmor) {
+			errs = append(errs, field.Forbidden(p.Key(k), "may not add AppArmor annotations"))
+		}
+		if k == mirror {
+			errs = append(errs, field.Forbidden(p.Key(k), "may not add mirror pod annotation"))
+		}
+	}
+	return errs
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// validateAddedTolerations: existing tolerations stay (their
+// tolerationSeconds may change); the new list is checked again.
+func validateAddedTolerations(cur, old []corev1.Toleration, p *field.Path) field.ErrorList {
+	for _, o := range old {
+		found := false
+		for _, t := range cur {
+			o.TolerationSeconds = t.TolerationSeconds
+			if reflect.DeepEqual(o, t) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return field.ErrorList{field.Forbidden(p, "existing toleration can not be modified except its tolerationSeconds")}
+		}
+	}
+	return validateTolerations(cur, p)
+}
+
+// validateDeletedSchedulingGates: gates may only go. (kube-apiserver
+// reports new ones in map order; svcnet in list order.)
+func validateDeletedSchedulingGates(cur, old []corev1.PodSchedulingGate, p *field.Path) field.ErrorList {
+	was := sets.New[string]()
+	for _, g := range old {
+		was.Insert(g.Name)
+	}
+	last := map[string]int{}
+	for i, g := range cur {
+		last[g.Name] = i
+	}
+	var errs field.ErrorList
+	for i, g := range cur {
+		if was.Has(g.Name) || last[g.Name] != i {
+			continue
+		}
+		errs = append(errs, field.Forbidden(p.Index(i).Child("name"), fmt.Sprintf("only deletion is allowed, but found new scheduling gate '%s'", g.Name)))
+	}
+	return errs
+}
+
+func validateAffinity(a *corev1.Affinity, p *field.Path) field.ErrorList {
+	if a == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if na := a.NodeAffinity; na != nil {
+		np := p.Child("nodeAffinity")
+		if req := na.RequiredDuringSchedulingIgnoredDuringExecution; req != nil {
+			tp := np.Child("requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
+			if len(req.NodeSelectorTerms) == 0 {
+				errs = append(errs, field.Required(tp, "must have at least one node selector term"))
+			}
+			for i, t := range req.NodeSelectorTerms {
+				errs = append(errs, validateNodeSelectorTerm(t, false, tp.Index(i))...)
+			}
+		}
+		for i, t := range na.PreferredDuringSchedulingIgnoredDuringExecution {
+			tp := np.Child("preferredDuringSchedulingIgnoredDuringExecution").Index(i)
+			if t.Weight <= 0 || t.Weight > 100 {
+				errs = append(errs, field.Invalid(tp.Child("weight"), t.Weight, "must be in the range 1-100"))
+			}
+			errs = append(errs, validateNodeSelectorTerm(t.Preference, true, tp.Child("preference"))...)
+		}
+	}
+	if pa := a.PodAffinity; pa != nil {
+		errs = append(errs, validatePodAffinityTerms(pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution, p.Child("podAffinity"))...)
+	}
+	if pa := a.PodAntiAffinity; pa != nil {
+		errs = append(errs, validatePodAffinityTerms(pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution, p.Child("podAntiAffinity"))...)
+	}
+	return errs
+}
+
+func validateNodeSelectorTerm(t corev1.NodeSelectorTerm, allowBadValues bool, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for j, r := range t.MatchExpressions {
+		rp := p.Child("matchExpressions").Index(j)
+		switch r.Operator {
+		case corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn:
+			if len(r.Values) == 0 {
+				errs = append(errs, field.Required(rp.Child("values"), "must be specified when `operator` is 'In' or 'NotIn'"))
+			}
+		case corev1.NodeSelectorOpExists, corev1.NodeSelectorOpDoesNotExist:
+			if len(r.Values) > 0 {
+				errs = append(errs, field.Forbidden(rp.Child("values"), "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+			}
+		case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt:
+			if len(r.Values) != 1 {
+				errs = append(errs, field.Required(rp.Child("values"), "must be specified single value when `operator` is 'Lt' or 'Gt'"))
+			}
+		default:
+			errs = append(errs, field.Invalid(rp.Child("operator"), r.Operator, "not a valid selector operator"))
+		}
+		errs = append(errs, metavalidation.ValidateLabelName(r.Key, rp.Child("key"))...)
+		if !allowBadValues {
+			for k, v := range r.Values {
+				for _, msg := range validation.IsValidLabelValue(v) {
+					errs = append(errs, field.Invalid(rp.Child("values").Index(k), v, msg))
+				}
+			}
+		}
+	}
+	for j, r := range t.MatchFields {
+		rp := p.Child("matchFields").Index(j)
+		switch r.Operator {
+		case corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn:
+			if len(r.Values) != 1 {
+				errs = append(errs, field.Required(rp.Child("values"), "must be only one value when `operator` is 'In' or 'NotIn' for node field selector"))
+			}
+		default:
+			errs = append(errs, field.Invalid(rp.Child("operator"), r.Operator, "not a valid selector operator"))
+		}
+		if r.Key != "metadata.name" {
+			errs = append(errs, field.Invalid(rp.Child("key"), r.Key, "not a valid field selector key"))
+			continue
+		}
+		for k, v := range r.Values {
+			for _, msg := range validation.IsDNS1123Subdomain(v) {
+				errs = append(errs, field.Invalid(rp.Child("values").Index(k), v, msg))
+			}
+		}
+	}
+	return errs
+}
+
+func validatePodAffinityTerms(required []corev1.PodAffinityTerm, preferred []corev1.WeightedPodAffinityTerm, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, t := range required {
+		errs = append(errs, validatePodAffinityTerm(t, p.Child("requiredDuringSchedulingIgnoredDuringExecution").Index(i))...)
+	}
+	for i, t := range preferred {
+		tp := p.Child("preferredDuringSchedulingIgnoredDuringExecution").Index(i)
+		if t.Weight <= 0 || t.Weight > 100 {
+			errs = append(errs, field.Invalid(tp.Child("weight"), t.Weight, "must be in the range 1-100"))
+		}
+		errs = append(errs, validatePodAffinityTerm(t.PodAffinityTerm, tp.Child("podAffinityTerm"))...)
+	}
+	return errs
+}
+
+func validatePodAffinityTerm(t corev1.PodAffinityTerm, p *field.Path) field.ErrorList {
+	opts := metavalidation.LabelSelectorValidationOptions{}
+	errs := metavalidation.ValidateLabelSelector(t.LabelSelector, opts, p.Child("labelSelector"))
+	errs = append(errs, metavalidation.ValidateLabelSelector(t.NamespaceSelector, opts, p.Child("namespaceSelector"))...)
+	for _, ns := range t.Namespaces {
+		// kube-apiserver names the list "namespace".
+		for _, msg := range validation.IsDNS1123Label(ns) {
+			errs = append(errs, field.Invalid(p.Child("namespace"), ns, msg))
+		}
+	}
+	errs = append(errs, validateMatchLabelKeys(p, t.MatchLabelKeys, t.MismatchLabelKeys, t.LabelSelector)...)
+	if t.TopologyKey == "" {
+		errs = append(errs, field.Required(p.Child("topologyKey"), "can not be empty"))
+	}
+	return append(errs, metavalidation.ValidateLabelName(t.TopologyKey, p.Child("topologyKey"))...)
+}
+
+// validateMatchLabelKeys: label names, only with a selector, not already
+// in the selector (after a Pod's create merged them into it: a key the
+// user also wrote in the selector appears twice), not in both lists. As
+// kube-apiserver, the repeat is reported at p[i].
+func validateMatchLabelKeys(p *field.Path, match, mismatch []string, sel *metav1.LabelSelector) field.ErrorList {
+	var errs field.ErrorList
+	for _, l := range []struct {
+		name string
+		keys []string
+	}{{"matchLabelKeys", match}, {"mismatchLabelKeys", mismatch}} {
+		if len(l.keys) == 0 {
+			continue
+		}
+		if sel == nil {
+			errs = append(errs, field.Forbidden(p.Child(l.name), "must not be specified when labelSelector is not set"))
+			continue
+		}
+		for i, k := range l.keys {
+			errs = append(errs, metavalidation.ValidateLabelName(k, p.Child(l.name).Index(i))...)
+		}
+	}
+	if sel != nil {
+		index := map[string]int{}
+		for i, k := range match {
+			index[k] = i
+		}
+		seen := sets.New[string]()
+		for k := range sel.MatchLabels {
+			seen.Insert(k)
+		}
+		for _, e := range sel.MatchExpressions {
+			if i, ok := index[e.Key]; ok && seen.Has(e.Key) {
+				errs = append(errs, field.Invalid(p.Index(i), e.Key, "exists in both matchLabelKeys and labelSelector"))
+			}
+			seen.Insert(e.Key)
+		}
+	}
+	mis := sets.New(mismatch...)
+	for i, k := range match {
+		if mis.Has(k) {
+			errs = append(errs, field.Invalid(p.Child("matchLabelKeys").Index(i), k, "exists in both matchLabelKeys and mismatchLabelKeys"))
+		}
+	}
+	return errs
+}
+
+func validateTopologySpread(cs []corev1.TopologySpreadConstraint, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, c := range cs {
+		cp := p.Index(i)
+		if c.MaxSkew <= 0 {
+			errs = append(errs, field.Invalid(cp.Child("maxSkew"), int64(c.MaxSkew), "must be greater than zero"))
+		}
+		if c.TopologyKey == "" {
+			errs = append(errs, field.Required(cp.Child("topologyKey"), "can not be empty"))
+		}
+		if c.WhenUnsatisfiable != corev1.DoNotSchedule && c.WhenUnsatisfiable != corev1.ScheduleAnyway {
+			errs = append(errs, field.NotSupported(cp.Child("whenUnsatisfiable"), c.WhenUnsatisfiable, []string{"DoNotSchedule", "ScheduleAnyway"}))
+		}
+		for _, rest := range cs[i+1:] {
+			if c.TopologyKey == rest.TopologyKey && c.WhenUnsatisfiable == rest.WhenUnsatisfiable {
+				errs = append(errs, field.Duplicate(cp.Child("{topologyKey, whenUnsatisfiable}"), fmt.Sprintf("{%v, %v}", c.TopologyKey, c.WhenUnsatisfiable)))
+				break
+			}
+		}
+		if m := c.MinDomains; m != nil {
+			if *m <= 0 {
+				errs = append(errs, field.Invalid(cp.Child("minDomains"), int64(*m), "must be greater than zero"))
+			}
+			if c.WhenUnsatisfiable != corev1.DoNotSchedule {
+				errs = append(errs, field.Invalid(cp.Child("minDomains"), m, fmt.Sprintf("can only use minDomains if whenUnsatisfiable=DoNotSchedule, not %s", c.WhenUnsatisfiable)))
+			}
+		}
+		for _, pol := range []struct {
+			name string
+			v    *corev1.NodeInclusionPolicy
+		}{{"nodeAffinityPolicy", c.NodeAffinityPolicy}, {"nodeTaintsPolicy", c.NodeTaintsPolicy}} {
+			if pol.v != nil && *pol.v != corev1.NodeInclusionPolicyHonor && *pol.v != corev1.NodeInclusionPolicyIgnore {
+				errs = append(errs, field.NotSupported(cp.Child(pol.name), pol.v, []string{"Honor", "Ignore"}))
+			}
+		}
+		errs = append(errs, validateMatchLabelKeys(cp, c.MatchLabelKeys, nil, c.LabelSelector)...)
+		errs = append(errs, metavalidation.ValidateLabelSelector(c.LabelSelector, metavalidation.LabelSelectorValidationOptions{}, cp.Child("labelSelector"))...)
+	}
+	return errs
+}
+
+// mergeMatchLabelKeys is what kube-apiserver does to a new Pod's affinity
+// terms and spread constraints: each matchLabelKeys key the pod carries
+// becomes an In requirement of the selector (mismatchLabelKeys a NotIn).
+func mergeMatchLabelKeys(pod *corev1.Pod) {
+	add := func(sel *metav1.LabelSelector, keys []string, op metav1.LabelSelectorOperator) {
+		for _, k := range keys {
+			if v, ok := pod.Labels[k]; ok {
+				sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{Key: k, Operator: op, Values: []string{v}})
+			}
+		}
+	}
+	term := func(t *corev1.PodAffinityTerm) {
+		if t.LabelSelector == nil || len(t.MatchLabelKeys)+len(t.MismatchLabelKeys) == 0 {
+			return
+		}
+		add(t.LabelSelector, t.MatchLabelKeys, metav1.LabelSelectorOpIn)
+		add(t.LabelSelector, t.MismatchLabelKeys, metav1.LabelSelectorOpNotIn)
+	}
+	if a := pod.Spec.Affinity; a != nil {
+		if pa := a.PodAffinity; pa != nil {
+			for i := range pa.PreferredDuringSchedulingIgnoredDuringExecution {
+				term(&pa.PreferredDuringSchedulingIgnoredDuringExecution[i].PodAffinityTerm)
+			}
+			for i := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
+				term(&pa.RequiredDuringSchedulingIgnoredDuringExecution[i])
+			}
+		}
+		if pa := a.PodAntiAffinity; pa != nil {
+			for i := range pa.PreferredDuringSchedulingIgnoredDuringExecution {
+				term(&pa.PreferredDuringSchedulingIgnoredDuringExecution[i].PodAffinityTerm)
+			}
+			for i := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
+				term(&pa.RequiredDuringSchedulingIgnoredDuringExecution[i])
+			}
+		}
+	}
+	for i := range pod.Spec.TopologySpreadConstraints {
+		c := &pod.Spec.TopologySpreadConstraints[i]
+		if c.LabelSelector != nil && len(c.MatchLabelKeys) > 0 {
+			add(c.LabelSelector, c.MatchLabelKeys, metav1.LabelSelectorOpIn)
+		}
+	}
 }

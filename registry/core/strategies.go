@@ -13,6 +13,7 @@ import (
 	"github.com/distribution/reference"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/operation"
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -367,6 +368,7 @@ func NewPodStrategy() registry.Strategy {
 			// As kube-apiserver: generation 1 (the store keeps it), phase
 			// Pending and the QoS class of the spec.
 			pod.Generation = 1
+			mergeMatchLabelKeys(pod)
 			pod.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: podQOS(&pod.Spec)}
 			if len(pod.Spec.SchedulingGates) > 0 {
 				pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
@@ -377,13 +379,17 @@ func NewPodStrategy() registry.Strategy {
 		Validator: func(obj runtime.Object) field.ErrorList {
 			return validatePodCreate(obj.(*corev1.Pod))
 		},
+		// As kube-apiserver's pod strategy (the store would do the same
+		// after PrepareForUpdate): a changed spec is a new generation.
+		OnUpdate: func(obj, old runtime.Object) {
+			pod, oldPod := obj.(*corev1.Pod), old.(*corev1.Pod)
+			if !equality.Semantic.DeepEqual(pod.Spec, oldPod.Spec) {
+				pod.Generation = oldPod.Generation + 1
+			}
+		},
 		UpdateValidator: func(obj, old runtime.Object) field.ErrorList {
 			pod, oldPod := obj.(*corev1.Pod), old.(*corev1.Pod)
-			errs := validatePodSpec(&pod.Spec, field.NewPath("spec"), podSpecOptions{isPod: true})
-			if oldPod.Spec.NodeName != "" && pod.Spec.NodeName != oldPod.Spec.NodeName {
-				errs = append(errs, field.Forbidden(field.NewPath("spec"), "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"))
-			}
-			return errs
+			return validatePodUpdate(pod, oldPod)
 		},
 		// The conversion accepts status.podIPs but, as in Kubernetes, the
 		// field set has no such entry, so it compares against "".
