@@ -207,13 +207,25 @@ func TestPatchTypes(t *testing.T) {
 	if err != nil || got.Labels["m"] != "2" || got.Labels["j"] != "" {
 		t.Fatalf("merge patch: %v %v", got.Labels, err)
 	}
-	// A strategic merge patch merges containers by name and honours $patch: delete.
+	// A strategic merge patch merges containers by name and honours $patch:
+	// delete (in a Deployment's template: a Pod may not lose a container).
 	got, err = pods.Patch(ctx, "patchme", types.StrategicMergePatchType, []byte(`{"spec":{"containers":[{"name":"side","$patch":"delete"},{"name":"c","image":"nginx:2"}]}}`), metav1.PatchOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.containers: Forbidden: pod updates may not add or remove containers") {
+		t.Fatalf("strategic patch removing a pod's container: %v", err)
+	}
+	replicas := int32(0)
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "patchme"}, Spec: appsv1.DeploymentSpec{Replicas: &replicas,
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}, Spec: p.Spec}}}
+	if _, err := c.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gotD, err := c.AppsV1().Deployments("default").Patch(ctx, "patchme", types.StrategicMergePatchType, []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"side","$patch":"delete"},{"name":"c","image":"nginx:2"}]}}}}`), metav1.PatchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Spec.Containers) != 1 || got.Spec.Containers[0].Image != "nginx:2" {
-		t.Errorf("strategic patch: %+v", got.Spec.Containers)
+	if cs := gotD.Spec.Template.Spec.Containers; len(cs) != 1 || cs[0].Image != "nginx:2" {
+		t.Errorf("strategic patch: %+v", cs)
 	}
 	// Server-side apply creates, records the manager, and detects conflicts.
 	cm := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"applied","namespace":"default"},"data":{"a":"1"}}`

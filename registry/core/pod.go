@@ -15,6 +15,7 @@ import (
 func validatePodTemplateSpec(t *corev1.PodTemplateSpec, p *field.Path) field.ErrorList {
 	errs := metavalidation.ValidateLabels(t.Labels, p.Child("labels"))
 	errs = append(errs, apivalidation.ValidateAnnotations(t.Annotations, p.Child("annotations"))...)
+	errs = append(errs, validatePodAnnotations(t.Annotations, &t.Spec, p.Child("annotations"))...)
 	errs = append(errs, validatePodSpec(&t.Spec, p.Child("spec"), podSpecOptions{})...)
 	if len(t.Spec.EphemeralContainers) > 0 {
 		errs = append(errs, field.Forbidden(p.Child("spec", "ephemeralContainers"), "ephemeral containers not allowed in pod template"))

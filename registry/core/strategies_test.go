@@ -91,7 +91,7 @@ func TestPodGracePeriod(t *testing.T) {
 func TestDeploymentValidation(t *testing.T) {
 	s := NewDeploymentStrategy()
 	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "default", ResourceVersion: "1"},
 		Spec: appsv1.DeploymentSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "a"}},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "b"}},
@@ -120,7 +120,7 @@ func TestDeploymentValidation(t *testing.T) {
 }
 
 func TestStatusStrategyKeepsSpec(t *testing.T) {
-	s := NewDeploymentStrategy().(*Basic).StatusStrategy()
+	s := NewDeploymentStrategy().(interface{ StatusStrategy() registry.Strategy }).StatusStrategy()
 	r1, r2 := int32(1), int32(5)
 	old := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Replicas: &r1}}
 	upd := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Replicas: &r2}, Status: appsv1.DeploymentStatus{Replicas: 3}}
