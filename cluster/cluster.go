@@ -294,6 +294,11 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		return nil, fmt.Errorf("create namespace metallb-system: %w", err)
 	}
 
+	// The proxies' configuration, as kubeadm's kube-proxy ConfigMap.
+	if err := ensureKubeProxyConfig(ctx, client, cfg); err != nil {
+		return nil, err
+	}
+
 	// The nodes.
 	// Node i's addresses and pod CIDRs, one per family, primary first.
 	nodeIPs := func(i int) string {
@@ -350,21 +355,19 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		if err := c.start("node-"+strconv.Itoa(i), args...); err != nil {
 			return nil, err
 		}
-		// --min-sync-period: kube-proxy's 1 s (with a burst of two syncs)
-		// bounds the CPU of large clusters' syncs; a local cluster's
-		// partial syncs take milliseconds, and at 1 s a third change
-		// within a second (a pod that starts: created, address, Ready)
-		// waited up to a second for its rules. The Kubernetes
-		// documentation advises a lower value for small clusters; a
-		// --proxy-arg=--min-sync-period=… given to svcnet up wins.
+		// The mode, cluster CIDR, NodePort addresses and sync periods come
+		// from the kube-proxy ConfigMap (kubeProxyConfig). --min-sync-period:
+		// kube-proxy's 1 s (with a burst of two syncs) bounds the CPU of large
+		// clusters' syncs; a local cluster's partial syncs take
+		// milliseconds, and at 1 s a third change within a second (a pod
+		// that starts: created, address, Ready) waited up to a second for
+		// its rules. The Kubernetes documentation advises a lower value for
+		// small clusters. A --proxy-arg given to svcnet up wins over the
+		// ConfigMap.
 		proxyArgs := []string{"nsenter", nsPath, "--", cfg.Exe, "proxy", "--kubeconfig", kcs["proxy"],
-			"--hostname-override", name, "--proxy-mode", cfg.ProxyMode, "--cluster-cidr", cfg.ClusterCIDR,
-			"--min-sync-period", upMinSyncPeriod}
+			"--hostname-override", name, "--config-map", KubeProxyConfigMap}
 		// No --service-cluster-ip-range: the proxies read the ServiceCIDR
 		// objects, as kube-proxy does (ranges added at run time count).
-		if cfg.NodePortAddresses != "" {
-			proxyArgs = append(proxyArgs, "--nodeport-addresses", cfg.NodePortAddresses)
-		}
 		proxyArgs = append(proxyArgs, cfg.ProxyArgs...)
 		if err := c.start("proxy-"+strconv.Itoa(i), proxyArgs...); err != nil {
 			return nil, err

@@ -237,6 +237,9 @@ type ModeConfig struct {
 	// Scheduler is --ipvs-scheduler (default "rr"); modes that balance in
 	// other ways ignore it.
 	Scheduler string
+	// IPVSStrictARP is --ipvs-strict-arp (kube-proxy's ipvs.strictARP):
+	// the IPVS mode sets net.ipv4.conf.all.arp_ignore=1 and arp_announce=2.
+	IPVSStrictARP bool
 	Metrics   *Metrics
 	// Events, when set, receives Service events a mode wants users to see
 	// (for example a scheduler it cannot honour: see SchedulerReporter).

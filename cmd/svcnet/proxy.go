@@ -57,9 +57,22 @@ type proxyArgs struct {
 	netns              string
 	logLevel           string
 	conntrack          conntrack.Sysctls
+	ipvsStrictARP      bool
+	// configFile and configMap are --config and --config-map; configData
+	// is the configuration read from either (nil without one), ignored the
+	// settings it has that svcnet's proxy does not act on.
+	configFile, configMap string
+	configData            []byte
+	ignored               []string
 }
 
 func parseProxyArgs(args []string) (*proxyArgs, error) {
+	return parseProxyArgsConfig(args, nil)
+}
+
+// parseProxyArgsConfig parses the command line; configMapData, when not
+// nil, is the configuration --config-map names (read by the caller).
+func parseProxyArgsConfig(args []string, configMapData []byte) (*proxyArgs, error) {
 	a := &proxyArgs{}
 	fs := newFlagSet("proxy")
 	var clusterCIDR, nodePortAddrs, serviceCIDR string
@@ -90,6 +103,9 @@ func parseProxyArgs(args []string) (*proxyArgs, error) {
 	fs.BoolVar(&a.conntrack.TCPBeLiberal, "conntrack-tcp-be-liberal", false, "accept out-of-window TCP packets instead of dropping INVALID ones")
 	fs.DurationVar(&a.conntrack.UDPTimeout, "conntrack-udp-timeout", 0, "UDP conntrack timeout (0 leaves it)")
 	fs.DurationVar(&a.conntrack.UDPStreamTTL, "conntrack-udp-timeout-stream", 0, "UDP stream conntrack timeout (0 leaves it)")
+	fs.BoolVar(&a.ipvsStrictARP, "ipvs-strict-arp", false, "ipvs mode: set the node's arp_ignore=1 and arp_announce=2, so that it answers ARP only for addresses on the asking interface (what MetalLB's L2 mode needs with IPVS)")
+	fs.StringVar(&a.configFile, "config", "", "kube-proxy configuration file (KubeProxyConfiguration, kubeproxy.config.k8s.io/v1alpha1): as kube-proxy, its values and defaults replace the kube-proxy flags (not --hostname-override, --log-level), and the proxy exits when the file changes")
+	fs.StringVar(&a.configMap, "config-map", "", "svcnet extension: NAMESPACE/NAME of a ConfigMap whose config.conf is a KubeProxyConfiguration (svcnet up: kube-system/kube-proxy); flags given on the command line win over it, and the proxy restarts itself when it changes")
 	fs.StringVar(&a.netns, "netns", "", "run data-plane commands inside this named network namespace (svcnet up uses it)")
 	fs.StringVar(&a.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -99,6 +115,25 @@ func parseProxyArgs(args []string) (*proxyArgs, error) {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	var err error
+	switch {
+	case a.configFile != "" && a.configMap != "":
+		return nil, fmt.Errorf("--config and --config-map: give one")
+	case a.configFile != "":
+		if a.configData, err = os.ReadFile(a.configFile); err != nil {
+			return nil, fmt.Errorf("--config: %w", err)
+		}
+		if a.ignored, err = applyKubeProxyConfig(fs, a.configData, false); err != nil {
+			return nil, fmt.Errorf("--config %s: %w", a.configFile, err)
+		}
+	case a.configMap != "" && configMapData != nil:
+		if ns, name, ok := strings.Cut(a.configMap, "/"); !ok || ns == "" || name == "" {
+			return nil, fmt.Errorf("--config-map: want NAMESPACE/NAME, got %q", a.configMap)
+		}
+		a.configData = configMapData
+		if a.ignored, err = applyKubeProxyConfig(fs, a.configData, true); err != nil {
+			return nil, fmt.Errorf("--config-map %s: %w", a.configMap, err)
+		}
+	}
 	if a.serviceCIDRs, err = parseCIDRList(serviceCIDR); err != nil {
 		return nil, fmt.Errorf("--service-cluster-ip-range: %w", err)
 	}
@@ -216,6 +251,25 @@ func runProxy(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	var readConfig func(context.Context) ([]byte, error)
+	switch {
+	case a.configFile != "":
+		readConfig = readConfigFile(a.configFile)
+	case a.configMap != "":
+		// The ConfigMap's configuration under the command line's flags.
+		client, err := proxyKubeClient(a.kubeconfig)
+		if err != nil {
+			return err
+		}
+		readConfig = readConfigMap(client, a.configMap)
+		data, err := readConfig(ctx)
+		if err != nil {
+			return fmt.Errorf("--config-map: %w", err)
+		}
+		if a, err = parseProxyArgsConfig(args, data); err != nil {
+			return err
+		}
+	}
 	restoreGC := func() {}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(proxyGCPercent)
@@ -228,6 +282,9 @@ func runProxy(ctx context.Context, args []string) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "proxy", "node", a.hostnameOverride)
+	for _, what := range a.ignored {
+		log.Warn("the kube-proxy configuration sets what svcnet's proxy does not act on; ignored", "setting", what)
+	}
 	exec := proxy.OSExecutor{NetNS: a.netns}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -238,6 +295,7 @@ func runProxy(ctx context.Context, args []string) error {
 		ConntrackTCPLiberal: a.conntrack.TCPBeLiberal, IPTablesDispatch: a.iptablesDispatch, IPTablesBackend: a.iptablesBackend,
 		NFTablesEndpointChoice: a.nftablesChoice, NFTablesShards: a.nftablesShards,
 		SyncPeriod: a.syncPeriod, MinSyncPeriod: a.minSyncPeriod, Scheduler: a.ipvsScheduler, Metrics: metrics,
+		IPVSStrictARP: a.ipvsStrictARP,
 	}
 
 	if a.cleanup {
@@ -351,7 +409,7 @@ func runProxy(ctx context.Context, args []string) error {
 			log.Info("first sync done; returned free heap and paged out unused parts of the executable", "bytes", pageOutExecutable())
 		},
 	})
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	if a.healthzBindAddress != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/healthz", health)
@@ -384,6 +442,22 @@ func runProxy(ctx context.Context, args []string) error {
 	}
 	if err := proxy.StartInformers(ctx, client, p, a.hostnameOverride, 0); err != nil {
 		return err
+	}
+	if readConfig != nil {
+		// As kube-proxy: a changed configuration ends this run; kubelet
+		// restarts kube-proxy's pod, and a --config-map proxy restarts
+		// itself (same process, so whoever supervises it keeps its PID).
+		changed := make(chan error, 1)
+		go configChanged(ctx, a.configData, readConfig, 2*time.Second, changed)
+		go func() {
+			err := <-changed
+			if a.configMap == "" {
+				errc <- err
+				return
+			}
+			log.Info("the kube-proxy configuration changed; restarting", "configmap", a.configMap)
+			errc <- restartSelf()
+		}()
 	}
 	done := make(chan struct{})
 	go func() { p.Run(ctx); close(done) }()

@@ -91,6 +91,7 @@ var scenarios = []struct {
 	{"12-seed002-traffic-policies", false, seed002},
 	{"15-networkpolicy", false, networkPolicy},
 	{"19-topology-and-weights", false, topologyAndWeights},
+	{"20-kube-proxy-configmap", false, kubeProxyConfig},
 }
 
 // 0 (issue 17): first thing after the export line, a Deployment and its

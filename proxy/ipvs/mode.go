@@ -49,6 +49,19 @@ var sysctls = []string{
 	"net.ipv4.vs.expire_quiescent_template=1", "net.ipv4.ip_forward=1",
 }
 
+// strictARP are the settings of kube-proxy's ipvs.strictARP: answer ARP
+// only for addresses on the interface asked (not those on kube-ipvs0), and
+// announce from the outgoing interface's own address.
+var strictARP = []string{"net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.all.arp_announce=2"}
+
+// sysctls are the kernel settings of the first sync.
+func (m *Mode) sysctls() []string {
+	if m.cfg.IPVSStrictARP {
+		return append(append([]string{}, sysctls...), strictARP...)
+	}
+	return sysctls
+}
+
 // Mode is the IPVS data plane for the configured families.
 type Mode struct {
 	cfg      Config
@@ -166,7 +179,7 @@ func (m *Mode) planConfig(req *proxy.SyncRequest, ipv6 bool, local []netip.Addr)
 // (Applier.Apply).
 func (m *Mode) Sync(ctx context.Context, req *proxy.SyncRequest) error {
 	if !m.cfg.SkipSysctls && !m.sysctlDone {
-		if _, err := m.cfg.Exec.Run(ctx, nil, "sysctl", append([]string{"-w"}, sysctls...)...); err != nil {
+		if _, err := m.cfg.Exec.Run(ctx, nil, "sysctl", append([]string{"-w"}, m.sysctls()...)...); err != nil {
 			return fmt.Errorf("ipvs kernel settings: %w", err)
 		}
 		m.sysctlDone = true

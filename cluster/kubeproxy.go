@@ -1,0 +1,103 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/svcnet/svcnet/apiserver/authz"
+)
+
+// KubeProxyConfigMap is the ConfigMap (kube-system/kube-proxy, key
+// config.conf) holding the proxies' KubeProxyConfiguration, as kubeadm
+// clusters keep kube-proxy's: `kubectl edit cm kube-proxy -n kube-system`
+// changes every node's proxy (mode, ipvs.strictARP, ...), which restarts
+// itself with it.
+const KubeProxyConfigMap = "kube-system/kube-proxy"
+
+// kubeProxyConfig is the configuration Up's flags give the proxies.
+func kubeProxyConfig(cfg Config) ([]byte, error) {
+	minSync, err := time.ParseDuration(upMinSyncPeriod)
+	if err != nil {
+		return nil, err
+	}
+	sync := metav1.Duration{Duration: 30 * time.Second}
+	bit := int32(14)
+	c := kubeproxyconfig.KubeProxyConfiguration{
+		TypeMeta:           metav1.TypeMeta{APIVersion: "kubeproxy.config.k8s.io/v1alpha1", Kind: "KubeProxyConfiguration"},
+		BindAddress:        "0.0.0.0",
+		HealthzBindAddress: "0.0.0.0:10256",
+		MetricsBindAddress: "127.0.0.1:10249",
+		Mode:               kubeproxyconfig.ProxyMode(cfg.ProxyMode),
+		ClusterCIDR:        cfg.ClusterCIDR,
+		IPTables: kubeproxyconfig.KubeProxyIPTablesConfiguration{MasqueradeBit: &bit, SyncPeriod: sync,
+			MinSyncPeriod: metav1.Duration{Duration: minSync}},
+		IPVS:     kubeproxyconfig.KubeProxyIPVSConfiguration{SyncPeriod: sync, MinSyncPeriod: metav1.Duration{Duration: minSync}},
+		NFTables: kubeproxyconfig.KubeProxyNFTablesConfiguration{MasqueradeBit: &bit, SyncPeriod: sync, MinSyncPeriod: metav1.Duration{Duration: minSync}},
+	}
+	if cfg.NodePortAddresses != "" {
+		c.NodePortAddresses = strings.Split(cfg.NodePortAddresses, ",")
+	}
+	return yaml.Marshal(c)
+}
+
+// ensureKubeProxyConfig writes the proxies' ConfigMap from Up's flags (a
+// second Up replaces what an edit left: its flags are the cluster's
+// configuration when it starts) and lets the proxies read it: a Role in
+// kube-system for get/list/watch of that ConfigMap, bound to
+// system:kube-proxy (kubeadm grants it to the joining nodes, whose kubelet
+// projects it into kube-proxy's pods).
+func ensureKubeProxyConfig(ctx context.Context, client kubernetes.Interface, cfg Config) error {
+	data, err := kubeProxyConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ns, name, _ := strings.Cut(KubeProxyConfigMap, "/")
+	if err := ensureNamespace(ctx, client, ns); err != nil {
+		return err
+	}
+	labels := map[string]string{"app": "kube-proxy"}
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Data: map[string]string{"config.conf": string(data)}}
+	cur, err := client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+	case err == nil:
+		cur.Data = cm.Data
+		_, err = client.CoreV1().ConfigMaps(ns).Update(ctx, cur, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("configmap %s: %w", KubeProxyConfigMap, err)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: ns},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{name},
+			Verbs: []string{"get", "list", "watch"}}}}
+	if _, err := client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("role kube-proxy: %w", err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "kube-proxy"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: authz.ProxyUser}}}
+	if _, err := client.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("rolebinding kube-proxy: %w", err)
+	}
+	return nil
+}
+
+func ensureNamespace(ctx context.Context, client kubernetes.Interface, name string) error {
+	_, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,76 @@
+package seeds
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// 20 (seed 000 "kubectl get daemonset kube-proxy -n kube-system", seed 002
+// "kubectl edit cm kube-proxy -n kube-system": mode and strictARP): the
+// proxies' configuration is kube-system/kube-proxy's config.conf, as in a
+// kubeadm cluster, and editing it moves every node's proxy to the new mode
+// (the old mode's rules removed), Services answering before and after.
+func kubeProxyConfig(s *scenario) {
+	conf := s.kubectl("get", "cm", "kube-proxy", "-n", "kube-system", "-o", `jsonpath={.data.config\.conf}`)
+	if !strings.Contains(conf, "kind: KubeProxyConfiguration") || !strings.Contains(conf, "mode: "+s.c.mode+"\n") {
+		s.errorf([]string{"kubectl get cm kube-proxy -n kube-system"}, conf, "config.conf is not a KubeProxyConfiguration with mode %s", s.c.mode)
+		return
+	}
+	to := map[string]string{"iptables": "nftables", "nftables": "iptables"}[s.c.mode]
+	if to == "" {
+		return
+	}
+	s.applyYAML("kpcfg.yaml", `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: kpcfg}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: kpcfg}}
+  template:
+    metadata: {labels: {app: kpcfg}}
+    spec:
+      containers: [{name: app, image: "jocatalin/kubernetes-bootcamp:v1", ports: [{containerPort: 8080}]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: kpcfg}
+spec:
+  selector: {app: kpcfg}
+  ports: [{port: 80, targetPort: 8080}]
+`)
+	s.waitPods("app=kpcfg", 1)
+	ip := s.kubectl("get", "svc", "kpcfg", "-o", "jsonpath={.spec.clusterIP}")
+	answers := func() {
+		s.eventually(60*time.Second, "the Service answers from node 2", func() ([]string, string, bool) {
+			out, err := s.c.onNode(2, "curl", "-sS", "-m", "2", "http://"+ip+"/")
+			return []string{"curl http://" + ip + "/"}, out, err == nil && strings.Contains(out, "kpcfg")
+		})
+	}
+	answers()
+	// Every node's rules in mode m, none of the other mode's.
+	inMode := func(m string) {
+		for n := 1; n <= 3; n++ {
+			s.eventually(90*time.Second, fmt.Sprintf("node %d's proxy programs mode %s", n, m), func() ([]string, string, bool) {
+				nft, nftErr := s.c.onNode(n, "nft", "list", "table", "ip", "kube-proxy")
+				ipt, _ := s.c.onNode(n, "iptables-save", "-t", "nat")
+				hasNFT, hasIPT := nftErr == nil && strings.Contains(nft, "default/kpcfg"), strings.Contains(ipt, ":KUBE-SERVICES")
+				out := "nft list table ip kube-proxy:\n" + nft + "\niptables-save -t nat:\n" + ipt
+				return []string{"nft list table ip kube-proxy", "iptables-save -t nat"}, out,
+					(m == "nftables" && hasNFT && !hasIPT) || (m == "iptables" && hasIPT && !hasNFT && nftErr != nil)
+			})
+		}
+	}
+	set := func(c string) {
+		patch, _ := json.Marshal(map[string]any{"data": map[string]string{"config.conf": c}})
+		s.kubectl("patch", "cm", "kube-proxy", "-n", "kube-system", "--type=merge", "-p", string(patch))
+	}
+	set(strings.Replace(conf, "mode: "+s.c.mode+"\n", "mode: "+to+"\n", 1))
+	inMode(to)
+	answers()
+	set(conf)
+	inMode(s.c.mode)
+	answers()
+	s.kubectl("delete", "deployment/kpcfg", "service/kpcfg")
+}
