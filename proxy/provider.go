@@ -240,7 +240,7 @@ type ModeConfig struct {
 	// IPVSStrictARP is --ipvs-strict-arp (kube-proxy's ipvs.strictARP):
 	// the IPVS mode sets net.ipv4.conf.all.arp_ignore=1 and arp_announce=2.
 	IPVSStrictARP bool
-	Metrics   *Metrics
+	Metrics       *Metrics
 	// Events, when set, receives Service events a mode wants users to see
 	// (for example a scheduler it cannot honour: see SchedulerReporter).
 	Events EventSink
