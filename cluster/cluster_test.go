@@ -193,8 +193,15 @@ spec:
 	if !strings.Contains(table, "ip daddr 10.96.0.0/16 drop") {
 		t.Errorf("node %s: no drop rule for the ServiceCIDR 10.96.0.0/16:\n%s", nodeName, table)
 	}
-	// The proxies run with up's --min-sync-period (a local cluster's
-	// rules follow each change at once, not after kube-proxy's 1 s).
+	// The proxies read their configuration from kube-system/kube-proxy, as
+	// a kubeadm cluster's do, with up's mode and minimum sync period (a
+	// local cluster's rules follow each change at once, not after
+	// kube-proxy's 1 s).
+	conf, err := exec.Command("ip", "netns", "exec", lab.Name, bin, "kubectl", "--kubeconfig", filepath.Join(dir, "kubeconfig"),
+		"get", "cm", "kube-proxy", "-n", "kube-system", "-o", `jsonpath={.data.config\.conf}`).CombinedOutput()
+	if err != nil || !strings.Contains(string(conf), "mode: nftables\n") || !strings.Contains(string(conf), "minSyncPeriod: "+upMinSyncPeriod+"\n") {
+		t.Errorf("kube-proxy ConfigMap (%v):\n%s", err, conf)
+	}
 	var st struct {
 		PIDs []int `json:"pids"`
 	}
@@ -208,8 +215,8 @@ spec:
 			continue
 		}
 		proxies++
-		if !strings.Contains(string(cl), "\x00--min-sync-period\x00"+upMinSyncPeriod+"\x00") {
-			t.Errorf("proxy %d runs without --min-sync-period %s: %q", pid, upMinSyncPeriod, cl)
+		if !strings.Contains(string(cl), "\x00--config-map\x00"+KubeProxyConfigMap+"\x00") {
+			t.Errorf("proxy %d runs without --config-map %s: %q", pid, KubeProxyConfigMap, cl)
 		}
 	}
 	if proxies != 2 {
