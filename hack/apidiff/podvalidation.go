@@ -4,13 +4,16 @@ import (
 	"math/rand"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	"k8s.io/kubernetes/pkg/apis/apps"
 	api "k8s.io/kubernetes/pkg/apis/core"
+	k8sdeployment "k8s.io/kubernetes/pkg/registry/apps/deployment"
 	k8spod "k8s.io/kubernetes/pkg/registry/core/pod"
 
 	"github.com/svcnet/svcnet/registry/core"
@@ -554,4 +557,20 @@ func podUpdateCase(r *rand.Rand) string {
 	return withInput(compareUpdate(in, old, "", "pods", "", true, k8spod.Strategy, core.NewPodStrategy(),
 		func() (runtime.Object, runtime.Object) { return &api.Pod{}, &api.Pod{} },
 		func() runtime.Object { return &corev1.Pod{} }), in, old)
+}
+
+// deploymentPodCase is a Deployment whose pod template is one of the
+// faulty pods: the template path of the same pod validation (a template's
+// host-network ports may be 0, its annotations are checked as a pod's).
+func deploymentPodCase(r *rand.Rand) string {
+	p := randFaultyPod(r)
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: namespace},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}, Annotations: p.Annotations}, Spec: p.Spec},
+		},
+	}
+	return compareAppsCreate(d, "deployments", k8sdeployment.Strategy, core.NewDeploymentStrategy(),
+		func() runtime.Object { return &apps.Deployment{} }, func() runtime.Object { return &appsv1.Deployment{} })
 }
