@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +16,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/svcnet/svcnet/apiserver/authz"
+	"github.com/svcnet/svcnet/controller/daemonset"
+	"github.com/svcnet/svcnet/internal/version"
 )
 
 // KubeProxyConfigMap is the ConfigMap (kube-system/kube-proxy, key
@@ -79,6 +82,9 @@ func ensureKubeProxyConfig(ctx context.Context, client kubernetes.Interface, cfg
 	if err != nil {
 		return fmt.Errorf("configmap %s: %w", KubeProxyConfigMap, err)
 	}
+	if err := ensureKubeProxyDaemonSet(ctx, client); err != nil {
+		return err
+	}
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: ns},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{name},
 			Verbs: []string{"get", "list", "watch"}}}}
@@ -98,6 +104,46 @@ func ensureNamespace(ctx context.Context, client kubernetes.Interface, name stri
 	_, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// ensureKubeProxyDaemonSet describes the nodes' proxies as kubeadm's
+// kube-proxy DaemonSet of kube-system (`kubectl get daemonset kube-proxy
+// -n kube-system`, as the seeds do). svcnet's node agents run them as
+// processes, not pods: the DaemonSet carries daemonset.NodeAgentAnnotation,
+// so that the DaemonSet controller creates no pods for it and counts the
+// Ready nodes it selects as its ready proxies.
+func ensureKubeProxyDaemonSet(ctx context.Context, client kubernetes.Interface) error {
+	ns, name, _ := strings.Cut(KubeProxyConfigMap, "/")
+	labels := map[string]string{"k8s-app": "kube-proxy"}
+	privileged := true
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: ns, Labels: labels,
+			Annotations: map[string]string{daemonset.NodeAgentAnnotation: "true"}},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: v1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: v1.PodSpec{
+					Containers: []v1.Container{{Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:" + version.KubernetesGitVersion,
+						Command: []string{"/usr/local/bin/kube-proxy", "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=$(NODE_NAME)"},
+						Env: []v1.EnvVar{{Name: "NODE_NAME", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
+						SecurityContext: &v1.SecurityContext{Privileged: &privileged},
+						VolumeMounts:    []v1.VolumeMount{{Name: name, MountPath: "/var/lib/kube-proxy"}}}},
+					Volumes: []v1.Volume{{Name: name, VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{
+						LocalObjectReference: v1.LocalObjectReference{Name: name}}}}},
+					HostNetwork:        true,
+					NodeSelector:       map[string]string{"kubernetes.io/os": "linux"},
+					PriorityClassName:  "system-node-critical",
+					ServiceAccountName: "kube-proxy",
+					Tolerations:        []v1.Toleration{{Operator: v1.TolerationOpExists}},
+				},
+			},
+		},
+	}
+	if _, err := client.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("daemonset kube-proxy: %w", err)
 	}
 	return nil
 }

@@ -18,6 +18,14 @@ func kubeProxyConfig(s *scenario) {
 		s.errorf([]string{"kubectl get cm kube-proxy -n kube-system"}, conf, "config.conf is not a KubeProxyConfiguration with mode %s", s.c.mode)
 		return
 	}
+	// The proxies as kubeadm's DaemonSet shows them (seed 000).
+	s.eventually(60*time.Second, "the kube-proxy DaemonSet counts 3 ready proxies", func() ([]string, string, bool) {
+		out, _ := s.c.kubectl("get", "daemonset", "kube-proxy", "-n", "kube-system")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		ok := len(lines) == 2 && strings.Join(strings.Fields(lines[0]), " ") == "NAME DESIRED CURRENT READY UP-TO-DATE AVAILABLE NODE SELECTOR AGE" &&
+			strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "kube-proxy 3 3 3 3 3 kubernetes.io/os=linux ")
+		return []string{"kubectl get daemonset kube-proxy -n kube-system"}, out, ok
+	})
 	to := map[string]string{"iptables": "nftables", "nftables": "iptables"}[s.c.mode]
 	if to == "" {
 		return
