@@ -87,6 +87,8 @@ func builtinResources() []resourceDef {
 			New: typed[appsv1.Deployment](), NewList: typed[appsv1.DeploymentList]()}, core.NewDeploymentStrategy},
 		{registry.ResourceInfo{GVR: apps.WithResource("replicasets"), Kind: "ReplicaSet", Singular: "replicaset", Generation: true, Namespaced: true, ShortNames: []string{"rs"}, Categories: []string{"all"}, Status: true, Scale: true,
 			New: typed[appsv1.ReplicaSet](), NewList: typed[appsv1.ReplicaSetList]()}, core.NewReplicaSetStrategy},
+		{registry.ResourceInfo{GVR: apps.WithResource("daemonsets"), Kind: "DaemonSet", Singular: "daemonset", Generation: true, Namespaced: true, ShortNames: []string{"ds"}, Categories: []string{"all"}, Status: true,
+			New: typed[appsv1.DaemonSet](), NewList: typed[appsv1.DaemonSetList]()}, core.NewDaemonSetStrategy},
 		{registry.ResourceInfo{GVR: coordinationv1.SchemeGroupVersion.WithResource("leases"), Kind: "Lease", Singular: "lease", Namespaced: true,
 			New: typed[coordinationv1.Lease](), NewList: typed[coordinationv1.LeaseList]()}, core.NewLeaseStrategy},
 		{registry.ResourceInfo{GVR: networkingv1.SchemeGroupVersion.WithResource("networkpolicies"), Kind: "NetworkPolicy", Singular: "networkpolicy", Namespaced: true, ShortNames: []string{"netpol"}, Generation: true,

@@ -127,8 +127,8 @@ func ensureKubeProxyDaemonSet(ctx context.Context, client kubernetes.Interface) 
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: v1.PodSpec{
 					Containers: []v1.Container{{Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:" + version.KubernetesGitVersion,
-						Command: []string{"/usr/local/bin/kube-proxy", "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=$(NODE_NAME)"},
-						Env: []v1.EnvVar{{Name: "NODE_NAME", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
+						Command:         []string{"/usr/local/bin/kube-proxy", "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=$(NODE_NAME)"},
+						Env:             []v1.EnvVar{{Name: "NODE_NAME", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
 						SecurityContext: &v1.SecurityContext{Privileged: &privileged},
 						VolumeMounts:    []v1.VolumeMount{{Name: name, MountPath: "/var/lib/kube-proxy"}}}},
 					Volumes: []v1.Volume{{Name: name, VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{

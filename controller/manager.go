@@ -1,5 +1,5 @@
 // Package controller runs svcnet's controllers — Endpoints, EndpointSlices,
-// EndpointSlice mirroring, Deployments, ReplicaSets, the scheduler, garbage
+// EndpointSlice mirroring, Deployments, ReplicaSets, DaemonSets, the scheduler, garbage
 // collection, namespace finalization, LoadBalancer IPAM and the node lifecycle health check — against any Kubernetes API server,
 // sharing one informer factory and one event broadcaster, as
 // kube-controller-manager does. Each controller lives in its own
@@ -24,6 +24,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/svcnet/svcnet/controller/daemonset"
 	"github.com/svcnet/svcnet/controller/deployment"
 	"github.com/svcnet/svcnet/controller/endpoints"
 	"github.com/svcnet/svcnet/controller/endpointslice"
@@ -44,6 +45,7 @@ const (
 	Mirroring     = "endpointslicemirroring"
 	Deployment    = "deployment"
 	ReplicaSet    = "replicaset"
+	DaemonSet     = "daemonset"
 	Scheduler     = "scheduler"
 	GC            = "garbagecollector"
 	LBIPAM        = "lbipam"
@@ -53,7 +55,7 @@ const (
 )
 
 // All lists every controller name.
-var All = []string{Endpoints, EndpointSlice, Mirroring, Deployment, ReplicaSet, Scheduler, GC, LBIPAM, ServiceCIDRs, Namespace, NodeLifecycle}
+var All = []string{Endpoints, EndpointSlice, Mirroring, Deployment, ReplicaSet, DaemonSet, Scheduler, GC, LBIPAM, ServiceCIDRs, Namespace, NodeLifecycle}
 
 // Options configure Run.
 type Options struct {
@@ -131,6 +133,10 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	}
 	if on(ReplicaSet) {
 		c := replicaset.New(client, factory, recorder("replicaset-controller"), log)
+		runs = append(runs, func(ctx context.Context) error { return c.Run(ctx, workers) })
+	}
+	if on(DaemonSet) {
+		c := daemonset.New(client, factory, recorder("daemonset-controller"), log)
 		runs = append(runs, func(ctx context.Context) error { return c.Run(ctx, workers) })
 	}
 	if on(Deployment) {

@@ -33,7 +33,7 @@ type DefaultPolicy struct {
 // `svcnet controllers` (or the apiserver itself) does their work.
 var SvcnetControllers = []string{
 	"endpoint-controller", "endpointslice-controller", "endpointslicemirroring-controller",
-	"deployment-controller", "replicaset-controller", "generic-garbage-collector",
+	"deployment-controller", "replicaset-controller", "daemon-set-controller", "generic-garbage-collector",
 	"service-controller", // LoadBalancer IP assignment (lbipam) writes services/status
 	"namespace-controller", "clusterrole-aggregation-controller",
 	"node-controller", // the node lifecycle health check

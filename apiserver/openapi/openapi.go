@@ -82,6 +82,8 @@ func DefaultResources() []Resource {
 			Object: &appsv1.Deployment{}, List: &appsv1.DeploymentList{}, Subresources: []string{"status", "scale"}},
 		{GVK: appsv1.SchemeGroupVersion.WithKind("ReplicaSet"), Resource: "replicasets", Namespaced: true,
 			Object: &appsv1.ReplicaSet{}, List: &appsv1.ReplicaSetList{}, Subresources: []string{"status", "scale"}},
+		{GVK: appsv1.SchemeGroupVersion.WithKind("DaemonSet"), Resource: "daemonsets", Namespaced: true,
+			Object: &appsv1.DaemonSet{}, List: &appsv1.DaemonSetList{}, Subresources: []string{"status"}},
 		{GVK: coordinationv1.SchemeGroupVersion.WithKind("Lease"), Resource: "leases", Namespaced: true,
 			Object: &coordinationv1.Lease{}, List: &coordinationv1.LeaseList{}},
 		{GVK: networkingv1.SchemeGroupVersion.WithKind("ServiceCIDR"), Resource: "servicecidrs",

@@ -41,6 +41,7 @@ var printers = map[schema.GroupResource]printer{
 	{Resource: "configmaps"}:                                  configMapPrinter,
 	{Group: "apps", Resource: "deployments"}:                  deploymentPrinter,
 	{Group: "apps", Resource: "replicasets"}:                  replicaSetPrinter,
+	{Group: "apps", Resource: "daemonsets"}:                   daemonSetPrinter,
 	{Group: "apps", Resource: "deployments/scale"}:            scalePrinter,
 	{Group: "apps", Resource: "replicasets/scale"}:            scalePrinter,
 	{Group: "coordination.k8s.io", Resource: "leases"}:        leasePrinter,
@@ -381,6 +382,38 @@ var replicaSetPrinter = printer{
 		names, images := containerCells(rs.Spec.Template.Spec.Containers)
 		return []any{rs.Name, int64(replicas(rs.Spec.Replicas)), int64(rs.Status.Replicas), int64(rs.Status.ReadyReplicas),
 			age(rs.CreationTimestamp, now), names, images, metav1.FormatLabelSelector(rs.Spec.Selector)}, nil
+	},
+}
+
+var (
+	dsStatusDoc = appsv1.DaemonSetStatus{}.SwaggerDoc()
+	dsSpecDoc   = appsv1.DaemonSetSpec{}.SwaggerDoc()
+)
+
+var daemonSetPrinter = printer{
+	columns: []metav1.TableColumnDefinition{
+		nameColumn,
+		{Name: "Desired", Type: "integer", Description: dsStatusDoc["desiredNumberScheduled"]},
+		{Name: "Current", Type: "integer", Description: dsStatusDoc["currentNumberScheduled"]},
+		{Name: "Ready", Type: "integer", Description: dsStatusDoc["numberReady"]},
+		{Name: "Up-to-date", Type: "integer", Description: dsStatusDoc["updatedNumberScheduled"]},
+		{Name: "Available", Type: "integer", Description: dsStatusDoc["numberAvailable"]},
+		{Name: "Node Selector", Type: "string", Description: podSpecDoc["nodeSelector"]},
+		ageColumn,
+		{Name: "Containers", Type: "string", Priority: 1, Description: containersDesc},
+		{Name: "Images", Type: "string", Priority: 1, Description: imagesDesc},
+		{Name: "Selector", Type: "string", Priority: 1, Description: dsSpecDoc["selector"]},
+	},
+	row: func(obj runtime.Object, now time.Time) ([]any, error) {
+		ds, ok := obj.(*appsv1.DaemonSet)
+		if !ok {
+			return nil, wrongType("DaemonSet", obj)
+		}
+		st := &ds.Status
+		names, images := containerCells(ds.Spec.Template.Spec.Containers)
+		return []any{ds.Name, int64(st.DesiredNumberScheduled), int64(st.CurrentNumberScheduled), int64(st.NumberReady),
+			int64(st.UpdatedNumberScheduled), int64(st.NumberAvailable), labels.FormatLabels(ds.Spec.Template.Spec.NodeSelector),
+			age(ds.CreationTimestamp, now), names, images, metav1.FormatLabelSelector(ds.Spec.Selector)}, nil
 	},
 }
 

@@ -88,6 +88,7 @@ func main() {
 		{"pod-default", podDefaultCase},
 		{"pod-create", podCreateCase},
 		{"pod-update", podUpdateCase},
+		{"deployment-podtemplate", deploymentPodCase},
 		{"deployment-default", deploymentDefaultCase},
 		{"deployment-create", deploymentCreateCase},
 		{"deployment-update", deploymentUpdateCase},
@@ -95,6 +96,9 @@ func main() {
 		{"replicaset-create", replicaSetCreateCase},
 		{"replicaset-update", replicaSetUpdateCase},
 		{"replicaset-status", replicaSetStatusCase},
+		{"daemonset-create", daemonSetCreateCase},
+		{"daemonset-update", daemonSetUpdateCase},
+		{"daemonset-status", daemonSetStatusCase},
 	}
 	want := map[string]bool{}
 	for _, k := range strings.Split(*only, ",") {
