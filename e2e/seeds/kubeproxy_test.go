@@ -26,6 +26,26 @@ func kubeProxyConfig(s *scenario) {
 			strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "kube-proxy 3 3 3 3 3 kubernetes.io/os=linux ")
 		return []string{"kubectl get daemonset kube-proxy -n kube-system"}, out, ok
 	})
+	// A user's DaemonSet: a pod on each node it tolerates (not the
+	// control-plane node, whose NoSchedule taint it does not), running.
+	s.applyYAML("ds.yaml", `apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      containers: [{name: agent, image: "jocatalin/kubernetes-bootcamp:v1"}]
+`)
+	s.eventually(90*time.Second, "the DaemonSet runs a ready pod on each worker", func() ([]string, string, bool) {
+		out, _ := s.c.kubectl("get", "daemonset", "agent", "--no-headers")
+		pods, _ := s.c.kubectl("get", "pods", "-l", "app=agent", "-o", "jsonpath={range .items[*]}{.spec.nodeName} {.status.phase}{\"\\n\"}{end}")
+		return []string{"kubectl get daemonset agent", "kubectl get pods -l app=agent"}, out + pods,
+			strings.HasPrefix(strings.Join(strings.Fields(out), " "), "agent 2 2 2 2 2 <none> ") &&
+				strings.Contains(pods, s.c.nodeName(2)+" Running") && strings.Contains(pods, s.c.nodeName(3)+" Running")
+	})
+	s.kubectl("delete", "daemonset", "agent")
 	to := map[string]string{"iptables": "nftables", "nftables": "iptables"}[s.c.mode]
 	if to == "" {
 		return
