@@ -40,6 +40,10 @@ type netlinkApplier struct {
 	// this process's own).
 	netns string
 
+	// afterPart, when set (tests), runs after each transaction of
+	// applyParts has been committed.
+	afterPart func()
+
 	mu sync.Mutex
 	// sets remembers the key and value types of the table's named sets
 	// and maps, learnt from the plan's "add set/map" ops (a full sync, the
@@ -191,6 +195,9 @@ func (a *netlinkApplier) applyParts(ctx context.Context, parts [][]op) error {
 		}
 		if err := a.send(e.msgs); err != nil {
 			return err
+		}
+		if a.afterPart != nil {
+			a.afterPart()
 		}
 		if err := ctx.Err(); err != nil {
 			return err

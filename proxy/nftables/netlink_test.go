@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -165,8 +166,65 @@ func netlinkMatchesNFT(t *testing.T, choice string) {
 			}
 		}
 		step("partial sync", req(false, "ns1/svc1", "ns6/svc6", "sched/mh", "ns1/dual", "ns1/direct"))
+		// The second full sync replaces a table that exists: with the
+		// parts subtest's thresholds in parts (replaceParts), each of which
+		// must leave every Service reachable as before: the old dispatch
+		// elements stay until the last part and lead to chains that are
+		// there and not empty.
+		var before []string
+		if a, ok := nl.apply.(*netlinkApplier); ok && choice == "map" && freshTableAnonSets == 1 {
+			before = dispatchElements(t, nsNL.Name, fam)
+			parts := 0
+			a.afterPart = func() {
+				parts++
+				table := nftList(t, nsNL.Name, fam)
+				now := dispatchElements(t, nsNL.Name, fam)
+				for _, e := range before {
+					if !slices.Contains(now, e) {
+						t.Errorf("v6=%v after part %d: dispatch element %q is gone", v6, parts, e)
+					}
+				}
+				for _, e := range now {
+					chain := e[strings.LastIndex(e, " ")+1:]
+					if m := regexp.MustCompile(`(?s)chain ` + regexp.QuoteMeta(chain) + ` \{\n(.*?)\n\t\}`).FindStringSubmatch(table); m == nil || strings.TrimSpace(m[1]) == "" {
+						t.Errorf("v6=%v after part %d: %q leads to a missing or empty chain", v6, parts, e)
+					}
+				}
+			}
+			defer func() {
+				a.afterPart = nil
+				if parts < 3 {
+					t.Errorf("v6=%v: the second full sync came in %d parts, want several", v6, parts)
+				}
+			}()
+		}
 		step("second full sync", req(true))
+		_ = before
 	}
+}
+
+// dispatchElements lists the elements of the service-ips and
+// service-nodeports maps ("key : goto chain").
+func dispatchElements(t *testing.T, ns string, fam knftables.Family) []string {
+	t.Helper()
+	var out []string
+	for _, m := range []string{serviceIPsMap, serviceNodePortsMap} {
+		list, err := proxy.OSExecutor{NetNS: ns}.Run(context.Background(), nil, "nft", "list", "map", string(fam), TableName, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := string(list)
+		if i := strings.Index(body, "elements = {"); i >= 0 {
+			body = body[i+len("elements = {"):]
+			body = body[:strings.Index(body, "}")]
+			for _, e := range strings.Split(body, ",") {
+				if e = strings.Join(strings.Fields(e), " "); e != "" {
+					out = append(out, e)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // lineDiff lists the lines only one side has (-nft, +netlink).
