@@ -32,6 +32,7 @@ type config struct {
 	reps           int
 	repsLarge      int // repetitions at 30,000 Services and more (0: reps)
 	changes        int
+	restart        bool
 	connects       int
 	maxConnSize    int
 	syncTimeout    time.Duration
@@ -87,6 +88,7 @@ func main() {
 	flag.IntVar(&cfg.reps, "reps", 3, "repetitions of every measurement (svcnet and peer alternate their order)")
 	flag.IntVar(&cfg.repsLarge, "reps-large", 0, "repetitions of the proxy measurements at 30,000 Services and more (0: -reps); kube-proxy's start takes minutes there")
 	flag.IntVar(&cfg.changes, "changes", 5, "one-change syncs per proxy run")
+	flag.BoolVar(&cfg.restart, "restart", true, "after the changes, restart the proxy over its programmed rules and time its first sync")
 	flag.IntVar(&cfg.endpointSpread, "endpoint-spread", 0, "give Service i 1 + i%K endpoints (K at most 64) instead of 10 each, and also measure connects to Service K-1 (\"widest\"): in svcnet's shared layout the last of K direct choice maps a new ClusterIP connection looks up")
 	flag.BoolVar(&cfg.loadBalancers, "load-balancers", false, "make the proxy bench's Services LoadBalancer Services (externalTrafficPolicy Cluster, no NodePort) with an address of their own in 100.64.0.0/10, in their status as a LoadBalancer controller writes it")
 	flag.IntVar(&cfg.connects, "connects", 1000, "TCP connects per latency measurement")

@@ -405,6 +405,7 @@ func (b *proxyBed) synced(c *http.Client) error {
 }
 
 type proxyOpts struct {
+	restart  bool // also measure a restart over the programmed rules
 	changes  int
 	connects int
 	maxConn  int // connect latency only up to this many Services
@@ -551,6 +552,38 @@ func (b *proxyBed) runProxy(res *results, bins *peers, impl, mode string, n int,
 		res.add((after.v("kubeproxy_sync_proxy_rules_duration_seconds_sum")-before.v("kubeproxy_sync_proxy_rules_duration_seconds_sum"))/dc, "proxy", mode, n, "onechange", impl)
 		res.add(dc, "proxy", mode, n, "onechange-syncs", impl)
 	}
+
+	// A restart on a programmed node: the proxy stops, its rules stay, and
+	// a new process of the same proxy starts and programs everything again
+	// over them (a node's proxy after an upgrade, a crash or a changed
+	// configuration; the same full sync as the one kube-proxy runs every
+	// hour).
+	if !o.restart {
+		return nil
+	}
+	p.stop(30 * time.Second)
+	t0 = time.Now()
+	p, err = startIn(b.node.Name, impl, logPath+".restart", b.proxyArgs(bins, impl, mode)...)
+	if err != nil {
+		return err
+	}
+	if err := waitFor(o.timeout, 20*time.Millisecond, impl+" sync after a restart", func() error {
+		if p.exited() {
+			return fmt.Errorf("exited: %s", p.tail(30))
+		}
+		if m, err = scrape(hc, "http://127.0.0.1:10249/metrics"); err != nil {
+			return err
+		}
+		if m.v("kubeproxy_sync_proxy_rules_last_timestamp_seconds") <= 0 {
+			return fmt.Errorf("no sync yet")
+		}
+		return b.synced(hc)
+	}); err != nil {
+		return err
+	}
+	restart := m.v("kubeproxy_sync_proxy_rules_last_timestamp_seconds") - float64(t0.UnixNano())/1e9
+	res.add(restart, "proxy", mode, n, "restart", impl)
+	logf("  %s %s n=%d: programmed after a restart over its rules in %.2fs", impl, mode, n, restart)
 	return nil
 }
 
@@ -630,7 +663,7 @@ func benchProxies(res *results, bins *peers, cfg *config) error {
 					}
 					for _, impl := range order {
 						if err := b.runProxy(res, bins, impl, mode, n, proxyOpts{changes: cfg.changes, connects: cfg.connects,
-							maxConn: cfg.maxConnSize, timeout: cfg.syncTimeout}); err != nil {
+							maxConn: cfg.maxConnSize, timeout: cfg.syncTimeout, restart: cfg.restart}); err != nil {
 							logf("  %s %s n=%d rep %d: %v", impl, mode, n, rep, err)
 							res.note(fmt.Sprintf("%s %s mode, %d Services, repetition %d: %v", impl, mode, n, rep+1, firstLine(err.Error())))
 						}

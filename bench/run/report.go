@@ -140,6 +140,19 @@ func writeReport(res *results, bins *peers, cfg *config, done map[string]bool) e
 			"legacy programs first on its PATH, as its image's iptables wrapper arranges on a node whose kubelet uses them; " +
 			"svcnet with `--iptables-backend legacy`), the others on the system's `iptables`, iptables-nft.\n\n")
 		pooledPeerStarts(w, cfg, res)
+		if cfg.restart {
+			w("**Programmed after a restart**: the proxy stops after its changes, its rules stay in the kernel, and a new " +
+				"process of the same proxy starts and programs everything over them (a node's proxy after an upgrade, a " +
+				"crash or a changed configuration; the same full sync kube-proxy runs every hour), timed as programmed " +
+				"after start.\n\n| mode | Services | programmed after a restart: kube-proxy / svcnet | ratio |\n|---|---|---|---|\n")
+			for _, mode := range cfg.modes {
+				for _, n := range cfg.sizes {
+					g := func(impl string) stat { return stats(res.get("proxy", mode, n, "restart", impl)) }
+					w("| %s | %d | %s / %s | %s |\n", mode, n, g("kube-proxy").format("s"), g("svcnet").format("s"), ratio(g("svcnet"), g("kube-proxy")))
+				}
+			}
+			w("\n")
+		}
 		w("### TCP connect latency through the rules\n\n")
 		w("%d TCP connects (connect() until established; the endpoint accepts and closes) from the node namespace to the "+
 			"ClusterIP of the first and of the last of the N Services (in creation order), after the proxy's first sync; "+
