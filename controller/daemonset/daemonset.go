@@ -279,7 +279,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	owned, err := c.claimPods(ctx, ds, sel, all)
+	owned, err := podutil.ClaimPods(ctx, c.client, ds, dsKind, sel, all)
 	if err != nil {
 		return err
 	}
@@ -299,50 +299,6 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.queue.AddAfter(key, time.Duration(ds.Spec.MinReadySeconds)*time.Second)
 	}
 	return manageErr
-}
-
-// claimPods adopts matching orphans and releases owned pods that no longer
-// match; it returns the pods this DaemonSet controls afterwards.
-func (c *Controller) claimPods(ctx context.Context, ds *appsv1.DaemonSet, sel labels.Selector, pods []*corev1.Pod) ([]*corev1.Pod, error) {
-	var owned []*corev1.Pod
-	var errs []error
-	for _, p := range pods {
-		ref := metav1.GetControllerOf(p)
-		matches := sel.Matches(labels.Set(p.Labels))
-		switch {
-		case ref != nil && ref.UID == ds.UID:
-			if matches {
-				owned = append(owned, p)
-				continue
-			}
-			if p.DeletionTimestamp != nil {
-				continue
-			}
-			cp := p.DeepCopy()
-			var refs []metav1.OwnerReference
-			for _, r := range cp.OwnerReferences {
-				if r.UID != ds.UID {
-					refs = append(refs, r)
-				}
-			}
-			cp.OwnerReferences = refs
-			if _, err := c.client.CoreV1().Pods(p.Namespace).Update(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("release pod %s: %w", p.Name, err))
-			}
-		case ref == nil && matches && p.DeletionTimestamp == nil && ds.DeletionTimestamp == nil:
-			cp := p.DeepCopy()
-			cp.OwnerReferences = append(cp.OwnerReferences, *metav1.NewControllerRef(ds, dsKind))
-			got, err := c.client.CoreV1().Pods(p.Namespace).Update(ctx, cp, metav1.UpdateOptions{})
-			if err != nil {
-				if !apierrors.IsNotFound(err) {
-					errs = append(errs, fmt.Errorf("adopt pod %s: %w", p.Name, err))
-				}
-				continue
-			}
-			owned = append(owned, got)
-		}
-	}
-	return owned, errors.Join(errs...)
 }
 
 // podNode is the node a daemon pod is on, or is meant for (the matchFields

@@ -215,7 +215,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	owned, err := c.claimPods(ctx, rs, sel, all)
+	owned, err := podutil.ClaimPods(ctx, c.client, rs, rsKind, sel, all)
 	if err != nil {
 		return err
 	}
@@ -245,50 +245,6 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.queue.AddAfter(key, time.Duration(rs.Spec.MinReadySeconds)*time.Second)
 	}
 	return manageErr
-}
-
-// claimPods adopts matching orphans and releases owned pods that no longer
-// match; it returns the pods this ReplicaSet controls afterwards.
-func (c *Controller) claimPods(ctx context.Context, rs *appsv1.ReplicaSet, sel labels.Selector, pods []*corev1.Pod) ([]*corev1.Pod, error) {
-	var owned []*corev1.Pod
-	var errs []error
-	for _, p := range pods {
-		ref := metav1.GetControllerOf(p)
-		matches := sel.Matches(labels.Set(p.Labels))
-		switch {
-		case ref != nil && ref.UID == rs.UID:
-			if matches {
-				owned = append(owned, p)
-				continue
-			}
-			if p.DeletionTimestamp != nil {
-				continue
-			}
-			cp := p.DeepCopy()
-			var refs []metav1.OwnerReference
-			for _, r := range cp.OwnerReferences {
-				if r.UID != rs.UID {
-					refs = append(refs, r)
-				}
-			}
-			cp.OwnerReferences = refs
-			if _, err := c.client.CoreV1().Pods(p.Namespace).Update(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("release pod %s: %w", p.Name, err))
-			}
-		case ref == nil && matches && p.DeletionTimestamp == nil && rs.DeletionTimestamp == nil:
-			cp := p.DeepCopy()
-			cp.OwnerReferences = append(cp.OwnerReferences, *metav1.NewControllerRef(rs, rsKind))
-			got, err := c.client.CoreV1().Pods(p.Namespace).Update(ctx, cp, metav1.UpdateOptions{})
-			if err != nil {
-				if !apierrors.IsNotFound(err) {
-					errs = append(errs, fmt.Errorf("adopt pod %s: %w", p.Name, err))
-				}
-				continue
-			}
-			owned = append(owned, got)
-		}
-	}
-	return owned, errors.Join(errs...)
 }
 
 func (c *Controller) manage(ctx context.Context, rs *appsv1.ReplicaSet, active []*corev1.Pod, key string) error {
