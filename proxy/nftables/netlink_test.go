@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	gnft "github.com/google/nftables"
 	"golang.org/x/sys/unix"
@@ -141,8 +142,15 @@ func netlinkMatchesNFT(t *testing.T, choice string) {
 			r.Node.IPs = append(r.Node.IPs, netip.MustParseAddr("2001:db8::1"))
 			return r
 		}
+		// One clock for both, so that they retire stale chains (a second
+		// after they became unreferenced) at the same syncs however slowly
+		// the machine runs them.
+		clock := time.Unix(1_700_000_000, 0)
+		text.now = func() time.Time { return clock }
+		nl.now = text.now
 		step := func(what string, r *proxy.SyncRequest) {
 			t.Helper()
+			clock = clock.Add(2 * time.Second)
 			if err := text.Sync(ctx, r); err != nil {
 				t.Fatalf("%s: nft: %v", what, err)
 			}
