@@ -446,7 +446,10 @@ func (c *Controller) syncRevision(ctx context.Context, d *appsv1.Deployment, rs 
 			cp.Annotations = map[string]string{}
 		}
 		cp.Annotations[RevisionAnnotation] = rev
-		got, err := c.client.AppsV1().Deployments(d.Namespace).Update(ctx, cp, metav1.UpdateOptions{})
+		// Through /status, as kube-controller-manager writes it: a
+		// Deployment's annotations are part of its generation (they are
+		// copied to its ReplicaSets), and /status keeps the generation.
+		got, err := c.client.AppsV1().Deployments(d.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{})
 		if err != nil {
 			return fmt.Errorf("update revision of deployment %s/%s: %w", d.Namespace, d.Name, err)
 		}

@@ -2,7 +2,7 @@
 // like a real API server for controller tests: generateName produces a name
 // with a 5-character random suffix, new objects get a UID, a creation
 // timestamp and generation 1, and an update of the status subresource
-// changes only the stored object's status (client-go's tracker would store
+// changes only the stored object's status and annotations (client-go's tracker would store
 // the whole object, so a controller writing status from a stale cache copy
 // would silently undo a concurrent spec change, which a real API server
 // never does).
@@ -80,6 +80,12 @@ func withReactors(c *fake.Clientset) *fake.Clientset {
 			return false, nil, nil
 		}
 		dst.Set(src)
+		// The request's annotations too, as the API servers' /status
+		// strategies keep them (a deployment controller writes its revision
+		// annotation there).
+		if om, err := metaOf(out); err == nil {
+			om.SetAnnotations(m.GetAnnotations())
+		}
 		if err := c.Tracker().Update(a.GetResource(), out, a.GetNamespace()); err != nil {
 			return true, nil, err
 		}
