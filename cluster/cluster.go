@@ -352,24 +352,16 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			args = append(args, "--node-labels", "node-role.kubernetes.io/control-plane=",
 				"--register-with-taints", "node-role.kubernetes.io/control-plane:NoSchedule")
 		}
-		if err := c.start("node-"+strconv.Itoa(i), args...); err != nil {
+		// The node's proxy is a static pod of its agent (kube-system/
+		// kube-proxy-NODE), as kube-proxy was on kube-up clusters: its log
+		// is the pod's (`kubectl logs -n kube-system kube-proxy-NODE`) and
+		// the agent restarts it when it exits.
+		manifests := filepath.Join(cfg.DataDir, "nodes", name, "manifests")
+		if err := writeKubeProxyManifest(manifests, cfg, kcs["proxy"], name); err != nil {
 			return nil, err
 		}
-		// The mode, cluster CIDR, NodePort addresses and sync periods come
-		// from the kube-proxy ConfigMap (kubeProxyConfig). --min-sync-period:
-		// kube-proxy's 1 s (with a burst of two syncs) bounds the CPU of large
-		// clusters' syncs; a local cluster's partial syncs take
-		// milliseconds, and at 1 s a third change within a second (a pod
-		// that starts: created, address, Ready) waited up to a second for
-		// its rules. The Kubernetes documentation advises a lower value for
-		// small clusters. A --proxy-arg given to svcnet up wins over the
-		// ConfigMap.
-		proxyArgs := []string{"nsenter", nsPath, "--", cfg.Exe, "proxy", "--kubeconfig", kcs["proxy"],
-			"--hostname-override", name, "--config-map", KubeProxyConfigMap}
-		// No --service-cluster-ip-range: the proxies read the ServiceCIDR
-		// objects, as kube-proxy does (ranges added at run time count).
-		proxyArgs = append(proxyArgs, cfg.ProxyArgs...)
-		if err := c.start("proxy-"+strconv.Itoa(i), proxyArgs...); err != nil {
+		args = append(args, "--pod-manifest-path", manifests)
+		if err := c.start("node-"+strconv.Itoa(i), args...); err != nil {
 			return nil, err
 		}
 		// NetworkPolicy enforcement for this node's pods, in its own table.

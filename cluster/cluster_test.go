@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -202,21 +201,34 @@ spec:
 	if err != nil || !strings.Contains(string(conf), "mode: nftables\n") || !strings.Contains(string(conf), "minSyncPeriod: "+upMinSyncPeriod+"\n") {
 		t.Errorf("kube-proxy ConfigMap (%v):\n%s", err, conf)
 	}
-	var st struct {
-		PIDs []int `json:"pids"`
+	// Each node's proxy is its agent's static pod: mirror pods
+	// kube-system/kube-proxy-NODE, Running, whose log is the proxy's.
+	kubectl := func(args ...string) (string, error) {
+		out, err := exec.Command("ip", append([]string{"netns", "exec", lab.Name, bin, "kubectl", "--kubeconfig",
+			filepath.Join(dir, "kubeconfig")}, args...)...).CombinedOutput()
+		return string(out), err
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "cluster.json")); err != nil || json.Unmarshal(b, &st) != nil {
-		t.Fatalf("reading the cluster state: %v", err)
+	for i := 1; i <= 2; i++ {
+		pod := "kube-proxy-" + NodeName(prefix, i)
+		if out, err := kubectl("get", "pod", "-n", "kube-system", pod, "-o",
+			`jsonpath={.status.phase} {.metadata.annotations.kubernetes\.io/config\.source} {.metadata.ownerReferences[0].kind} {.spec.hostNetwork} {.status.podIP}`); err != nil ||
+			out != fmt.Sprintf("Running file Node true 172.18.0.%d", i+1) {
+			t.Errorf("mirror pod %s (%v): %q", pod, err, out)
+		}
+		if out, err := kubectl("logs", "-n", "kube-system", pod); err != nil || !strings.Contains(out, `msg="Using nftables Proxier"`) {
+			t.Errorf("kubectl logs %s (%v):\n%s", pod, err, out)
+		}
 	}
 	proxies := 0
-	for _, pid := range st.PIDs {
-		cl, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if args := strings.Split(string(cl), "\x00"); err != nil || len(args) < 2 || args[1] != "proxy" {
+	procs, _ := os.ReadDir("/proc")
+	for _, e := range procs {
+		cl, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if args := strings.Split(string(cl), "\x00"); err != nil || len(args) < 2 || args[1] != "proxy" || !strings.Contains(string(cl), dir) {
 			continue
 		}
 		proxies++
 		if !strings.Contains(string(cl), "\x00--config-map\x00"+KubeProxyConfigMap+"\x00") {
-			t.Errorf("proxy %d runs without --config-map %s: %q", pid, KubeProxyConfigMap, cl)
+			t.Errorf("proxy %s runs without --config-map %s: %q", e.Name(), KubeProxyConfigMap, cl)
 		}
 	}
 	if proxies != 2 {

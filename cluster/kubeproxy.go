@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -146,4 +148,43 @@ func ensureKubeProxyDaemonSet(ctx context.Context, client kubernetes.Interface) 
 		return fmt.Errorf("daemonset kube-proxy: %w", err)
 	}
 	return nil
+}
+
+// writeKubeProxyManifest writes the static pod of a node's proxy into its
+// agent's manifest directory. The mode, cluster CIDR, NodePort addresses
+// and sync periods come from the kube-proxy ConfigMap (kubeProxyConfig).
+// --min-sync-period: kube-proxy's 1 s (with a burst of two syncs) bounds the
+// CPU of large clusters' syncs; a local cluster's partial syncs take
+// milliseconds, and at 1 s a third change within a second (a pod that
+// starts: created, address, Ready) waited up to a second for its rules.
+// The Kubernetes documentation advises a lower value for small clusters.
+// A --proxy-arg given to svcnet up wins over the ConfigMap. There is no
+// --service-cluster-ip-range: the proxies read the ServiceCIDR objects, as
+// kube-proxy does (ranges added at run time count).
+func writeKubeProxyManifest(dir string, cfg Config, kubeconfig, node string) error {
+	command := append([]string{cfg.Exe, "proxy", "--kubeconfig", kubeconfig, "--hostname-override", node,
+		"--config-map", KubeProxyConfigMap}, cfg.ProxyArgs...)
+	privileged := true
+	grace := int64(30)
+	pod := &v1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system",
+			Labels: map[string]string{"k8s-app": "kube-proxy", "component": "kube-proxy", "tier": "node"}},
+		Spec: v1.PodSpec{
+			HostNetwork:                   true,
+			PriorityClassName:             "system-node-critical",
+			TerminationGracePeriodSeconds: &grace,
+			Containers: []v1.Container{{Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:" + version.KubernetesGitVersion,
+				Command:         command,
+				SecurityContext: &v1.SecurityContext{Privileged: &privileged}}},
+		},
+	}
+	b, err := yaml.Marshal(pod)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "kube-proxy.yaml"), b, 0o644)
 }

@@ -44,6 +44,7 @@ func init() {
 type nodeFlags struct {
 	kubeconfig, nodeName, nodeIP, podCIDR, clusterDNS, clusterDomain string
 	dataDir, bridge, resolvConf, nsPrefix, labels, listen, taints    string
+	manifests                                                        string
 }
 
 func runNode(ctx context.Context, args []string) error {
@@ -62,6 +63,7 @@ func runNode(ctx context.Context, args []string) error {
 	fs.StringVar(&f.nsPrefix, "netns-prefix", "", "prefix of pod network namespace names (default svcnet-<node-name>-)")
 	fs.StringVar(&f.labels, "node-labels", "", "extra Node labels, k=v,k2=v2")
 	fs.StringVar(&f.taints, "register-with-taints", "", "taints of a newly registered Node, key=value:Effect or key:Effect, comma-separated")
+	fs.StringVar(&f.manifests, "pod-manifest-path", "", "directory of static pod manifests (as the kubelet's): each file's Pod runs on this node without the API server, shown in it as a mirror pod NAME-NODE")
 	fs.StringVar(&f.listen, "listen", ":10250", "address of the node's HTTP endpoints (container logs, exec)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -160,6 +162,7 @@ func runNode(ctx context.Context, args []string) error {
 	a, err := agent.New(agent.Config{
 		NodeName: f.nodeName, NodeIP: nodeIP, PodCIDR: podCIDR, SecondaryNodeIP: nodeIP2, SecondaryPodCIDR: podCIDR2, ClusterDNS: dns, ClusterDomain: f.clusterDomain,
 		HostResolvConf: f.resolvConf, DataDir: f.dataDir, Labels: labels, Taints: taints, Builtin: []string{exe, "builtin"}, Logger: log,
+		StaticPodPath: f.manifests,
 	}, client, rt, hp)
 	if err != nil {
 		return err

@@ -431,6 +431,8 @@ func runProxy(ctx context.Context, args []string) error {
 		go func() { errc <- proxy.ServeHTTPOn(ctx, a.metricsBindAddress, mux) }()
 	}
 	log.Info("starting service proxy", "mode", a.mode, "ipv4", modeCfg.IPv4, "ipv6", modeCfg.IPv6)
+	// kube-proxy's line, which `kubectl logs ... | grep Using` looks for.
+	log.Info(fmt.Sprintf("Using %s Proxier", a.mode))
 	// Without --service-cluster-ip-range the Service ranges come from the
 	// ServiceCIDR objects, as in kube-proxy.
 	if len(a.serviceCIDRs) == 0 {

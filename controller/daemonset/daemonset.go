@@ -30,10 +30,11 @@
 // available. OnDelete leaves out-of-date pods alone.
 //
 // A DaemonSet annotated NodeAgentAnnotation: "true" describes a per-node
-// service that svcnet's node agents run as processes (kube-proxy: svcnet's
-// proxy): the controller creates no pods for it and reports eligible nodes
-// as desired, current and updated, those whose Ready condition is True as
-// ready and available, and the rest as unavailable.
+// service that svcnet's node agents run as static pods (kube-proxy:
+// svcnet's proxy, `svcnet up`): the controller creates no pods for it and
+// reports its eligible nodes as desired, those with a mirror pod its
+// selector matches as current and updated, and those whose mirror pod is
+// Ready as ready and available.
 package daemonset
 
 import (
@@ -75,8 +76,8 @@ import (
 const ControllerName = "daemonset-controller"
 
 // NodeAgentAnnotation marks a DaemonSet whose pods svcnet's node agents
-// replace with processes: value "true" makes the controller create no pods
-// for it and report its status from the eligible nodes.
+// run as static pods: value "true" makes the controller create no pods for
+// it and report its status from the matching mirror pods.
 const NodeAgentAnnotation = "svcnet.io/node-agent"
 
 // Labels the controller puts on the pods it creates, as kube's does.
@@ -179,6 +180,8 @@ func New(client kubernetes.Interface, factory informers.SharedInformerFactory, r
 					c.exp.Observed(key, false)
 				}
 				c.queue.Add(key)
+			} else {
+				c.enqueueMatching(pod)
 			}
 		},
 	})
@@ -219,13 +222,18 @@ func ownerKey(pod *corev1.Pod) string {
 	return pod.Namespace + "/" + ref.Name
 }
 
-// enqueueMatching queues DaemonSets that could adopt an orphan pod.
+// enqueueMatching queues DaemonSets that could adopt an orphan pod, and the
+// node-agent DaemonSets whose status counts a mirror pod.
 func (c *Controller) enqueueMatching(pod *corev1.Pod) {
-	if metav1.GetControllerOf(pod) != nil {
+	_, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]
+	if metav1.GetControllerOf(pod) != nil && !mirror {
 		return
 	}
 	dss, _ := c.dsets.DaemonSets(pod.Namespace).List(labels.Everything())
 	for _, ds := range dss {
+		if mirror != IsNodeAgent(ds) {
+			continue
+		}
 		sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
 		if err != nil || sel.Empty() {
 			continue
@@ -266,9 +274,6 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return err
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
-	if IsNodeAgent(ds) {
-		return c.updateStatus(ctx, ds, NodeAgentStatus(ds, nodes))
-	}
 	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
 	if err != nil || sel.Empty() {
 		// The API server rejects these; never act on a selector that
@@ -278,6 +283,15 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	all, err := c.pods.Pods(ns).List(labels.Everything())
 	if err != nil {
 		return err
+	}
+	if IsNodeAgent(ds) {
+		var mirrors []*corev1.Pod
+		for _, p := range all {
+			if _, ok := p.Annotations[corev1.MirrorPodAnnotationKey]; ok && sel.Matches(labels.Set(p.Labels)) {
+				mirrors = append(mirrors, p)
+			}
+		}
+		return c.updateStatus(ctx, ds, NodeAgentStatus(ds, nodes, mirrors))
 	}
 	owned, err := podutil.ClaimPods(ctx, c.client, ds, dsKind, sel, all)
 	if err != nil {
@@ -755,32 +769,46 @@ func CalculateStatus(ds *appsv1.DaemonSet, nodes []*corev1.Node, byNode map[stri
 	return st
 }
 
-// NodeAgentStatus is the status of a node-agent DaemonSet: its eligible
-// nodes are desired, current and updated; those that are Ready are ready
-// and available.
-func NodeAgentStatus(ds *appsv1.DaemonSet, nodes []*corev1.Node) appsv1.DaemonSetStatus {
+// NodeAgentStatus is the status of a node-agent DaemonSet from the mirror
+// pods its selector matches (the node agents' static pods): its eligible
+// nodes are desired; those with such a pod are current and updated, those
+// whose pod is Ready are ready and available; a pod on a node the
+// DaemonSet would not run on is misscheduled.
+func NodeAgentStatus(ds *appsv1.DaemonSet, nodes []*corev1.Node, mirrors []*corev1.Pod) appsv1.DaemonSetStatus {
 	st := *ds.Status.DeepCopy()
 	st.DesiredNumberScheduled, st.CurrentNumberScheduled, st.NumberMisscheduled = 0, 0, 0
 	st.NumberReady, st.UpdatedNumberScheduled, st.NumberAvailable = 0, 0, 0
+	byNode := podsByNode(mirrors)
 	for _, n := range nodes {
+		pods := byNode[n.Name]
 		if run, _ := ShouldRun(ds, n); !run {
+			if len(pods) > 0 {
+				st.NumberMisscheduled++
+			}
 			continue
 		}
 		st.DesiredNumberScheduled++
-		if nodeReady(n) {
-			st.NumberReady++
+		if len(pods) == 0 {
+			continue
+		}
+		st.CurrentNumberScheduled++
+		for _, p := range pods {
+			if podReady(p) {
+				st.NumberReady++
+				break
+			}
 		}
 	}
-	st.CurrentNumberScheduled, st.UpdatedNumberScheduled, st.NumberAvailable = st.DesiredNumberScheduled, st.DesiredNumberScheduled, st.NumberReady
+	st.UpdatedNumberScheduled, st.NumberAvailable = st.CurrentNumberScheduled, st.NumberReady
 	st.NumberUnavailable = st.DesiredNumberScheduled - st.NumberAvailable
 	st.ObservedGeneration = ds.Generation
 	return st
 }
 
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil
 		}
 	}
 	return false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -270,12 +271,7 @@ func TestRollingUpdate(t *testing.T) {
 		s := status(client, ctx, "agent")
 		return s.NumberAvailable == 3, fmt.Sprintf("%+v", s)
 	})
-	ds, _ := client.AppsV1().DaemonSets("default").Get(ctx, "agent", metav1.GetOptions{})
-	ds.Spec.Template.Spec.Containers[0].Image = "agent:2"
-	ds.Generation, ds.Annotations[appsv1.DeprecatedTemplateGeneration] = 2, "2"
-	if _, err := client.AppsV1().DaemonSets("default").Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	ds := setTemplate(t, ctx, client, "agent:2", 2)
 	newHash := TemplateHash(&ds.Spec.Template)
 	for round := 0; round < 3; round++ {
 		var fresh corev1.Pod
@@ -317,6 +313,33 @@ func TestRollingUpdate(t *testing.T) {
 	})
 }
 
+// setTemplate changes the image of DaemonSet agent's template as the API
+// server would (generation and template generation gen). The fake
+// clientset's UpdateStatus writes the metadata it is given, so a status
+// write of the controller from its older copy can put back the old
+// template generation annotation: the change is made again until it holds.
+func setTemplate(t *testing.T, ctx context.Context, client *fake.Clientset, image string, gen int64) *appsv1.DaemonSet {
+	t.Helper()
+	var ds *appsv1.DaemonSet
+	eventually(t, "template "+image, func() (bool, string) {
+		cur, err := client.AppsV1().DaemonSets("default").Get(ctx, "agent", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		g := strconv.FormatInt(gen, 10)
+		if cur.Spec.Template.Spec.Containers[0].Image == image && cur.Generation == gen && cur.Annotations[appsv1.DeprecatedTemplateGeneration] == g {
+			ds = cur
+			return true, ""
+		}
+		cur.Spec.Template.Spec.Containers[0].Image = image
+		cur.Generation, cur.Annotations[appsv1.DeprecatedTemplateGeneration] = gen, g
+		_, err = client.AppsV1().DaemonSets("default").Update(ctx, cur, metav1.UpdateOptions{})
+		time.Sleep(200 * time.Millisecond)
+		return false, fmt.Sprint(err)
+	})
+	return ds
+}
+
 // TestOnDelete: a template change replaces no pod; a deleted pod comes back
 // from the new template.
 func TestOnDelete(t *testing.T) {
@@ -328,10 +351,7 @@ func TestOnDelete(t *testing.T) {
 		m := pods(client, ctx)
 		return nodesOf(m) == "[a:1 b:1]", nodesOf(m)
 	})
-	ds, _ = client.AppsV1().DaemonSets("default").Get(ctx, "agent", metav1.GetOptions{})
-	ds.Spec.Template.Spec.Containers[0].Image = "agent:2"
-	ds.Generation, ds.Annotations[appsv1.DeprecatedTemplateGeneration] = 2, "2"
-	client.AppsV1().DaemonSets("default").Update(ctx, ds, metav1.UpdateOptions{})
+	setTemplate(t, ctx, client, "agent:2", 2)
 	eventually(t, "observed, nothing updated", func() (bool, string) {
 		s := status(client, ctx, "agent")
 		return s.ObservedGeneration == 2 && s.UpdatedNumberScheduled == 0, fmt.Sprintf("%+v", s)
@@ -356,28 +376,53 @@ func TestOnDelete(t *testing.T) {
 }
 
 // TestNodeAgent: an annotated DaemonSet gets no pods; its status counts
-// eligible nodes and their readiness.
+// the node agents' mirror pods its selector matches, on eligible nodes.
 func TestNodeAgent(t *testing.T) {
 	client, ctx := start(t)
 	ds := daemonSet("kube-proxy")
 	ds.Annotations[NodeAgentAnnotation] = "true"
 	ds.Spec.Template.Spec.HostNetwork = true
-	mustCreate(t, ctx, client, node("a", true, nil), node("b", false, nil),
-		node("c", true, nil, corev1.Taint{Key: "dedicated", Effect: corev1.TaintEffectNoSchedule}), ds)
+	mirror := func(nodeName string, ready bool) *corev1.Pod {
+		st := corev1.ConditionFalse
+		if ready {
+			st = corev1.ConditionTrue
+		}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kube-proxy-" + nodeName,
+			Labels:      map[string]string{"app": "kube-proxy"},
+			Annotations: map[string]string{corev1.MirrorPodAnnotationKey: "h"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: nodeName, UID: types.UID("node-" + nodeName),
+				Controller: ptr.To(true)}}},
+			Spec:   corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "kube-proxy", Image: "p"}}},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}}}
+	}
+	// c's taint is not tolerated: its pod is misscheduled; d has none yet.
+	mustCreate(t, ctx, client, node("a", true, nil), node("b", true, nil),
+		node("c", true, nil, corev1.Taint{Key: "dedicated", Effect: corev1.TaintEffectNoSchedule}), node("d", true, nil),
+		mirror("a", true), mirror("b", false), mirror("c", true), ds)
 	eventually(t, "status", func() (bool, string) {
 		s := status(client, ctx, "kube-proxy")
-		return s.DesiredNumberScheduled == 2 && s.CurrentNumberScheduled == 2 && s.UpdatedNumberScheduled == 2 &&
-			s.NumberReady == 1 && s.NumberAvailable == 1 && s.NumberUnavailable == 1 && s.ObservedGeneration == 1, fmt.Sprintf("%+v", s)
+		return s.DesiredNumberScheduled == 3 && s.CurrentNumberScheduled == 2 && s.UpdatedNumberScheduled == 2 && s.NumberMisscheduled == 1 &&
+			s.NumberReady == 1 && s.NumberAvailable == 1 && s.NumberUnavailable == 2 && s.ObservedGeneration == 1, fmt.Sprintf("%+v", s)
 	})
-	b, _ := client.CoreV1().Nodes().Get(ctx, "b", metav1.GetOptions{})
+	b, _ := client.CoreV1().Pods("default").Get(ctx, "kube-proxy-b", metav1.GetOptions{})
 	b.Status.Conditions[0].Status = corev1.ConditionTrue
-	client.CoreV1().Nodes().UpdateStatus(ctx, b, metav1.UpdateOptions{})
-	eventually(t, "b ready", func() (bool, string) {
+	client.CoreV1().Pods("default").UpdateStatus(ctx, b, metav1.UpdateOptions{})
+	mustCreate(t, ctx, client, mirror("d", true))
+	eventually(t, "b ready, d running", func() (bool, string) {
 		s := status(client, ctx, "kube-proxy")
-		return s.NumberReady == 2 && s.NumberAvailable == 2 && s.NumberUnavailable == 0, fmt.Sprintf("%+v", s)
+		return s.CurrentNumberScheduled == 3 && s.NumberReady == 3 && s.NumberAvailable == 3 && s.NumberUnavailable == 0, fmt.Sprintf("%+v", s)
 	})
-	if m := pods(client, ctx); len(m) != 0 {
-		t.Errorf("node-agent DaemonSet got pods: %s", nodesOf(m))
+	client.CoreV1().Pods("default").Delete(ctx, "kube-proxy-a", metav1.DeleteOptions{})
+	eventually(t, "a's mirror pod gone", func() (bool, string) {
+		s := status(client, ctx, "kube-proxy")
+		return s.CurrentNumberScheduled == 2 && s.NumberReady == 2 && s.NumberUnavailable == 1, fmt.Sprintf("%+v", s)
+	})
+	for n, ps := range pods(client, ctx) {
+		for _, p := range ps {
+			if _, ok := p.Annotations[corev1.MirrorPodAnnotationKey]; !ok {
+				t.Errorf("node-agent DaemonSet got pod %s on %s", p.Name, n)
+			}
+		}
 	}
 }
 

@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// 20 (seed 000 "kubectl get daemonset kube-proxy -n kube-system", seed 002
-// "kubectl edit cm kube-proxy -n kube-system": mode and strictARP): the
+// 20 (seed 000 "kubectl get daemonset kube-proxy -n kube-system", seed 001
+// "kubectl logs -n kube-system POD_NAME | grep Using", seed 002 "kubectl
+// edit cm kube-proxy -n kube-system": mode and strictARP): the
 // proxies' configuration is kube-system/kube-proxy's config.conf, as in a
 // kubeadm cluster, and editing it moves every node's proxy to the new mode
 // (the old mode's rules removed), Services answering before and after.
@@ -26,6 +27,40 @@ func kubeProxyConfig(s *scenario) {
 			strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "kube-proxy 3 3 3 3 3 kubernetes.io/os=linux ")
 		return []string{"kubectl get daemonset kube-proxy -n kube-system"}, out, ok
 	})
+	// The proxies' pods and their logs (seed 001: "kubectl get pods -n
+	// kube-system | grep kube-proxy", then "kubectl logs -n kube-system
+	// POD_NAME | grep Using"): each node agent runs its proxy as a static
+	// pod, kube-proxy-NODE.
+	var proxyPods []string
+	s.eventually(60*time.Second, "a Running kube-proxy pod per node", func() ([]string, string, bool) {
+		out, _ := s.c.kubectl("get", "pods", "-n", "kube-system")
+		proxyPods = nil
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) >= 3 && strings.Contains(f[0], "kube-proxy") && f[1] == "1/1" && f[2] == "Running" {
+				proxyPods = append(proxyPods, f[0])
+			}
+		}
+		return []string{"kubectl get pods -n kube-system | grep kube-proxy"}, out, len(proxyPods) == 3
+	})
+	// usingMode: every proxy's last "Using" line names mode m.
+	usingMode := func(m string) {
+		for _, pod := range proxyPods {
+			s.eventually(60*time.Second, pod+" logs that it uses "+m, func() ([]string, string, bool) {
+				out, _ := s.c.kubectl("logs", "-n", "kube-system", pod)
+				var last string
+				for _, l := range strings.Split(out, "\n") {
+					if strings.Contains(l, "Using") {
+						last = l
+					}
+				}
+				return []string{"kubectl logs -n kube-system " + pod + ` | grep "Using"`}, out, strings.Contains(last, `"Using `+m+` Proxier"`)
+			})
+		}
+	}
+	usingMode(s.c.mode)
+	if out := s.kubectl("logs", "-n", "kube-system", "ds/kube-proxy"); !strings.Contains(out, `"Using `+s.c.mode+` Proxier"`) {
+		s.errorf([]string{"kubectl logs -n kube-system ds/kube-proxy"}, out, "no Using line")
+	}
 	// A user's DaemonSet: a pod on each node it tolerates (not the
 	// control-plane node, whose NoSchedule taint it does not), running.
 	s.applyYAML("ds.yaml", `apiVersion: apps/v1
@@ -96,9 +131,11 @@ spec:
 	}
 	set(strings.Replace(conf, "mode: "+s.c.mode+"\n", "mode: "+to+"\n", 1))
 	inMode(to)
+	usingMode(to)
 	answers()
 	set(conf)
 	inMode(s.c.mode)
+	usingMode(s.c.mode)
 	answers()
 	s.kubectl("delete", "deployment/kpcfg", "service/kpcfg")
 }

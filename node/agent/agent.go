@@ -72,7 +72,10 @@ type Config struct {
 	LeaseInterval, StatusInterval time.Duration
 	// BackoffBase is the first crash back-off (10s), BackoffMax the cap (5m).
 	BackoffBase, BackoffMax time.Duration
-	Logger                  *slog.Logger
+	// StaticPodPath is the directory of static pod manifests (the kubelet's
+	// --pod-manifest-path); empty: none.
+	StaticPodPath string
+	Logger        *slog.Logger
 }
 
 // Agent runs one node.
@@ -89,6 +92,12 @@ type Agent struct {
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
 	wg      sync.WaitGroup
+	// static are the running static pods by namespace/name; staticLoaded
+	// is set once the manifests were first read; staticErrs are the
+	// manifest errors already logged.
+	static       map[string]*podWorker
+	staticLoaded bool
+	staticErrs   map[string]bool
 }
 
 // New returns an agent. hostPorts may be nil when hostPort mapping is not
@@ -115,7 +124,8 @@ func New(cfg Config, client kubernetes.Interface, rt Runtime, hostPorts *hostpor
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	a := &Agent{cfg: cfg, client: client, runtime: rt, hostPort: hostPorts, log: cfg.Logger.With("node", cfg.NodeName), workers: map[types.UID]*podWorker{}}
+	a := &Agent{cfg: cfg, client: client, runtime: rt, hostPort: hostPorts, log: cfg.Logger.With("node", cfg.NodeName), workers: map[types.UID]*podWorker{},
+		static: map[string]*podWorker{}, staticErrs: map[string]bool{}}
 	a.dns = dnsconfig.Cluster{Servers: cfg.ClusterDNS, Domain: cfg.ClusterDomain}
 	if cfg.HostResolvConf != "" {
 		if f, err := os.Open(cfg.HostResolvConf); err == nil {
@@ -157,22 +167,54 @@ func (a *Agent) Run(ctx context.Context) error {
 	svcFactory.Start(ctx.Done())
 	svcFactory.WaitForCacheSync(ctx.Done())
 	podFactory.Start(ctx.Done())
-	if ad, ok := a.runtime.(Adopter); ok {
+	synced := cache.WaitForCacheSync(ctx.Done(), reg.HasSynced)
+	if ad, ok := a.runtime.(Adopter); ok && synced {
 		// Sandboxes an earlier agent left (it crashed) belong to pods this
-		// one adopts; once every pod of the initial list has its worker,
-		// the others (pods deleted meanwhile) go.
-		if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
-			mine := map[string]bool{}
-			for _, o := range podInf.GetStore().List() {
-				if p, ok := o.(*v1.Pod); ok {
-					mine[string(p.UID)] = true
-				}
-			}
-			n, err := ad.CleanupExcept(ctx, func(uid string) bool { return mine[uid] })
-			if n > 0 || err != nil {
-				a.log.Info("removed sandboxes of an earlier run", "count", n, "err", err)
+		// one adopts (the API's pods and the static pods); once every pod
+		// of the initial list has its worker, the others (pods deleted
+		// meanwhile) go.
+		mine := map[string]bool{}
+		for _, o := range podInf.GetStore().List() {
+			if p, ok := o.(*v1.Pod); ok {
+				mine[string(p.UID)] = true
 			}
 		}
+		if a.cfg.StaticPodPath != "" {
+			statics, _ := readStaticPods(a.cfg.StaticPodPath, a.cfg.NodeName)
+			for _, p := range statics {
+				mine[string(p.UID)] = true
+			}
+		}
+		n, err := ad.CleanupExcept(ctx, func(uid string) bool { return mine[uid] })
+		if n > 0 || err != nil {
+			a.log.Info("removed sandboxes of an earlier run", "count", n, "err", err)
+		}
+	}
+	if a.cfg.StaticPodPath != "" && synced {
+		a.syncStaticPods(ctx)
+		a.mu.Lock()
+		a.staticLoaded = true
+		a.mu.Unlock()
+		// Mirror pods of the initial list that no static pod claims.
+		for _, o := range podInf.GetStore().List() {
+			if p, ok := o.(*v1.Pod); ok && p.Annotations[v1.MirrorPodAnnotationKey] != "" {
+				a.mirrorChanged(ctx, p)
+			}
+		}
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			t := time.NewTicker(StaticPodInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					a.syncStaticPods(ctx)
+				}
+			}
+		}()
 	}
 	<-ctx.Done()
 	podFactory.Shutdown()
@@ -191,10 +233,12 @@ func (a *Agent) podChanged(ctx context.Context, o interface{}) {
 	if !ok || pod.Spec.NodeName != a.cfg.NodeName {
 		return
 	}
-	if pod.Spec.HostNetwork {
-		// Host-network pods would run in the node's own namespace; svcnet
-		// does not run them (the proxy and DNS are not pods here).
+	if _, mirror := pod.Annotations[v1.MirrorPodAnnotationKey]; mirror {
+		a.mirrorChanged(ctx, pod) // the API's view of a static pod, which runs from its manifest
 		return
+	}
+	if _, ok := a.runtime.(HostRuntime); pod.Spec.HostNetwork && !ok {
+		return // this runtime has no host-network pods
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -206,19 +250,31 @@ func (a *Agent) podChanged(ctx context.Context, o interface{}) {
 			}
 			return
 		}
-		w = newPodWorker(a, pod)
-		a.workers[pod.UID] = w
-		a.wg.Add(1)
-		go func() {
-			defer a.wg.Done()
-			w.run(ctx)
-			a.mu.Lock()
-			delete(a.workers, pod.UID)
-			a.mu.Unlock()
-		}()
+		a.startWorker(ctx, pod, false, nil)
 		return
 	}
 	w.update(pod)
+}
+
+// startWorker starts the worker of pod (a static pod's when static), after
+// prev, if any, has finished. a.mu must be held.
+func (a *Agent) startWorker(ctx context.Context, pod *v1.Pod, static bool, prev *podWorker) *podWorker {
+	w := newPodWorker(a, pod)
+	w.static = static
+	a.workers[pod.UID] = w
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		defer close(w.done)
+		if prev != nil {
+			<-prev.done
+		}
+		w.run(ctx)
+		a.mu.Lock()
+		delete(a.workers, pod.UID)
+		a.mu.Unlock()
+	}()
+	return w
 }
 
 func (a *Agent) podGone(o interface{}) {
@@ -227,6 +283,10 @@ func (a *Agent) podGone(o interface{}) {
 	}
 	pod, ok := o.(*v1.Pod)
 	if !ok {
+		return
+	}
+	if _, mirror := pod.Annotations[v1.MirrorPodAnnotationKey]; mirror {
+		a.mirrorGone(pod)
 		return
 	}
 	a.mu.Lock()

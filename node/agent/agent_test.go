@@ -15,6 +15,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -80,10 +81,21 @@ type env struct {
 
 func start(t *testing.T, objs ...any) *env {
 	t.Helper()
-	client := fake.NewClientset()
+	return startWith(t, nil)
+}
+
+// startWith starts an agent whose configuration opt may change, with
+// objs in the fake API.
+func startWith(t *testing.T, opt func(*Config), objs ...runtime.Object) *env {
+	t.Helper()
+	client := fake.NewClientset(objs...)
 	rt := &hostRuntime{dir: t.TempDir(), sbs: map[string]*hostSandbox{}}
-	a, err := New(Config{NodeName: "node-1", NodeIP: netip.MustParseAddr("172.18.0.2"), PodCIDR: netip.MustParsePrefix("10.244.1.0/24"),
-		ClusterDNS: []string{"10.96.0.10"}, DataDir: rt.dir, BackoffBase: 200 * time.Millisecond, BackoffMax: 400 * time.Millisecond}, client, rt, nil)
+	cfg := Config{NodeName: "node-1", NodeIP: netip.MustParseAddr("172.18.0.2"), PodCIDR: netip.MustParsePrefix("10.244.1.0/24"),
+		ClusterDNS: []string{"10.96.0.10"}, DataDir: rt.dir, BackoffBase: 200 * time.Millisecond, BackoffMax: 400 * time.Millisecond}
+	if opt != nil {
+		opt(&cfg)
+	}
+	a, err := New(cfg, client, rt, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

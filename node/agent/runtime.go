@@ -18,6 +18,13 @@ type Runtime interface {
 	RunPodSandbox(ctx context.Context, uid, namespace, name string, files func(ip netip.Addr) sandbox.Spec) (PodSandbox, error)
 }
 
+// HostRuntime is a Runtime that also runs host-network pods
+// (spec.hostNetwork): their containers run in the agent's own network
+// namespace, with the node's addresses.
+type HostRuntime interface {
+	RunHostSandbox(ctx context.Context, uid, namespace, name string, nodeIPs []netip.Addr) (PodSandbox, error)
+}
+
 // PodSandbox is one pod's namespaces.
 type PodSandbox interface {
 	IP() netip.Addr
@@ -64,6 +71,7 @@ type NamespaceRuntime struct {
 
 var (
 	_ Runtime          = (*NamespaceRuntime)(nil)
+	_ HostRuntime      = (*NamespaceRuntime)(nil)
 	_ Adopter          = (*NamespaceRuntime)(nil)
 	_ ContainerAdopter = (*nsSandbox)(nil)
 )
@@ -99,6 +107,15 @@ func (r *NamespaceRuntime) RunPodSandbox(ctx context.Context, uid, namespace, na
 	spec := files(ip)
 	spec.UID, spec.Namespace, spec.Name = uid, namespace, name
 	sb, err := sandbox.Create(ctx, r.Config, spec)
+	if err != nil {
+		return nil, err
+	}
+	return &nsSandbox{sb: sb, cfg: r.Config}, nil
+}
+
+// RunHostSandbox implements HostRuntime.
+func (r *NamespaceRuntime) RunHostSandbox(ctx context.Context, uid, namespace, name string, nodeIPs []netip.Addr) (PodSandbox, error) {
+	sb, err := sandbox.CreateHost(r.Config, sandbox.Spec{UID: uid, Namespace: namespace, Name: name}, nodeIPs)
 	if err != nil {
 		return nil, err
 	}

@@ -63,6 +63,12 @@ type podWorker struct {
 	stopped   chan struct{} // closed when containers must stop now
 	stopOnce  sync.Once
 	deleteAPI bool // delete the pod object when done
+	// static: the pod runs from a manifest (its UID is the manifest's
+	// hash); its status goes to its mirror pod, which removeMirror asks to
+	// delete when the worker ends (the manifest is gone).
+	static       bool
+	removeMirror bool
+	done         chan struct{} // closed when the worker has ended
 }
 
 func newPodWorker(a *Agent, pod *v1.Pod) *podWorker {
@@ -71,6 +77,7 @@ func newPodWorker(a *Agent, pod *v1.Pod) *podWorker {
 		namespace: pod.Namespace, name: pod.Name, uid: pod.UID,
 		containers: map[string]*podstatus.Container{},
 		dirty:      make(chan struct{}, 1), term: make(chan struct{}), stopped: make(chan struct{}),
+		done: make(chan struct{}),
 	}
 	w.update(pod)
 	return w
@@ -180,6 +187,14 @@ func (w *podWorker) run(ctx context.Context) {
 	}
 	stopStatus()
 	<-statusDone
+	w.mu.Lock()
+	removeMirror := w.static && w.removeMirror
+	w.mu.Unlock()
+	if removeMirror {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		w.a.deleteMirror(ctx, pod)
+		cancel()
+	}
 	if deleteAPI {
 		w.mu.Lock()
 		p := w.pod.DeepCopy()
@@ -215,13 +230,17 @@ func (w *podWorker) setup(ctx context.Context, pod *v1.Pod) error {
 		}
 	}
 	for attempt := 0; sb == nil; attempt++ {
-		sb, err = w.a.runtime.RunPodSandbox(ctx, string(pod.UID), pod.Namespace, pod.Name, func(ip netip.Addr) sandbox.Spec {
-			s := sandbox.Spec{Hostname: host, ResolvConf: resolv, Hosts: dnsconfig.Hosts([]string{ip.String()}, host, domain, pod.Spec.HostAliases)}
-			if nginx {
-				s.NginxFiles = images.NginxDefaultFiles()
-			}
-			return s
-		})
+		if hr, ok := w.a.runtime.(HostRuntime); ok && pod.Spec.HostNetwork {
+			sb, err = hr.RunHostSandbox(ctx, string(pod.UID), pod.Namespace, pod.Name, w.a.nodeIPs())
+		} else {
+			sb, err = w.a.runtime.RunPodSandbox(ctx, string(pod.UID), pod.Namespace, pod.Name, func(ip netip.Addr) sandbox.Spec {
+				s := sandbox.Spec{Hostname: host, ResolvConf: resolv, Hosts: dnsconfig.Hosts([]string{ip.String()}, host, domain, pod.Spec.HostAliases)}
+				if nginx {
+					s.NginxFiles = images.NginxDefaultFiles()
+				}
+				return s
+			})
+		}
 		if err == nil {
 			break
 		}
@@ -243,8 +262,8 @@ func (w *podWorker) setup(ctx context.Context, pod *v1.Pod) error {
 	w.sb = sb
 	w.sandboxReady = true
 	w.mu.Unlock()
-	maps := hostport.FromPod(pod, sb.IP())
-	if len(maps) > 0 {
+	// A host-network pod's ports are the node's own: nothing to map.
+	if maps := hostport.FromPod(pod, sb.IP()); len(maps) > 0 && !pod.Spec.HostNetwork {
 		var err error
 		if w.a.hostPort == nil {
 			err = errors.New("hostPort mapping is not available on this node")
@@ -398,6 +417,9 @@ func (w *podWorker) startContainer(ctx context.Context, spec v1.Container, pod *
 		return nil, nil, false
 	}
 	host, _ := dnsconfig.Hostname(pod, w.a.cfg.ClusterDomain)
+	if pod.Spec.HostNetwork {
+		host = w.a.cfg.NodeName // the node's hostname, as the kubelet gives it
+	}
 	env, lookup, err := containerEnv(ctx, envInput{pod: pod, c: &spec, services: w.a.servicesNow(), hostname: host,
 		podIP: sb.IP().String(), hostIP: w.a.cfg.NodeIP.String(), client: w.a.client})
 	if err != nil {
@@ -669,10 +691,22 @@ func (w *podWorker) writeStatus() {
 	pods := w.a.client.CoreV1().Pods(w.namespace)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := pods.Get(ctx, w.name, metav1.GetOptions{})
-		if err != nil {
+		switch {
+		case w.static:
+			// The Node authorizer lets a node read only the pods bound to
+			// it: a mirror pod that does not exist is forbidden to get.
+			if apierrors.IsForbidden(err) {
+				err = apierrors.NewNotFound(v1.Resource("pods"), w.name)
+			}
+			w.mu.Lock()
+			static := w.pod.DeepCopy()
+			w.mu.Unlock()
+			if cur, err = w.a.mirrorFor(ctx, static, cur, err); err != nil {
+				return err
+			}
+		case err != nil:
 			return err
-		}
-		if cur.UID != w.uid {
+		case cur.UID != w.uid:
 			return apierrors.NewNotFound(v1.Resource("pods"), w.name)
 		}
 		w.mu.Lock()
@@ -719,5 +753,8 @@ func (w *podWorker) writeStatus() {
 	if err != nil && !apierrors.IsNotFound(err) {
 		w.restoreDirtyAt(changedAt)
 		w.a.log.Warn("pod status", "pod", w.key, "err", err)
+		// Try again, as the kubelet's status manager does on its periodic
+		// sync.
+		time.AfterFunc(2*time.Second, w.markDirty)
 	}
 }

@@ -118,6 +118,9 @@ func deleteHostIf(hostIf string) error {
 // deleteNetNS removes a pod network namespace (its veth pair goes with it).
 // A missing namespace is not an error.
 func deleteNetNS(ctx context.Context, nsName string) error {
+	if nsName == "" {
+		return nil
+	}
 	if _, err := os.Stat("/var/run/netns/" + nsName); os.IsNotExist(err) {
 		return nil
 	}

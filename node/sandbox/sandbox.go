@@ -79,6 +79,10 @@ type Sandbox struct {
 	Dir      string       `json:"dir"`
 	// Env per container, for exec.
 	Env map[string][]string `json:"env,omitempty"`
+	// HostNetwork: the pod has no namespaces of its own (spec.hostNetwork):
+	// its containers run in the node agent's network, UTS and mount
+	// namespaces, its addresses are the node's.
+	HostNetwork bool `json:"hostNetwork,omitempty"`
 
 	infra *exec.Cmd
 	shim  []string
@@ -198,6 +202,28 @@ func Create(ctx context.Context, cfg Config, spec Spec) (_ *Sandbox, err error) 
 	return sb, nil
 }
 
+// CreateHost records the sandbox of a host-network pod: its directory
+// (logs, saved environment, sandbox.json) and the node's addresses, the
+// pod's own. There is no infra process, network namespace or address to
+// allocate.
+func CreateHost(cfg Config, spec Spec, nodeIPs []netip.Addr) (*Sandbox, error) {
+	if spec.UID == "" || spec.Name == "" {
+		return nil, errors.New("create sandbox: pod needs a name and a UID")
+	}
+	if len(nodeIPs) == 0 {
+		return nil, errors.New("create sandbox: a host-network pod needs the node's address")
+	}
+	sb := &Sandbox{Namespace: spec.Namespace, Name: spec.Name, UID: spec.UID, HostNetwork: true,
+		IP: nodeIPs[0], IPs: append([]netip.Addr(nil), nodeIPs...), Dir: PodDir(cfg.DataDir, spec.Namespace, spec.Name), shim: cfg.Shim}
+	if err := os.MkdirAll(sb.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create sandbox: %w", err)
+	}
+	if err := sb.Save(); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
 // Save writes sandbox.json.
 func (sb *Sandbox) Save() error {
 	b, _ := json.MarshalIndent(sb, "", "  ")
@@ -212,6 +238,10 @@ func (sb *Sandbox) Save() error {
 // its infra process is gone.
 func AdoptSandbox(cfg Config, namespace, name, uid string) (*Sandbox, error) {
 	sb, err := Load(PodDir(cfg.DataDir, namespace, name))
+	if err == nil && sb.HostNetwork && sb.UID == uid {
+		sb.shim = cfg.Shim
+		return sb, nil
+	}
 	if err != nil || sb.UID != uid || sb.InfraPID <= 0 || !sb.sameInfra() {
 		return nil, ErrNotRunning
 	}
@@ -237,6 +267,14 @@ func Load(dir string) (*Sandbox, error) {
 // first. It is safe to call on a half-built or already destroyed sandbox.
 func (sb *Sandbox) Destroy(ctx context.Context, cfg Config) error {
 	var errs []error
+	if sb.HostNetwork {
+		if sb.Dir != "" {
+			if err := os.RemoveAll(sb.Dir); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if sb.infra != nil && sb.infra.Process != nil {
 		_ = sb.infra.Process.Kill()
 		_ = sb.infra.Wait()
@@ -278,6 +316,12 @@ func (sb *Sandbox) sameInfra() bool {
 func (sb *Sandbox) Command(argv []string, env []string, wd string) *exec.Cmd {
 	if wd == "" {
 		wd = "/"
+	}
+	if sb.HostNetwork {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env, cmd.Dir = env, wd
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return cmd
 	}
 	pid := strconv.Itoa(sb.InfraPID)
 	args := append([]string{"-t", pid, "-n", "-u", "-m", "--wd=" + wd, "--"}, argv...)

@@ -111,7 +111,7 @@ func startShim(shimArgv []string, cmd *exec.Cmd, logPath string) (*Process, erro
 	_ = os.Remove(logPath + ".exit")
 	args := append(append(append([]string(nil), shimArgv[1:]...), "--log", logPath, "--", cmd.Path), cmd.Args[1:]...)
 	shim := exec.Command(shimArgv[0], args...)
-	shim.Env = cmd.Env
+	shim.Env, shim.Dir = cmd.Env, cmd.Dir // a host-network container's working directory
 	shim.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	out, err := shim.StdoutPipe()
 	if err != nil {
