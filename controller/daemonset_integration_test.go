@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/apiserver/apiservertest"
 	"github.com/svcnet/svcnet/controller"
@@ -120,17 +121,41 @@ func TestDaemonSetAgainstAPIServer(t *testing.T) {
 	wait("ready status", status("agent", appsv1.DaemonSetStatus{ObservedGeneration: 1, DesiredNumberScheduled: 2, CurrentNumberScheduled: 2,
 		UpdatedNumberScheduled: 2, NumberReady: 2, NumberAvailable: 2}))
 
-	// A node agent: no pods, status from the nodes.
+	// A node agent: no pods; its status counts the nodes' mirror pods (the
+	// node agents' static pods) its selector matches.
 	proxy := mk("kube-proxy", map[string]string{daemonset.NodeAgentAnnotation: "true"})
 	proxy.Spec.Selector.MatchLabels = map[string]string{"k8s-app": "kube-proxy"}
 	proxy.Spec.Template.Labels = proxy.Spec.Selector.MatchLabels
 	if _, err := client.AppsV1().DaemonSets("kube-system").Create(ctx, proxy, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	wait("node agent status without mirror pods", status("kube-proxy", appsv1.DaemonSetStatus{ObservedGeneration: 1, DesiredNumberScheduled: 2,
+		NumberUnavailable: 2}))
+	for _, n := range []string{"node-1", "node-2"} {
+		node, err := client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-" + n, Namespace: "kube-system", Labels: proxy.Spec.Selector.MatchLabels,
+			Annotations:     map[string]string{corev1.MirrorPodAnnotationKey: "hash-" + n},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n, UID: node.UID, Controller: ptr.To(true)}}},
+			Spec: corev1.PodSpec{NodeName: n, HostNetwork: true, Containers: []corev1.Container{{Name: "kube-proxy", Image: "proxy:1"}}}}
+		m, err = client.CoreV1().Pods("kube-system").Create(ctx, m, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Status.Phase = corev1.PodRunning
+		m.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+		if _, err := client.CoreV1().Pods("kube-system").UpdateStatus(ctx, m, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	wait("node agent status", status("kube-proxy", appsv1.DaemonSetStatus{ObservedGeneration: 1, DesiredNumberScheduled: 2, CurrentNumberScheduled: 2,
 		UpdatedNumberScheduled: 2, NumberReady: 2, NumberAvailable: 2}))
 	l, _ := client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy"})
-	if len(l.Items) != 0 {
-		t.Errorf("node-agent DaemonSet has %d pods", len(l.Items))
+	for _, p := range l.Items {
+		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; !mirror {
+			t.Errorf("node-agent DaemonSet has pod %s", p.Name)
+		}
 	}
 }

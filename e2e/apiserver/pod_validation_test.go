@@ -87,3 +87,44 @@ spec:
 		t.Errorf("kubectl patch of a toleration said\n%s\nwant it to contain %q", out, want)
 	}
 }
+
+// TestKubectlPodAdmission: what kube-apiserver's default admission plugins
+// do to a pod, as kubectl shows it: Priority (priority and preemption
+// policy from the class, unknown classes and hand-set priorities refused,
+// kept on update) and DefaultTolerationSeconds (300 s of not-ready and
+// unreachable unless the pod tolerates them).
+func TestKubectlPodAdmission(t *testing.T) {
+	k := newKubectl(t)
+	pod := func(name, extra string) string {
+		return writeTemp(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: "+name+"}\nspec:\n  containers: [{name: c, image: nginx}]\n"+extra)
+	}
+	k.ok("apply", "-f", pod("plain", ""))
+	const fields = `jsonpath={.spec.priority} {.spec.preemptionPolicy} {range .spec.tolerations[*]}{.key}:{.effect}:{.tolerationSeconds};{end}`
+	if got, want := k.ok("get", "pod", "plain", "-o", fields),
+		"0 PreemptLowerPriority node.kubernetes.io/not-ready:NoExecute:300;node.kubernetes.io/unreachable:NoExecute:300;"; got != want {
+		t.Errorf("pod without a class: %q, want %q", got, want)
+	}
+	k.ok("apply", "-f", pod("critical", "  priorityClassName: system-node-critical\n  tolerations: [{operator: Exists}]\n"))
+	if got, want := k.ok("get", "pod", "critical", "-o", fields), "2000001000 PreemptLowerPriority ::;"; got != want {
+		t.Errorf("system-node-critical pod tolerating everything: %q, want %q", got, want)
+	}
+	k.ok("apply", "-f", pod("partial", "  tolerations: [{key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 10}]\n"))
+	if got, want := k.ok("get", "pod", "partial", "-o", fields),
+		"0 PreemptLowerPriority node.kubernetes.io/unreachable:NoExecute:10;node.kubernetes.io/not-ready:NoExecute:300;"; got != want {
+		t.Errorf("pod tolerating unreachable for 10 s: %q, want %q", got, want)
+	}
+	for _, c := range []struct{ name, extra, want string }{
+		{"gold", "  priorityClassName: gold\n", `pods "gold" is forbidden: no PriorityClass with name gold was found`},
+		{"hand", "  priority: 5\n", `pods "hand" is forbidden: the integer value of priority (5) must not be provided in pod spec; priority admission controller computed 0 from the given PriorityClass name`},
+		{"never", "  preemptionPolicy: Never\n", `pods "never" is forbidden: the string value of PreemptionPolicy (Never) must not be provided in pod spec; priority admission controller computed PreemptLowerPriority from the given PriorityClass name`},
+	} {
+		if out := k.run(true, "create", "-f", pod(c.name, c.extra)); !strings.Contains(out, "Error from server (Forbidden)") || !strings.Contains(out, c.want) {
+			t.Errorf("kubectl create of pod %s said\n%s\nwant it to contain %q", c.name, out, c.want)
+		}
+	}
+	// An update keeps the priority admission computed.
+	k.ok("patch", "pod", "plain", "--type=json", "-p", `[{"op":"replace","path":"/spec/priority","value":7}]`)
+	if got := k.ok("get", "pod", "plain", "-o", "jsonpath={.spec.priority}"); got != "0" {
+		t.Errorf("priority after a patch to 7: %q, want 0", got)
+	}
+}

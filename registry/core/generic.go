@@ -57,6 +57,32 @@ type Basic struct {
 	// PrepareForUpdate after the stored spec is copied (for what else a
 	// kind's /status keeps from the stored object).
 	StatusPrepare func(obj, old runtime.Object)
+	// Admit, when set, is what kube-apiserver's default admission plugins
+	// do to the kind's writes (not its /status): it runs after defaulting
+	// and before PrepareForCreate or PrepareForUpdate, where mutating
+	// admission runs; old is nil on create. Its error (Forbidden, as
+	// admission's) is returned as is.
+	Admit func(ctx context.Context, obj, old runtime.Object) error
+}
+
+// BeginCreate implements registry.CreateAllocator for Admit.
+func (b *Basic) BeginCreate(ctx context.Context, obj runtime.Object, _ bool) (registry.Transaction, error) {
+	if b.Admit != nil {
+		if err := b.Admit(ctx, obj, nil); err != nil {
+			return nil, err
+		}
+	}
+	return registry.NopTransaction{}, nil
+}
+
+// BeginUpdate implements registry.UpdateAllocator for Admit.
+func (b *Basic) BeginUpdate(ctx context.Context, obj, old runtime.Object, _ bool) (registry.Transaction, error) {
+	if b.Admit != nil {
+		if err := b.Admit(ctx, obj, old); err != nil {
+			return nil, err
+		}
+	}
+	return registry.NopTransaction{}, nil
 }
 
 // DeclarativeFunc returns the errors of a kind's declarative rules (see
@@ -194,6 +220,11 @@ func (b *Basic) ValidateName(name string, prefix bool) []string {
 func (b *Basic) StatusStrategy() registry.Strategy { return &statusStrategy{b} }
 
 type statusStrategy struct{ *Basic }
+
+// BeginUpdate: admission does not see /status writes.
+func (s *statusStrategy) BeginUpdate(context.Context, runtime.Object, runtime.Object, bool) (registry.Transaction, error) {
+	return registry.NopTransaction{}, nil
+}
 
 // PrepareForUpdate keeps everything of the stored object but status (and
 // metadata the generic registry owns), as /status writes do in Kubernetes.

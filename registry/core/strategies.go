@@ -363,6 +363,7 @@ func NewPodStrategy() registry.Strategy {
 		// on Pods only, never on the pod templates of Deployments and
 		// ReplicaSets (where it would change the pod-template-hash).
 		Defaulter: func(obj runtime.Object) { DefaultPod(obj.(*corev1.Pod)) },
+		Admit:     admitPod,
 		OnCreate: func(obj runtime.Object) {
 			pod := obj.(*corev1.Pod)
 			// As kube-apiserver: generation 1 (the store keeps it), phase
