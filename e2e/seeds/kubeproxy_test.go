@@ -33,14 +33,14 @@ func kubeProxyConfig(s *scenario) {
 	// pod, kube-proxy-NODE.
 	var proxyPods []string
 	s.eventually(60*time.Second, "a Running kube-proxy pod per node", func() ([]string, string, bool) {
-		out, _ := s.c.kubectl("get", "pods", "-n", "kube-system")
+		out, _ := s.c.kubectl("get", "pods", "-n", "kube-system", "-o", "wide")
 		proxyPods = nil
 		for _, l := range strings.Split(out, "\n") {
 			if f := strings.Fields(l); len(f) >= 3 && strings.Contains(f[0], "kube-proxy") && f[1] == "1/1" && f[2] == "Running" {
 				proxyPods = append(proxyPods, f[0])
 			}
 		}
-		return []string{"kubectl get pods -n kube-system | grep kube-proxy"}, out, len(proxyPods) == 3
+		return []string{"kubectl get pods -n kube-system -o wide | grep kube-proxy"}, out, len(proxyPods) == 3
 	})
 	// usingMode: every proxy's last "Using" line names mode m.
 	usingMode := func(m string) {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"syscall"
 
 	libipvs "github.com/moby/ipvs"
@@ -34,13 +35,19 @@ var _ Handle = (*Netlink)(nil)
 // NewNetlink opens an IPVS handle in the network namespace at nsPath (""
 // for the caller's). It fails with ErrNoIPVS when the kernel has no IPVS.
 func NewNetlink(nsPath string) (*Netlink, error) {
+	// Checked first: on a kernel without IPVS the library runs modprobe
+	// and logs a warning and an error of its own (in every proxy's log,
+	// whatever its mode, since each mode cleans up the others' state).
+	if !KernelHasIPVS() {
+		// As kube-proxy: try to load the module.
+		_ = exec.Command("modprobe", "ip_vs").Run()
+		if !KernelHasIPVS() {
+			return nil, ErrNoIPVS
+		}
+	}
 	h, err := libipvs.New(nsPath)
 	if err != nil {
 		return nil, fmt.Errorf("open IPVS netlink handle: %w", err)
-	}
-	if !KernelHasIPVS() {
-		h.Close()
-		return nil, ErrNoIPVS
 	}
 	if _, err := h.GetServices(); err != nil {
 		h.Close()
