@@ -139,3 +139,47 @@ spec:
 	answers()
 	s.kubectl("delete", "deployment/kpcfg", "service/kpcfg")
 }
+
+// 21: a host-network pod (the kind the proxies are now): it runs in its
+// node's network namespace, its pod IP is the node's, it answers on the
+// node's address, and a Service selecting it leads to node:port.
+func hostNetworkPod(s *scenario) {
+	worker := s.c.nodeName(2)
+	s.applyYAML("hostnet.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: hostnet, labels: {app: hostnet}}
+spec:
+  hostNetwork: true
+  nodeSelector: {kubernetes.io/hostname: `+worker+`}
+  containers:
+  - name: web
+    image: jocatalin/kubernetes-bootcamp:v1
+    ports: [{containerPort: 8080}]
+    readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: hostnet}
+spec:
+  selector: {app: hostnet}
+  ports: [{port: 80, targetPort: 8080}]
+`)
+	_, ips := s.waitPods("app=hostnet", 1)
+	if len(ips) != 1 || ips[0] != nodeIP(2) {
+		s.errorf([]string{"kubectl get pods -l app=hostnet -o wide"}, fmt.Sprint(ips), "the pod's IP is not its node's address %s", nodeIP(2))
+	}
+	s.eventually(60*time.Second, "the node's address answers from node 3", func() ([]string, string, bool) {
+		out, err := s.c.onNode(3, "curl", "-sS", "-m", "2", "http://"+nodeIP(2)+":8080/")
+		return []string{"curl http://" + nodeIP(2) + ":8080/"}, out, err == nil && strings.Contains(out, "Running on: "+worker+" |")
+	})
+	ip := s.kubectl("get", "svc", "hostnet", "-o", "jsonpath={.spec.clusterIP}")
+	s.eventually(60*time.Second, "the Service leads to the node's port", func() ([]string, string, bool) {
+		out, err := s.c.onNode(1, "curl", "-sS", "-m", "2", "http://"+ip+"/")
+		return []string{"curl http://" + ip + "/"}, out, err == nil && strings.Contains(out, "Running on: "+worker+" |")
+	})
+	s.kubectl("delete", "pod/hostnet", "service/hostnet", "--wait=true")
+	s.eventually(30*time.Second, "the node's port is closed after the pod is gone", func() ([]string, string, bool) {
+		out, err := s.c.onNode(3, "curl", "-sS", "-m", "2", "http://"+nodeIP(2)+":8080/")
+		return []string{"curl http://" + nodeIP(2) + ":8080/"}, out, err != nil
+	})
+}

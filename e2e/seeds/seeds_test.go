@@ -92,6 +92,7 @@ var scenarios = []struct {
 	{"15-networkpolicy", false, networkPolicy},
 	{"19-topology-and-weights", false, topologyAndWeights},
 	{"20-kube-proxy-configmap", false, kubeProxyConfig},
+	{"21-host-network-pod", false, hostNetworkPod},
 }
 
 // 0 (issue 17): first thing after the export line, a Deployment and its
