@@ -122,9 +122,13 @@ func TestKubectlPodAdmission(t *testing.T) {
 			t.Errorf("kubectl create of pod %s said\n%s\nwant it to contain %q", c.name, out, c.want)
 		}
 	}
-	// An update keeps the priority admission computed.
-	k.ok("patch", "pod", "plain", "--type=json", "-p", `[{"op":"replace","path":"/spec/priority","value":7}]`)
-	if got := k.ok("get", "pod", "plain", "-o", "jsonpath={.spec.priority}"); got != "0" {
-		t.Errorf("priority after a patch to 7: %q, want 0", got)
+	// An update may not change the priority admission computed; one that
+	// leaves it out (a replace without it) gets it back.
+	if out := k.run(true, "patch", "pod", "plain", "--type=json", "-p", `[{"op":"replace","path":"/spec/priority","value":7}]`); !strings.Contains(out, "pod updates may not change fields") {
+		t.Errorf("kubectl patch of the priority said\n%s", out)
+	}
+	k.ok("patch", "pod", "plain", "--type=json", "-p", `[{"op":"remove","path":"/spec/priority"},{"op":"remove","path":"/spec/preemptionPolicy"}]`)
+	if got := k.ok("get", "pod", "plain", "-o", "jsonpath={.spec.priority} {.spec.preemptionPolicy}"); got != "0 PreemptLowerPriority" {
+		t.Errorf("priority and policy after a patch removing them: %q, want %q", got, "0 PreemptLowerPriority")
 	}
 }

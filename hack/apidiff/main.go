@@ -88,6 +88,8 @@ func main() {
 		{"pod-default", podDefaultCase},
 		{"pod-create", podCreateCase},
 		{"pod-update", podUpdateCase},
+		{"pod-admission-create", podAdmissionCreateCase},
+		{"pod-admission-update", podAdmissionUpdateCase},
 		{"deployment-podtemplate", deploymentPodCase},
 		{"deployment-default", deploymentDefaultCase},
 		{"deployment-create", deploymentCreateCase},

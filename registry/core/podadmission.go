@@ -24,22 +24,29 @@ const DefaultNotReadyTolerationSeconds = 300
 
 // admitPod is what kube-apiserver's default admission plugins do to a pod
 // beyond its strategy:
-//   - DefaultTolerationSeconds (create): a pod that does not tolerate
-//     node.kubernetes.io/not-ready or .../unreachable NoExecute gets a
-//     toleration of each for 300 s;
+//   - DefaultTolerationSeconds (create and update): a pod that does not
+//     tolerate node.kubernetes.io/not-ready or .../unreachable NoExecute
+//     gets a toleration of each for 300 s;
 //   - Priority (create): spec.priority from spec.priorityClassName (0, and
 //     preemptionPolicy PreemptLowerPriority, without one: there is no
 //     global default class), an unknown class or a priority or policy that
-//     differs from the class's is Forbidden; an update keeps the stored
-//     priority and preemption policy.
+//     differs from the class's is Forbidden; an update that leaves out
+//     the priority or the preemption policy gets the stored one back.
 func admitPod(_ context.Context, obj, old runtime.Object) error {
 	pod := obj.(*corev1.Pod)
+	addDefaultTolerations(&pod.Spec)
 	if old != nil {
+		// What the create computed comes back when an update leaves it
+		// out; a different value is left for validation to refuse.
 		o := old.(*corev1.Pod)
-		pod.Spec.Priority, pod.Spec.PreemptionPolicy = o.Spec.Priority, o.Spec.PreemptionPolicy
+		if pod.Spec.Priority == nil {
+			pod.Spec.Priority = o.Spec.Priority
+		}
+		if pod.Spec.PreemptionPolicy == nil {
+			pod.Spec.PreemptionPolicy = o.Spec.PreemptionPolicy
+		}
 		return nil
 	}
-	addDefaultTolerations(&pod.Spec)
 	name := pod.Name
 	if name == "" {
 		name = pod.GenerateName
