@@ -79,7 +79,7 @@ type env struct {
 	done   chan error
 }
 
-func start(t *testing.T, objs ...any) *env {
+func start(t *testing.T) *env {
 	t.Helper()
 	return startWith(t, nil)
 }
