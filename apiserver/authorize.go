@@ -110,7 +110,10 @@ func requestUser(r *http.Request) authz.User {
 	if u, ok := authz.UserFrom(r.Context()); ok {
 		return u
 	}
-	return certUser(r)
+	if u, ok := authenticatedUser(r); ok {
+		return u
+	}
+	return authz.User{Name: "system:anonymous", Groups: []string{"system:unauthenticated"}}
 }
 
 // certUser is the user of the client certificate: common name and
@@ -221,11 +224,12 @@ func describeImpersonation(groups []string, uid string, extra map[string][]strin
 // travels in the request context (authz.UserFrom).
 func (s *Server) authorizeRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+		au, ok := authenticatedUser(r)
+		if !ok {
 			next.ServeHTTP(w, r) // public endpoints (authenticate let them through)
 			return
 		}
-		u, ok := s.impersonate(w, r, certUser(r))
+		u, ok := s.impersonate(w, r, au)
 		if !ok {
 			return
 		}

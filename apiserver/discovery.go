@@ -119,6 +119,9 @@ func (s *Server) serveResourceList(w http.ResponseWriter, r *http.Request, gv sc
 				metav1.APIResource{Name: "pods/log", Namespaced: true, Kind: "Pod", Verbs: metav1.Verbs{"get"}},
 				metav1.APIResource{Name: "pods/portforward", Namespaced: true, Kind: "PodPortForwardOptions", Verbs: metav1.Verbs{"create", "get"}})
 		}
+		if info.GroupResource() == serviceAccountsGR {
+			list.APIResources = append(list.APIResources, metav1.APIResource{Name: "serviceaccounts/token", Group: "authentication.k8s.io", Version: "v1", Namespaced: true, Kind: "TokenRequest", Verbs: metav1.Verbs{"create"}})
+		}
 		if info.Scale {
 			list.APIResources = append(list.APIResources, metav1.APIResource{Name: info.GVR.Resource + "/scale", Group: "autoscaling", Version: "v1", Namespaced: info.Namespaced, Kind: "Scale", Verbs: subVerbs})
 		}

@@ -30,6 +30,8 @@ import (
 	svcversion "github.com/svcnet/svcnet/internal/version"
 	"github.com/svcnet/svcnet/registry"
 	"github.com/svcnet/svcnet/storage"
+
+	"github.com/svcnet/svcnet/apiserver/authz"
 )
 
 func restConfigFromKubeconfig(path string) (*rest.Config, error) {
@@ -141,20 +143,45 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 	})
 }
 
-// authenticate rejects requests without a client certificate signed by the
-// cluster CA with 401, except the health and version endpoints which, as in
-// kube-apiserver's default RBAC, any client may read.
+// authenticate identifies the client, as kube-apiserver's authenticators
+// in turn: a client certificate signed by the cluster CA, else a service
+// account token (Authorization: Bearer). A request with neither gets 401,
+// as does one with a token that is not valid, except the health and version
+// endpoints which, as in kube-apiserver's default RBAC, any client may read.
+// The user travels in the request context (authenticatedUser).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
 		public := p == "/version" || p == "/healthz" || p == "/livez" || p == "/readyz" ||
 			strings.HasPrefix(p, "/healthz/") || strings.HasPrefix(p, "/livez/") || strings.HasPrefix(p, "/readyz/")
-		if !public && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
+		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), authnKey{}, certUser(r))))
+			return
+		}
+		if tok, ok := bearerToken(r); ok && s.saTokens != nil {
+			u, err := s.authenticateToken(r.Context(), tok)
+			if err != nil {
+				s.log.Debug("bearer token rejected", "err", err, "uri", r.URL.RequestURI())
+				writeError(w, apierrors.NewUnauthorized("Unauthorized"))
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), authnKey{}, u)))
+			return
+		}
+		if !public {
 			writeError(w, apierrors.NewUnauthorized("Unauthorized"))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+type authnKey struct{}
+
+// authenticatedUser is the user authenticate found (before impersonation).
+func authenticatedUser(r *http.Request) (authz.User, bool) {
+	u, ok := r.Context().Value(authnKey{}).(authz.User)
+	return u, ok
 }
 
 // request is a parsed resource request.
@@ -231,6 +258,12 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		req.sub = rest[2]
 		if res.Info.GroupResource() == podsGR && podProxySubresources[req.sub] {
 			if err := s.handlePodProxy(w, r, req); err != nil {
+				writeError(w, err)
+			}
+			return
+		}
+		if req.sub == "token" && res.Info.GroupResource() == serviceAccountsGR && r.Method == http.MethodPost {
+			if err := s.handleTokenRequest(w, r, req); err != nil {
 				writeError(w, err)
 			}
 			return

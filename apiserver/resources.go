@@ -81,6 +81,8 @@ func builtinResources() []resourceDef {
 			New: typed[eventsv1.Event](), NewList: typed[eventsv1.EventList]()}, events.NewV1Strategy},
 		{registry.ResourceInfo{GVR: v1.WithResource("configmaps"), Kind: "ConfigMap", Singular: "configmap", Namespaced: true, ShortNames: []string{"cm"},
 			New: typed[corev1.ConfigMap](), NewList: typed[corev1.ConfigMapList]()}, core.NewConfigMapStrategy},
+		{registry.ResourceInfo{GVR: v1.WithResource("serviceaccounts"), Kind: "ServiceAccount", Singular: "serviceaccount", Namespaced: true, ShortNames: []string{"sa"},
+			New: typed[corev1.ServiceAccount](), NewList: typed[corev1.ServiceAccountList]()}, core.NewServiceAccountStrategy},
 		{registry.ResourceInfo{GVR: discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), Kind: "EndpointSlice", Singular: "endpointslice", Namespaced: true,
 			New: typed[discoveryv1.EndpointSlice](), NewList: typed[discoveryv1.EndpointSliceList]()}, func() registry.Strategy { return endpointslice.NewStrategy() }},
 		{registry.ResourceInfo{GVR: apps.WithResource("deployments"), Kind: "Deployment", Singular: "deployment", Generation: true, Namespaced: true, ShortNames: []string{"deploy"}, Categories: []string{"all"}, Status: true, Scale: true,

@@ -22,7 +22,9 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -92,6 +94,20 @@ type Config struct {
 	// flags of those names (defaults 400 and 200; negative disables).
 	MaxRequestsInflight         int
 	MaxMutatingRequestsInflight int
+	// ServiceAccountSigningKeyFile is the RSA key service account tokens
+	// are signed and checked with (default <data-dir>/pki/sa.key, made on
+	// first start). Several API servers on one etcd must share it.
+	ServiceAccountSigningKeyFile string
+	// ServiceAccountIssuer is the tokens' iss claim (default
+	// https://kubernetes.default.svc.cluster.local, kubeadm's).
+	ServiceAccountIssuer string
+	// APIAudiences are the audiences a token must name to authenticate to
+	// this server (default: the issuer), as --api-audiences.
+	APIAudiences []string
+	// DisableAdmissionPlugins turns off admission plugins by name, as
+	// kube-apiserver's --disable-admission-plugins (ServiceAccount,
+	// Priority, DefaultTolerationSeconds).
+	DisableAdmissionPlugins []string
 }
 
 // Server is one API server instance.
@@ -117,6 +133,7 @@ type Server struct {
 	openapiErr     error
 	serviceCfg     *service.Config
 	ipAddresses    *service.IPAddressAllocator
+	saTokens       *saTokens
 }
 
 type served struct {
@@ -171,6 +188,17 @@ func New(cfg Config) (*Server, error) {
 	}
 	if len(cfg.AuthorizationModes) == 0 {
 		cfg.AuthorizationModes = []string{"RBAC", "Node"}
+	}
+	if cfg.ServiceAccountIssuer == "" {
+		cfg.ServiceAccountIssuer = DefaultServiceAccountIssuer
+	}
+	if len(cfg.APIAudiences) == 0 {
+		cfg.APIAudiences = []string{cfg.ServiceAccountIssuer}
+	}
+	for _, p := range cfg.DisableAdmissionPlugins {
+		if !slices.Contains(core.AdmissionPlugins, p) {
+			return nil, fmt.Errorf("apiserver: --disable-admission-plugins: unknown plugin %q (svcnet has %s)", p, strings.Join(core.AdmissionPlugins, ", "))
+		}
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, ready: make(chan struct{}), policy: newPolicyCache(),
 		inflight: newInFlightLimiter(cfg.MaxRequestsInflight, cfg.MaxMutatingRequestsInflight)}
@@ -287,6 +315,13 @@ func (s *Server) buildStores() error {
 		s.serviceCfg = &scfg
 		s.byGR[ServicesResource].Strategy = service.NewStrategy(scfg)
 	}
+	if b := core.BasicOf(s.byGR[podsGR].Strategy); b != nil && b.Admit != nil {
+		adm := &core.PodAdmission{Disabled: map[string]bool{}, ServiceAccounts: s.getServiceAccount}
+		for _, p := range s.cfg.DisableAdmissionPlugins {
+			adm.Disabled[p] = true
+		}
+		b.Admit = adm.Admit
+	}
 	s.installMetalLBListers()
 	esc := &authz.Escalation{RBAC: s.rbac, Authorizer: s.authorizer, Roles: storedRoles{s}}
 	for _, gr := range []schema.GroupResource{rolesGR, clusterRolesGR, roleBindingsGR, clusterRoleBindingsGR} {
@@ -335,6 +370,17 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	if s.pki, err = LoadOrCreatePKI(filepath.Join(s.cfg.DataDir, "pki")); err != nil {
+		return err
+	}
+	keyFile := s.cfg.ServiceAccountSigningKeyFile
+	if keyFile == "" {
+		keyFile = filepath.Join(s.pki.Dir, "sa.key")
+	}
+	saKey, err := loadOrCreateSAKey(keyFile)
+	if err != nil {
+		return err
+	}
+	if s.saTokens, err = newSATokens(saKey, s.cfg.ServiceAccountIssuer, s.cfg.APIAudiences); err != nil {
 		return err
 	}
 	hosts := []string{"127.0.0.1", "::1", "localhost", s.cfg.BindAddress, s.cfg.AdvertiseAddress,

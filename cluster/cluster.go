@@ -498,6 +498,11 @@ func ensureDNS(ctx context.Context, client kubernetes.Interface, cfg Config, fam
 	} else if err != nil {
 		return fmt.Errorf("get kube-dns Service: %w", err)
 	}
+	// The DNS pods run as kube-system/coredns, as kubeadm's CoreDNS does
+	// (the service account its RBAC binding names).
+	if _, err := client.CoreV1().ServiceAccounts("kube-system").Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "coredns"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create service account coredns: %w", err)
+	}
 	kubeconfig := componentKubeconfig(cfg.DataDir, "dns")
 	replicas := min(2, cfg.Nodes)
 	for r := 1; r <= replicas; r++ {
@@ -507,6 +512,7 @@ func ensureDNS(ctx context.Context, client kubernetes.Interface, cfg Config, fam
 			Spec: v1.PodSpec{
 				NodeName:                      NodeName(cfg.Prefix, r),
 				DNSPolicy:                     v1.DNSDefault,
+				ServiceAccountName:            "coredns",
 				PriorityClassName:             "",
 				TerminationGracePeriodSeconds: &zero,
 				Tolerations:                   []v1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Effect: v1.TaintEffectNoSchedule}},

@@ -1,6 +1,7 @@
 // Package controller runs svcnet's controllers — Endpoints, EndpointSlices,
 // EndpointSlice mirroring, Deployments, ReplicaSets, DaemonSets, the scheduler, garbage
-// collection, namespace finalization, LoadBalancer IPAM and the node lifecycle health check — against any Kubernetes API server,
+// collection, namespace finalization, LoadBalancer IPAM, the node lifecycle health check, the default service accounts and
+// the root CA ConfigMaps — against any Kubernetes API server,
 // sharing one informer factory and one event broadcaster, as
 // kube-controller-manager does. Each controller lives in its own
 // subpackage; Run wires and starts the enabled ones.
@@ -35,6 +36,7 @@ import (
 	"github.com/svcnet/svcnet/controller/nodelifecycle"
 	"github.com/svcnet/svcnet/controller/replicaset"
 	"github.com/svcnet/svcnet/controller/scheduler"
+	"github.com/svcnet/svcnet/controller/serviceaccount"
 	"github.com/svcnet/svcnet/controller/servicecidrs"
 )
 
@@ -52,10 +54,14 @@ const (
 	ServiceCIDRs  = "servicecidrs"
 	Namespace     = "namespace"
 	NodeLifecycle = "nodelifecycle"
+	// ServiceAccount and RootCAPublisher are kube-controller-manager's
+	// serviceaccount-controller and root-ca-cert-publisher.
+	ServiceAccount  = "serviceaccount"
+	RootCAPublisher = "root-ca-cert-publisher"
 )
 
 // All lists every controller name.
-var All = []string{Endpoints, EndpointSlice, Mirroring, Deployment, ReplicaSet, DaemonSet, Scheduler, GC, LBIPAM, ServiceCIDRs, Namespace, NodeLifecycle}
+var All = []string{Endpoints, EndpointSlice, Mirroring, Deployment, ReplicaSet, DaemonSet, Scheduler, GC, LBIPAM, ServiceCIDRs, Namespace, NodeLifecycle, ServiceAccount, RootCAPublisher}
 
 // Options configure Run.
 type Options struct {
@@ -75,6 +81,10 @@ type Options struct {
 	// NodeMonitorGracePeriod and NodeMonitorPeriod of the node lifecycle
 	// controller (0: kube-controller-manager's 50s and 5s).
 	NodeMonitorGracePeriod, NodeMonitorPeriod time.Duration
+	// RootCA is the PEM CA bundle the root CA publisher puts in every
+	// namespace (kube-controller-manager's --root-ca-file); without it that
+	// controller does not run.
+	RootCA []byte
 }
 
 // Run starts the enabled controllers and blocks until ctx is cancelled or
@@ -163,6 +173,21 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	if on(NodeLifecycle) {
 		c := nodelifecycle.New(client, factory, opts.NodeMonitorGracePeriod, opts.NodeMonitorPeriod, log)
 		runs = append(runs, c.Run)
+	}
+	if on(ServiceAccount) {
+		c := serviceaccount.New(client, factory, log)
+		runs = append(runs, func(ctx context.Context) error { return c.Run(ctx, workers) })
+	}
+	if on(RootCAPublisher) {
+		if len(opts.RootCA) == 0 {
+			log.Warn("root-ca-cert-publisher: no root CA (--root-ca-file, or a CA in the kubeconfig); not running it")
+		} else {
+			p, err := serviceaccount.NewPublisher(client, factory, opts.RootCA, log)
+			if err != nil {
+				return err
+			}
+			runs = append(runs, func(ctx context.Context) error { return p.Run(ctx, workers) })
+		}
 	}
 	if on(LBIPAM) {
 		l := lbipam.New(client, dyn, factory, dynFactory, recorder(lbipam.ControllerName), log)

@@ -40,6 +40,14 @@ func WithEtcd(endpoints ...string) Option {
 	return func(c *apiserver.Config) { c.EtcdServers = endpoints }
 }
 
+// WithServiceAccountAdmission turns the ServiceAccount admission plugin
+// back on. It is off in test servers by default, as in Kubernetes'
+// integration test servers: no controller creates the namespaces' default
+// service accounts here, so every pod would be refused.
+func WithServiceAccountAdmission() Option {
+	return func(c *apiserver.Config) { c.DisableAdmissionPlugins = nil }
+}
+
 // WithConfig applies an arbitrary change.
 func WithConfig(f func(*apiserver.Config)) Option { return Option(f) }
 
@@ -51,6 +59,8 @@ func Start(t testing.TB, opts ...Option) *Server {
 		DataDir:    t.TempDir(),
 		SecurePort: -1,
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// See WithServiceAccountAdmission.
+		DisableAdmissionPlugins: []string{"ServiceAccount"},
 	}
 	for _, o := range opts {
 		o(&cfg)

@@ -37,6 +37,7 @@ var SvcnetControllers = []string{
 	"service-controller", // LoadBalancer IP assignment (lbipam) writes services/status
 	"namespace-controller", "clusterrole-aggregation-controller",
 	"node-controller", // the node lifecycle health check
+	"service-account-controller", "root-ca-cert-publisher",
 }
 
 // ControllersUser is the identity of `svcnet controllers` in `svcnet up`:

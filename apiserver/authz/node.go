@@ -62,6 +62,8 @@ func (n *Node) Authorize(ctx context.Context, a Attributes) (Decision, string, e
 			return nodeNode(node, a)
 		case a.APIGroup == "" && a.Resource == "pods":
 			return n.nodePod(ctx, node, a)
+		case a.APIGroup == "" && a.Resource == "serviceaccounts":
+			return n.createToken(ctx, node, a)
 		}
 	}
 	for i := range n.Rules {
@@ -180,6 +182,27 @@ func (n *Node) readPodObject(ctx context.Context, node string, a Attributes) (De
 			continue
 		}
 		if podReferences(p, a.Resource, a.Name) {
+			return Allow, "", nil
+		}
+	}
+	return NoOpinion, noRelation(node), nil
+}
+
+// createToken allows a node to request a token for the service account of
+// a pod bound to it (its projected token volumes); the NodeRestriction
+// admission then requires the token to be bound to such a pod.
+func (n *Node) createToken(ctx context.Context, node string, a Attributes) (Decision, string, error) {
+	if a.Verb != "create" || a.Name == "" {
+		return NoOpinion, "can only create tokens for individual service accounts", nil
+	}
+	if a.Subresource != "token" {
+		return NoOpinion, "can only create token subresource of serviceaccount", nil
+	}
+	if n.Graph == nil {
+		return NoOpinion, noRelation(node), nil
+	}
+	for _, p := range n.Graph.PodsOnNode(ctx, node) {
+		if p.Namespace == a.Namespace && p.Spec.ServiceAccountName == a.Name {
 			return Allow, "", nil
 		}
 	}

@@ -39,6 +39,7 @@ var printers = map[schema.GroupResource]printer{
 	{Resource: "events"}:                                      eventPrinter,
 	{Group: "events.k8s.io", Resource: "events"}:              eventsV1Printer,
 	{Resource: "configmaps"}:                                  configMapPrinter,
+	{Resource: "serviceaccounts"}:                             serviceAccountPrinter,
 	{Group: "apps", Resource: "deployments"}:                  deploymentPrinter,
 	{Group: "apps", Resource: "replicasets"}:                  replicaSetPrinter,
 	{Group: "apps", Resource: "daemonsets"}:                   daemonSetPrinter,
@@ -312,6 +313,17 @@ var configMapPrinter = printer{
 			return nil, wrongType("ConfigMap", obj)
 		}
 		return []any{cm.Name, int64(len(cm.Data) + len(cm.BinaryData)), age(cm.CreationTimestamp, now)}, nil
+	},
+}
+
+var serviceAccountPrinter = printer{
+	columns: []metav1.TableColumnDefinition{nameColumn, ageColumn},
+	row: func(obj runtime.Object, now time.Time) ([]any, error) {
+		sa, ok := obj.(*corev1.ServiceAccount)
+		if !ok {
+			return nil, wrongType("ServiceAccount", obj)
+		}
+		return []any{sa.Name, age(sa.CreationTimestamp, now)}, nil
 	},
 }
 

@@ -626,8 +626,8 @@ func TestOptions(t *testing.T) {
 
 func TestDefaultTable(t *testing.T) {
 	created := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)))
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", CreationTimestamp: created}}
-	gr := schema.GroupResource{Resource: "serviceaccounts"}
+	sa := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "default", CreationTimestamp: created}}
+	gr := schema.GroupResource{Resource: "secrets"}
 	tbl, err := Convert(gr, []runtime.Object{sa}, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -33,6 +33,10 @@ func parseAPIServerArgs(args []string) (apiserver.Config, error) {
 	fs.IntVar(&cfg.MaxMutatingRequestsInflight, "max-mutating-requests-inflight", 200, "maximum mutating requests served at once (429 beyond; negative disables); one user gets at most half")
 	fs.DurationVar(&cfg.RepairInterval, "repair-interval", 3*time.Minute, "how often the ClusterIP/NodePort repair runs (kube-apiserver: 3m; leaks are freed on the third run that finds them)")
 	fs.BoolVar(&cfg.AllowPrivileged, "allow-privileged", false, "allow containers to request privileged mode (as kube-apiserver, refused by default)")
+	fs.StringVar(&cfg.ServiceAccountSigningKeyFile, "service-account-signing-key-file", "", "RSA private key (PEM) service account tokens are signed and checked with; API servers sharing an etcd must share it (default: DATA_DIR/pki/sa.key, made on first start)")
+	fs.StringVar(&cfg.ServiceAccountIssuer, "service-account-issuer", apiserver.DefaultServiceAccountIssuer, "the iss claim of service account tokens")
+	fs.StringSliceVar(&cfg.APIAudiences, "api-audiences", nil, "audiences a service account token must name to authenticate (default: --service-account-issuer)")
+	fs.StringSliceVar(&cfg.DisableAdmissionPlugins, "disable-admission-plugins", nil, "admission plugins to turn off: ServiceAccount, Priority, DefaultTolerationSeconds (all on by default, as in kube-apiserver)")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

@@ -42,6 +42,7 @@ func runControllers(ctx context.Context, args []string) error {
 		burst      int
 		verbose    bool
 		le         leaderElection
+		rootCAFile string
 	)
 	fs.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster (default: $KUBECONFIG, else in-cluster config)")
 	fs.StringVar(&enabled, "controllers", "*", "comma-separated controllers to run, '*' for all: "+strings.Join(controller.All, ","))
@@ -59,6 +60,7 @@ func runControllers(ctx context.Context, args []string) error {
 	fs.DurationVar(&le.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often the lease is tried and renewed")
 	fs.StringVar(&le.name, "leader-elect-resource-name", "kube-controller-manager", "the Lease's name: kube-controller-manager's by default, since these controllers stand in for it (and the RBAC policy of kube-apiserver lets that identity renew only that Lease)")
 	fs.StringVar(&le.namespace, "leader-elect-resource-namespace", "kube-system", "the Lease's namespace")
+	fs.StringVar(&rootCAFile, "root-ca-file", "", "PEM CA bundle the root-ca-cert-publisher puts in every namespace's kube-root-ca.crt ConfigMap (default: the kubeconfig's certificate authority)")
 	fs.BoolVar(&verbose, "v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -77,6 +79,18 @@ func runControllers(ctx context.Context, args []string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	switch {
+	case rootCAFile != "":
+		if opts.RootCA, err = os.ReadFile(rootCAFile); err != nil {
+			return fmt.Errorf("--root-ca-file: %w", err)
+		}
+	case len(cfg.CAData) > 0:
+		opts.RootCA = cfg.CAData
+	case cfg.CAFile != "":
+		if opts.RootCA, err = os.ReadFile(cfg.CAFile); err != nil {
+			return fmt.Errorf("kubeconfig certificate authority: %w", err)
+		}
 	}
 	cfg.QPS, cfg.Burst = qps, burst
 	cfg.UserAgent = "svcnet-controllers"

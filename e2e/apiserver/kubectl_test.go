@@ -28,13 +28,18 @@ type kubectl struct {
 	env        []string
 }
 
-func newKubectl(t *testing.T) *kubectl {
+func newKubectl(t *testing.T, opts ...apiservertest.Option) *kubectl {
+	k, _ := newKubectlServer(t, opts...)
+	return k
+}
+
+func newKubectlServer(t *testing.T, opts ...apiservertest.Option) (*kubectl, *apiservertest.Server) {
 	t.Helper()
 	if _, err := exec.LookPath("kubectl"); err != nil {
 		t.Skip("kubectl not installed")
 	}
-	srv := apiservertest.Start(t, apiservertest.WithConfig(func(c *apiserver.Config) { c.AdvertiseAddress = advertise }))
-	return &kubectl{t: t, kubeconfig: srv.KubeconfigPath(), env: []string{"HOME=" + t.TempDir()}}
+	srv := apiservertest.Start(t, append([]apiservertest.Option{apiservertest.WithConfig(func(c *apiserver.Config) { c.AdvertiseAddress = advertise })}, opts...)...)
+	return &kubectl{t: t, kubeconfig: srv.KubeconfigPath(), env: []string{"HOME=" + t.TempDir()}}, srv
 }
 
 // run runs kubectl and returns its combined output; failure is fatal unless

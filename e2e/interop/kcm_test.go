@@ -31,10 +31,13 @@ import (
 var kcmControllers = []string{
 	"endpointslice-controller", "endpointslice-mirroring-controller",
 	"deployment-controller", "replicaset-controller",
+	// The pods' default service account (the ServiceAccount admission
+	// plugin refuses pods without it).
+	"serviceaccount-controller",
 }
 
-// svcnetControllers are the same four in `svcnet controllers` (controller.All).
-var svcnetControllers = []string{"endpointslice", "endpointslicemirroring", "deployment", "replicaset"}
+// svcnetControllers are the same five in `svcnet controllers` (controller.All).
+var svcnetControllers = []string{"endpointslice", "endpointslicemirroring", "deployment", "replicaset", "serviceaccount"}
 
 // buildKubeControllerManager builds the real kube-controller-manager from
 // k8s.io/kubernetes (the version go.mod pins), stamped as kube-proxy is.
@@ -627,7 +630,7 @@ func dumpWritten(ctx context.Context, cs kubernetes.Interface) (map[string]any, 
 	}
 	podGroups := map[string][]any{}
 	for i := range pods.Items {
-		m := toMap(&pods.Items[i])
+		m := toMap(maskTokenVolume(&pods.Items[i]))
 		normalizeMeta(m)
 		delete(m, "status") // written by the test's kubelet
 		md := m["metadata"].(map[string]any)
@@ -658,6 +661,28 @@ func dumpWritten(ctx context.Context, cs kubernetes.Interface) (map[string]any, 
 	sort.Slice(reasons, func(i, j int) bool { return reasons[i].(string) < reasons[j].(string) })
 	out["Events"] = reasons
 	return out, nil
+}
+
+// maskTokenVolume replaces the random suffix of the service account token
+// volume the ServiceAccount admission plugin names (kube-api-access-XXXXX).
+func maskTokenVolume(p *corev1.Pod) *corev1.Pod {
+	p = p.DeepCopy()
+	mask := func(n *string) {
+		if strings.HasPrefix(*n, "kube-api-access-") {
+			*n = "kube-api-access-<random>"
+		}
+	}
+	for i := range p.Spec.Volumes {
+		mask(&p.Spec.Volumes[i].Name)
+	}
+	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range cs {
+			for j := range cs[i].VolumeMounts {
+				mask(&cs[i].VolumeMounts[j].Name)
+			}
+		}
+	}
+	return p
 }
 
 // addSorted stores each group's objects under key#i, in the order of their

@@ -142,6 +142,18 @@ func (d *declarativeStatus) ValidateDeclaratively(ctx context.Context, op operat
 	return d.fn(ctx, op, obj, old)
 }
 
+// BasicOf returns the Basic strategy behind st (itself, or what
+// WithDeclarative wrapped), or nil.
+func BasicOf(st registry.Strategy) *Basic {
+	switch b := st.(type) {
+	case *Basic:
+		return b
+	case *declarative:
+		return b.Basic
+	}
+	return nil
+}
+
 var _ registry.Strategy = (*Basic)(nil)
 
 func (b *Basic) NamespaceScoped() bool { return b.Namespaced }

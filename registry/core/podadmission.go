@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,8 +23,29 @@ var systemPriorityClasses = map[string]int32{
 // --default-unreachable-toleration-seconds.
 const DefaultNotReadyTolerationSeconds = 300
 
-// admitPod is what kube-apiserver's default admission plugins do to a pod
-// beyond its strategy:
+// AdmissionPlugins are the kube-apiserver admission plugins svcnet runs on
+// pods, in kube-apiserver's order; --disable-admission-plugins takes these
+// names.
+var AdmissionPlugins = []string{PluginServiceAccount, PluginPriority, PluginDefaultTolerationSeconds}
+
+const (
+	PluginServiceAccount           = "ServiceAccount"
+	PluginPriority                 = "Priority"
+	PluginDefaultTolerationSeconds = "DefaultTolerationSeconds"
+)
+
+// PodAdmission is what kube-apiserver's default admission plugins do to a
+// pod beyond its strategy:
+//   - ServiceAccount (create): spec.serviceAccountName defaults to
+//     "default"; the service account must exist (a missing "default" is
+//     looked up again for up to about 2 s, as the plugin does, since the
+//     service account controller makes it right after the namespace); unless
+//     the pod or the service account opts out, every container and init
+//     container gets the kube-api-access-XXXXX projected volume (token, CA,
+//     namespace) at /var/run/secrets/kubernetes.io/serviceaccount; the
+//     service account's image pull secrets are copied to a pod without any;
+//     a mirror pod may not name a service account, reference secrets or
+//     project a token;
 //   - DefaultTolerationSeconds (create and update): a pod that does not
 //     tolerate node.kubernetes.io/not-ready or .../unreachable NoExecute
 //     gets a toleration of each for 300 s;
@@ -32,9 +54,65 @@ const DefaultNotReadyTolerationSeconds = 300
 //     global default class), an unknown class or a priority or policy that
 //     differs from the class's is Forbidden; an update that leaves out
 //     the priority or the preemption policy gets the stored one back.
-func admitPod(_ context.Context, obj, old runtime.Object) error {
+type PodAdmission struct {
+	// Disabled plugins, by name.
+	Disabled map[string]bool
+	// ServiceAccounts looks a service account up (a NotFound error when it
+	// does not exist). Without it the ServiceAccount plugin does not run.
+	ServiceAccounts func(ctx context.Context, namespace, name string) (*corev1.ServiceAccount, error)
+	// GenerateName makes the token volume's name from its prefix (default:
+	// five random characters appended, as names.SimpleNameGenerator).
+	GenerateName func(prefix string) string
+	// Sleep waits between lookups of a missing default service account
+	// (default time.Sleep).
+	Sleep func(time.Duration)
+}
+
+// admitPod is the admission of a pod strategy no server has configured:
+// every plugin but ServiceAccount, which needs the service accounts.
+func admitPod(ctx context.Context, obj, old runtime.Object) error {
+	return (&PodAdmission{}).Admit(ctx, obj, old)
+}
+
+// Admit runs the plugins on a pod create (old nil) or update.
+func (a *PodAdmission) Admit(ctx context.Context, obj, old runtime.Object) error {
 	pod := obj.(*corev1.Pod)
-	addDefaultTolerations(&pod.Spec)
+	name := pod.Name
+	if name == "" {
+		name = pod.GenerateName
+	}
+	if name == "" {
+		name = "Unknown"
+	}
+	forbidden := func(format string, args ...any) error {
+		return apierrors.NewForbidden(corev1.Resource("pods"), name, fmt.Errorf(format, args...))
+	}
+	var sa *corev1.ServiceAccount
+	runSA := old == nil && !a.Disabled[PluginServiceAccount] && a.ServiceAccounts != nil
+	if runSA {
+		var err error
+		if sa, err = a.admitServiceAccount(ctx, pod, forbidden); err != nil {
+			return err
+		}
+	}
+	if !a.Disabled[PluginDefaultTolerationSeconds] {
+		addDefaultTolerations(&pod.Spec)
+	}
+	if !a.Disabled[PluginPriority] {
+		if err := admitPriority(pod, old, forbidden); err != nil {
+			return err
+		}
+	}
+	if runSA && sa != nil && enforceMountableSecrets(sa) {
+		// The plugin's validating half, after every mutating plugin.
+		if err := limitSecretReferences(sa, pod); err != nil {
+			return apierrors.NewForbidden(corev1.Resource("pods"), name, err)
+		}
+	}
+	return nil
+}
+
+func admitPriority(pod *corev1.Pod, old runtime.Object, forbidden func(string, ...any) error) error {
 	if old != nil {
 		// What the create computed comes back when an update leaves it
 		// out; a different value is left for validation to refuse.
@@ -46,13 +124,6 @@ func admitPod(_ context.Context, obj, old runtime.Object) error {
 			pod.Spec.PreemptionPolicy = o.Spec.PreemptionPolicy
 		}
 		return nil
-	}
-	name := pod.Name
-	if name == "" {
-		name = pod.GenerateName
-	}
-	forbidden := func(format string, a ...any) error {
-		return apierrors.NewForbidden(corev1.Resource("pods"), name, fmt.Errorf(format, a...))
 	}
 	priority := int32(0)
 	policy := corev1.PreemptLowerPriority

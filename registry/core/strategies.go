@@ -574,3 +574,21 @@ func validateLeaseSpec(spec *coordinationv1.LeaseSpec) field.ErrorList {
 	}
 	return errs
 }
+
+// NewServiceAccountStrategy: ServiceAccounts are validated as kube-apiserver
+// 1.37's ValidateServiceAccount (ObjectMeta's rules, the name a DNS
+// subdomain), and their secret references keep only the name, as its
+// strategy's cleanSecretReferences does on create and update.
+func NewServiceAccountStrategy() registry.Strategy {
+	clean := func(obj runtime.Object) {
+		sa := obj.(*corev1.ServiceAccount)
+		for i, s := range sa.Secrets {
+			sa.Secrets[i] = corev1.ObjectReference{Name: s.Name}
+		}
+	}
+	return WithDeclarative(&Basic{
+		Namespaced: true,
+		OnCreate:   clean,
+		OnUpdate:   func(obj, _ runtime.Object) { clean(obj) },
+	}, ObjectMetaDeclarative)
+}
