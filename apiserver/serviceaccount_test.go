@@ -70,8 +70,8 @@ func TestServiceAccountTokens(t *testing.T) {
 	}
 	for _, c := range []struct {
 		what, sa string
-		tr   *authenticationv1.TokenRequest
-		want string
+		tr       *authenticationv1.TokenRequest
+		want     string
 	}{
 		{"unbound", "web", req(nil), "node requested token not bound to a pod"},
 		{"another node's pod", "web", req(other), "node requested token bound to a pod scheduled on a different node"},

@@ -120,7 +120,9 @@ func TestKubectlServiceAccounts(t *testing.T) {
 	mustMatch(t, as(tok, true, "get", "pods"),
 		`Error from server \(Forbidden\): pods is forbidden: User "system:serviceaccount:default:robot" cannot list resource "pods" in API group "" in the namespace "default"`)
 	k.ok("create", "rolebinding", "robot-view", "--clusterrole", "view", "--serviceaccount", "default:robot")
-	until("robot may list pods", func() bool { return strings.Contains(k.run(false, "auth", "can-i", "list", "pods", "--as", "system:serviceaccount:default:robot"), "yes") })
+	until("robot may list pods", func() bool {
+		return strings.Contains(k.run(false, "auth", "can-i", "list", "pods", "--as", "system:serviceaccount:default:robot"), "yes")
+	})
 	mustMatch(t, as(tok, false, "get", "pods"), `(?m)^web\s`)
 	if out := as("not-a-token", true, "get", "pods"); !strings.Contains(out, "Unauthorized") {
 		t.Errorf("a bad token: %s", out)
