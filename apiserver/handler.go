@@ -86,6 +86,8 @@ func (s *Server) Handler() http.Handler {
 			BuildDate: "2026-01-01T00:00:00Z", GoVersion: goVersion(), Compiler: "gc", Platform: platform(),
 		})
 	})
+	mux.HandleFunc("/.well-known/openid-configuration", s.serveOIDCDiscovery)
+	mux.HandleFunc("/openid/v1/jwks", s.serveJWKS)
 	api := http.HandlerFunc(s.serveAPI)
 	mux.Handle("/api", api)
 	mux.Handle("/api/", api)

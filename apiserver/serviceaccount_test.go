@@ -2,8 +2,12 @@ package apiserver_test
 
 import (
 	"context"
+	"crypto"
+	"crypto/rsa"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -125,4 +129,50 @@ func jwtClaims(t *testing.T, tok string) map[string]any {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// TestServiceAccountIssuerDiscovery: a service account reads the issuer's
+// OpenID discovery document and key set, and the key checks its token.
+func TestServiceAccountIssuerDiscovery(t *testing.T) {
+	srv := apiservertest.Start(t)
+	admin := kubernetes.NewForConfigOrDie(srv.Config)
+	ctx := context.Background()
+	if _, err := admin.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "robot"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := admin.CoreV1().ServiceAccounts("default").CreateToken(ctx, "robot", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.AnonymousClientConfig(srv.Config)
+	cfg.BearerToken = tr.Status.Token
+	rc := kubernetes.NewForConfigOrDie(cfg).Discovery().RESTClient()
+	var doc map[string]any
+	b, err := rc.Get().AbsPath("/.well-known/openid-configuration").DoRaw(ctx)
+	if err != nil || json.Unmarshal(b, &doc) != nil {
+		t.Fatalf("discovery document: %v %s", err, b)
+	}
+	if doc["issuer"] != "https://kubernetes.default.svc.cluster.local" || doc["jwks_uri"] != srv.URL()+"/openid/v1/jwks" {
+		t.Errorf("discovery document %v", doc)
+	}
+	var jwks struct {
+		Keys []struct{ Kid, Kty, Alg, N, E string }
+	}
+	if b, err = rc.Get().AbsPath("/openid/v1/jwks").DoRaw(ctx); err != nil || json.Unmarshal(b, &jwks) != nil || len(jwks.Keys) != 1 {
+		t.Fatalf("key set: %v %s", err, b)
+	}
+	k := jwks.Keys[0]
+	n, _ := base64.RawURLEncoding.DecodeString(k.N)
+	pub := &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: 65537}
+	parts := strings.Split(tr.Status.Token, ".")
+	sig, _ := base64.RawURLEncoding.DecodeString(parts[2])
+	sum := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
+	if err := rsa.VerifyPKCS1v15(pub, crypto.SHA256, sum[:], sig); err != nil || k.Kty != "RSA" || k.Alg != "RS256" || k.E != "AQAB" {
+		t.Errorf("the published key does not check the token: %v (%+v)", err, k)
+	}
+	var hdr map[string]any
+	h, _ := base64.RawURLEncoding.DecodeString(parts[0])
+	if json.Unmarshal(h, &hdr); hdr["kid"] != k.Kid || hdr["alg"] != "RS256" {
+		t.Errorf("token header %v, key id %s", hdr, k.Kid)
+	}
 }

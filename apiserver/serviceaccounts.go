@@ -7,9 +7,11 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/http"
 	"os"
 	"slices"
@@ -399,6 +401,34 @@ func (s *Server) getServiceAccount(ctx context.Context, namespace, name string) 
 		return nil, err
 	}
 	return obj.(*corev1.ServiceAccount), nil
+}
+
+// serveOIDCDiscovery serves the service account issuer's OpenID Connect
+// discovery document, as kube-apiserver does, so that other systems can
+// check its tokens (RBAC: system:service-account-issuer-discovery lets every
+// service account read it).
+func (s *Server) serveOIDCDiscovery(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"issuer":                                s.saTokens.issuer,
+		"jwks_uri":                              s.url + "/openid/v1/jwks",
+		"response_types_supported":              []string{"id_token"},
+		"subject_types_supported":               []string{"public"},
+		"id_token_signing_alg_values_supported": []string{"RS256"},
+	})
+}
+
+// serveJWKS serves the public key tokens are signed with.
+func (s *Server) serveJWKS(w http.ResponseWriter, r *http.Request) {
+	pub := s.saTokens.key.PublicKey
+	w.Header().Set("Content-Type", "application/jwk-set+json")
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	_ = json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]string{{
+		"use": "sig", "kty": "RSA", "kid": s.saTokens.keyID, "alg": "RS256",
+		"n": base64.RawURLEncoding.EncodeToString(pub.N.Bytes()),
+		"e": base64.RawURLEncoding.EncodeToString(big.NewInt(int64(pub.E)).Bytes()),
+	}}})
 }
 
 // bearerToken returns the token of an Authorization: Bearer header.
