@@ -101,6 +101,9 @@ func main() {
 		{"daemonset-create", daemonSetCreateCase},
 		{"daemonset-update", daemonSetUpdateCase},
 		{"daemonset-status", daemonSetStatusCase},
+		// Appended: each kind's random stream derives from its position.
+		{"serviceaccount-create", serviceAccountCreateCase},
+		{"serviceaccount-update", serviceAccountUpdateCase},
 	}
 	want := map[string]bool{}
 	for _, k := range strings.Split(*only, ",") {

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
@@ -96,6 +97,37 @@ func defaultVolume(v *corev1.VolumeSource) {
 				f.APIVersion = "v1"
 			}
 		}
+	}
+	// The v1 defaults of the in-tree volume plugins' sources.
+	if r := v.RBD; r != nil {
+		r.RBDPool = cmp.Or(r.RBDPool, "rbd")
+		r.RadosUser = cmp.Or(r.RadosUser, "admin")
+		r.Keyring = cmp.Or(r.Keyring, "/etc/ceph/keyring")
+	}
+	if i := v.ISCSI; i != nil {
+		i.ISCSIInterface = cmp.Or(i.ISCSIInterface, "default")
+	}
+	if a := v.AzureDisk; a != nil {
+		if a.CachingMode == nil {
+			m := corev1.AzureDataDiskCachingReadWrite
+			a.CachingMode = &m
+		}
+		if a.FSType == nil {
+			fs := "ext4"
+			a.FSType = &fs
+		}
+		if a.ReadOnly == nil {
+			ro := false
+			a.ReadOnly = &ro
+		}
+		if a.Kind == nil {
+			k := corev1.AzureSharedBlobDisk
+			a.Kind = &k
+		}
+	}
+	if sc := v.ScaleIO; sc != nil {
+		sc.StorageMode = cmp.Or(sc.StorageMode, "ThinProvisioned")
+		sc.FSType = cmp.Or(sc.FSType, "xfs")
 	}
 	if v.HostPath != nil && v.HostPath.Type == nil {
 		t := corev1.HostPathUnset

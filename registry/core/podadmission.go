@@ -87,11 +87,8 @@ func (a *PodAdmission) Admit(ctx context.Context, obj, old runtime.Object) error
 	forbidden := func(format string, args ...any) error {
 		return apierrors.NewForbidden(corev1.Resource("pods"), name, fmt.Errorf(format, args...))
 	}
-	var sa *corev1.ServiceAccount
-	runSA := old == nil && !a.Disabled[PluginServiceAccount] && a.ServiceAccounts != nil
-	if runSA {
-		var err error
-		if sa, err = a.admitServiceAccount(ctx, pod, forbidden); err != nil {
+	if old == nil && !a.Disabled[PluginServiceAccount] && a.ServiceAccounts != nil {
+		if err := a.admitServiceAccount(ctx, pod, forbidden); err != nil {
 			return err
 		}
 	}
@@ -101,12 +98,6 @@ func (a *PodAdmission) Admit(ctx context.Context, obj, old runtime.Object) error
 	if !a.Disabled[PluginPriority] {
 		if err := admitPriority(pod, old, forbidden); err != nil {
 			return err
-		}
-	}
-	if runSA && sa != nil && enforceMountableSecrets(sa) {
-		// The plugin's validating half, after every mutating plugin.
-		if err := limitSecretReferences(sa, pod); err != nil {
-			return apierrors.NewForbidden(corev1.Resource("pods"), name, err)
 		}
 	}
 	return nil

@@ -30,17 +30,17 @@ const (
 	enforceMountableSecretsAnnotation = "kubernetes.io/enforce-mountable-secrets"
 )
 
-// admitServiceAccount is the ServiceAccount plugin's mutating half (and,
-// for mirror pods, its validation). It returns the pod's service account.
-func (a *PodAdmission) admitServiceAccount(ctx context.Context, pod *corev1.Pod, forbidden func(string, ...any) error) (*corev1.ServiceAccount, error) {
+// admitServiceAccount is the ServiceAccount plugin: its mutation, then its
+// validation (which kube's plugin runs at the end of its mutating pass).
+func (a *PodAdmission) admitServiceAccount(ctx context.Context, pod *corev1.Pod, forbidden func(string, ...any) error) error {
 	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 		// A mirror pod's spec is the kubelet's static pod: it is not
 		// changed, and may not use what only the API can give it.
 		if pod.Spec.ServiceAccountName != "" {
-			return nil, forbidden("a mirror pod may not reference service accounts")
+			return forbidden("a mirror pod may not reference service accounts")
 		}
 		if podReferencesSecrets(pod) {
-			return nil, forbidden("a mirror pod may not reference secrets")
+			return forbidden("a mirror pod may not reference secrets")
 		}
 		for _, v := range pod.Spec.Volumes {
 			if v.Projected == nil {
@@ -48,11 +48,11 @@ func (a *PodAdmission) admitServiceAccount(ctx context.Context, pod *corev1.Pod,
 			}
 			for _, src := range v.Projected.Sources {
 				if src.ServiceAccountToken != nil {
-					return nil, forbidden("a mirror pod may not use ServiceAccountToken volume projections")
+					return forbidden("a mirror pod may not use ServiceAccountToken volume projections")
 				}
 			}
 		}
-		return nil, nil
+		return nil
 	}
 	if pod.Spec.ServiceAccountName == "" {
 		pod.Spec.ServiceAccountName = DefaultServiceAccountName
@@ -60,7 +60,7 @@ func (a *PodAdmission) admitServiceAccount(ctx context.Context, pod *corev1.Pod,
 	}
 	sa, err := a.lookupServiceAccount(ctx, pod.Namespace, pod.Spec.ServiceAccountName)
 	if err != nil {
-		return nil, forbidden("error looking up service account %s/%s: %w", pod.Namespace, pod.Spec.ServiceAccountName, err)
+		return forbidden("error looking up service account %s/%s: %w", pod.Namespace, pod.Spec.ServiceAccountName, err)
 	}
 	if shouldAutomount(sa, pod) {
 		a.mountServiceAccountToken(pod)
@@ -71,7 +71,14 @@ func (a *PodAdmission) admitServiceAccount(ctx context.Context, pod *corev1.Pod,
 			pod.Spec.ImagePullSecrets[i].Name = s.Name
 		}
 	}
-	return sa, nil
+	// The plugin's validation ends its mutating pass, before the plugins
+	// after it.
+	if enforceMountableSecrets(sa) {
+		if err := limitSecretReferences(sa, pod); err != nil {
+			return forbidden("%w", err)
+		}
+	}
+	return nil
 }
 
 // lookupServiceAccount gets the service account; a missing "default" is
@@ -231,31 +238,34 @@ func limitSecretReferences(sa *corev1.ServiceAccount, pod *corev1.Pod) error {
 }
 
 // podReferencesSecrets reports whether a pod names any secret, where
-// kube's VisitPodSecretNames looks: image pull secrets, secret volumes and
-// projections, the secret references of volume plugins, and env and
-// envFrom of every container.
+// kube's VisitPodSecretNames looks (empty names do not count): image pull
+// secrets, secret volumes and projections, the secret references of volume
+// plugins, and env and envFrom of every container.
 func podReferencesSecrets(pod *corev1.Pod) bool {
-	if len(pod.Spec.ImagePullSecrets) > 0 {
-		return true
+	ref := func(r *corev1.LocalObjectReference) bool { return r != nil && r.Name != "" }
+	for _, s := range pod.Spec.ImagePullSecrets {
+		if s.Name != "" {
+			return true
+		}
 	}
 	for _, v := range pod.Spec.Volumes {
 		s := v.VolumeSource
 		switch {
-		case s.Secret != nil,
-			s.AzureFile != nil,
-			s.CephFS != nil && s.CephFS.SecretRef != nil,
-			s.Cinder != nil && s.Cinder.SecretRef != nil,
-			s.FlexVolume != nil && s.FlexVolume.SecretRef != nil,
-			s.RBD != nil && s.RBD.SecretRef != nil,
-			s.ScaleIO != nil && s.ScaleIO.SecretRef != nil,
-			s.ISCSI != nil && s.ISCSI.SecretRef != nil,
-			s.StorageOS != nil && s.StorageOS.SecretRef != nil,
-			s.CSI != nil && s.CSI.NodePublishSecretRef != nil:
+		case s.Secret != nil && s.Secret.SecretName != "",
+			s.AzureFile != nil && s.AzureFile.SecretName != "",
+			s.CephFS != nil && ref(s.CephFS.SecretRef),
+			s.Cinder != nil && ref(s.Cinder.SecretRef),
+			s.FlexVolume != nil && ref(s.FlexVolume.SecretRef),
+			s.RBD != nil && ref(s.RBD.SecretRef),
+			s.ScaleIO != nil && ref(s.ScaleIO.SecretRef),
+			s.ISCSI != nil && ref(s.ISCSI.SecretRef),
+			s.StorageOS != nil && ref(s.StorageOS.SecretRef),
+			s.CSI != nil && ref(s.CSI.NodePublishSecretRef):
 			return true
 		}
 		if s.Projected != nil {
 			for _, src := range s.Projected.Sources {
-				if src.Secret != nil {
+				if src.Secret != nil && src.Secret.Name != "" {
 					return true
 				}
 			}
@@ -267,12 +277,12 @@ func podReferencesSecrets(pod *corev1.Pod) bool {
 	}
 	for _, c := range cs {
 		for _, ef := range c.EnvFrom {
-			if ef.SecretRef != nil {
+			if ef.SecretRef != nil && ef.SecretRef.Name != "" {
 				return true
 			}
 		}
 		for _, e := range c.Env {
-			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name != "" {
 				return true
 			}
 		}

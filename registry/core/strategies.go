@@ -586,9 +586,22 @@ func NewServiceAccountStrategy() registry.Strategy {
 			sa.Secrets[i] = corev1.ObjectReference{Name: s.Name}
 		}
 	}
+	// ValidateServiceAccount is ObjectMeta's validation (the generic
+	// registry runs its generic part on create) with kube's finalizer rule;
+	// an update validates the new object whole again.
+	validate := func(obj runtime.Object) field.ErrorList {
+		return validateKubeFinalizers(&obj.(*corev1.ServiceAccount).ObjectMeta)
+	}
 	return WithDeclarative(&Basic{
 		Namespaced: true,
 		OnCreate:   clean,
 		OnUpdate:   func(obj, _ runtime.Object) { clean(obj) },
+		Validator:  validate,
+		UpdateValidator: func(obj, old runtime.Object) field.ErrorList {
+			m := &obj.(*corev1.ServiceAccount).ObjectMeta
+			errs := metavalidation.ValidateObjectMetaUpdate(m, &old.(*corev1.ServiceAccount).ObjectMeta, field.NewPath("metadata"))
+			errs = append(errs, validateKubeFinalizers(m)...)
+			return append(errs, metavalidation.ValidateObjectMeta(m, true, metavalidation.NameIsDNSSubdomain, field.NewPath("metadata"))...)
+		},
 	}, ObjectMetaDeclarative)
 }
