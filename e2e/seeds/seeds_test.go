@@ -93,6 +93,7 @@ var scenarios = []struct {
 	{"19-topology-and-weights", false, topologyAndWeights},
 	{"20-kube-proxy-configmap", false, kubeProxyConfig},
 	{"21-host-network-pod", false, hostNetworkPod},
+	{"22-service-account-token", false, serviceAccountPod},
 }
 
 // 0 (issue 17): first thing after the export line, a Deployment and its

@@ -3,8 +3,9 @@
 // pods bound to it (spec.nodeName) through a Runtime, reporting their status
 // the way the kubelet does and completing their graceful deletion.
 //
-// Per pod, one worker creates the sandbox (network namespace, address,
-// resolv.conf, hosts, hostname), admits the pod's hostPorts (a port held by
+// Per pod, one worker sets up the pod's volumes (volumes.go), creates the
+// sandbox (network namespace, address, resolv.conf, hosts, hostname, the
+// volumes' bind mounts), admits the pod's hostPorts (a port held by
 // another pod fails the pod), starts each container with the kubelet's
 // environment (Service variables computed from the Services that exist at
 // that start), restarts containers per restartPolicy with the kubelet's
@@ -299,6 +300,30 @@ func (a *Agent) deletePod(ctx context.Context, pod *v1.Pod) {
 	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		a.log.Error("delete pod", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+	}
+}
+
+// event records an Event about pod as the kubelet of this node does (its
+// FailedMount, for one); a failure is only logged.
+func (a *Agent) event(pod *v1.Pod, eventType, reason, message string) {
+	now := metav1.Now()
+	ev := &v1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", pod.Name, now.UnixNano()), Namespace: pod.Namespace},
+		InvolvedObject:      v1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		Type:                eventType,
+		Reason:              reason,
+		Message:             message,
+		Source:              v1.EventSource{Component: "kubelet", Host: a.cfg.NodeName},
+		FirstTimestamp:      now,
+		LastTimestamp:       now,
+		Count:               1,
+		ReportingController: "kubelet",
+		ReportingInstance:   a.cfg.NodeName,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := a.client.CoreV1().Events(pod.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		a.log.Warn("record event", "pod", pod.Namespace+"/"+pod.Name, "reason", reason, "err", err)
 	}
 }
 

@@ -34,10 +34,16 @@ type hostSandbox struct {
 	dir       string
 	spec      sandbox.Spec
 	destroyed bool
+	adopted   bool
 }
 
-func (r *hostRuntime) RunPodSandbox(_ context.Context, uid, ns, name string, files func(netip.Addr) sandbox.Spec) (PodSandbox, error) {
-	sb := &hostSandbox{dir: filepath.Join(r.dir, ns+"_"+name), spec: files(netip.MustParseAddr("127.0.0.1"))}
+func (r *hostRuntime) RunPodSandbox(_ context.Context, uid, ns, name string, spec SpecFunc) (PodSandbox, error) {
+	sb := &hostSandbox{dir: filepath.Join(r.dir, ns+"_"+name)}
+	s, err := spec(netip.MustParseAddr("127.0.0.1"), sb.dir)
+	if err != nil {
+		return nil, err
+	}
+	sb.spec = s
 	if err := os.MkdirAll(sb.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -88,14 +94,24 @@ func start(t *testing.T) *env {
 // objs in the fake API.
 func startWith(t *testing.T, opt func(*Config), objs ...runtime.Object) *env {
 	t.Helper()
-	client := fake.NewClientset(objs...)
+	return startAgent(t, fake.NewClientset(objs...), nil, opt)
+}
+
+// startAgent starts an agent on client whose runtime is a hostRuntime, or
+// what wrap makes of it, and whose configuration opt may change.
+func startAgent(t *testing.T, client *fake.Clientset, wrap func(*hostRuntime) Runtime, opt func(*Config)) *env {
+	t.Helper()
 	rt := &hostRuntime{dir: t.TempDir(), sbs: map[string]*hostSandbox{}}
 	cfg := Config{NodeName: "node-1", NodeIP: netip.MustParseAddr("172.18.0.2"), PodCIDR: netip.MustParsePrefix("10.244.1.0/24"),
 		ClusterDNS: []string{"10.96.0.10"}, DataDir: rt.dir, BackoffBase: 200 * time.Millisecond, BackoffMax: 400 * time.Millisecond}
 	if opt != nil {
 		opt(&cfg)
 	}
-	a, err := New(cfg, client, rt, nil)
+	var r Runtime = rt
+	if wrap != nil {
+		r = wrap(rt)
+	}
+	a, err := New(cfg, client, r, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

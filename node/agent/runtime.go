@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"os"
 	"os/exec"
 	"time"
 
@@ -13,16 +14,23 @@ import (
 // Runtime creates pod sandboxes. The Linux one (NamespaceRuntime) uses
 // package sandbox; tests use processes on the host.
 type Runtime interface {
-	// RunPodSandbox creates the pod's sandbox. files is called with the
-	// pod's address to produce its resolv.conf, hosts and hostname.
-	RunPodSandbox(ctx context.Context, uid, namespace, name string, files func(ip netip.Addr) sandbox.Spec) (PodSandbox, error)
+	// RunPodSandbox creates the pod's sandbox. spec is called first, with
+	// the pod's address and directory.
+	RunPodSandbox(ctx context.Context, uid, namespace, name string, spec SpecFunc) (PodSandbox, error)
 }
+
+// SpecFunc produces the sandbox of a pod with address ip whose directory
+// is dir: its resolv.conf, hosts and hostname, and its volumes, which it
+// writes under dir before the sandbox (and any container) exists. An
+// error fails the sandbox's creation; nothing of it exists then.
+type SpecFunc func(ip netip.Addr, dir string) (sandbox.Spec, error)
 
 // HostRuntime is a Runtime that also runs host-network pods
 // (spec.hostNetwork): their containers run in the agent's own network
-// namespace, with the node's addresses.
+// namespace, with the node's addresses. spec is called with the first of
+// them.
 type HostRuntime interface {
-	RunHostSandbox(ctx context.Context, uid, namespace, name string, nodeIPs []netip.Addr) (PodSandbox, error)
+	RunHostSandbox(ctx context.Context, uid, namespace, name string, nodeIPs []netip.Addr, spec SpecFunc) (PodSandbox, error)
 }
 
 // PodSandbox is one pod's namespaces.
@@ -99,14 +107,22 @@ func (s *nsSandbox) AdoptContainer(logPath string) (Container, error) {
 }
 
 // RunPodSandbox implements Runtime.
-func (r *NamespaceRuntime) RunPodSandbox(ctx context.Context, uid, namespace, name string, files func(ip netip.Addr) sandbox.Spec) (PodSandbox, error) {
+func (r *NamespaceRuntime) RunPodSandbox(ctx context.Context, uid, namespace, name string, spec SpecFunc) (PodSandbox, error) {
 	ip, err := r.Config.IPAM.Allocate(uid)
 	if err != nil {
 		return nil, err
 	}
-	spec := files(ip)
-	spec.UID, spec.Namespace, spec.Name = uid, namespace, name
-	sb, err := sandbox.Create(ctx, r.Config, spec)
+	dir := sandbox.PodDir(r.Config.DataDir, namespace, name)
+	s, err := spec(ip, dir)
+	if err != nil {
+		// As a failed sandbox.Create: nothing is left (the next attempt
+		// gets the same address again).
+		_ = r.Config.IPAM.Release(uid)
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	s.UID, s.Namespace, s.Name = uid, namespace, name
+	sb, err := sandbox.Create(ctx, r.Config, s)
 	if err != nil {
 		return nil, err
 	}
@@ -114,8 +130,18 @@ func (r *NamespaceRuntime) RunPodSandbox(ctx context.Context, uid, namespace, na
 }
 
 // RunHostSandbox implements HostRuntime.
-func (r *NamespaceRuntime) RunHostSandbox(ctx context.Context, uid, namespace, name string, nodeIPs []netip.Addr) (PodSandbox, error) {
-	sb, err := sandbox.CreateHost(r.Config, sandbox.Spec{UID: uid, Namespace: namespace, Name: name}, nodeIPs)
+func (r *NamespaceRuntime) RunHostSandbox(ctx context.Context, uid, namespace, name string, nodeIPs []netip.Addr, spec SpecFunc) (PodSandbox, error) {
+	if len(nodeIPs) == 0 {
+		return nil, errors.New("create sandbox: a host-network pod needs the node's address")
+	}
+	dir := sandbox.PodDir(r.Config.DataDir, namespace, name)
+	s, err := spec(nodeIPs[0], dir)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	s.UID, s.Namespace, s.Name = uid, namespace, name
+	sb, err := sandbox.CreateHost(ctx, r.Config, s, nodeIPs)
 	if err != nil {
 		return nil, err
 	}

@@ -49,6 +49,10 @@ type podWorker struct {
 	failMessage  string
 	startTime    time.Time
 	lastWritten  *v1.PodStatus
+	// vols sets up the pod's volumes and refreshes its tokens (setup
+	// makes it); lastMountEvent is the FailedMount message last recorded.
+	vols           *podVolumes
+	lastMountEvent string
 
 	dirty chan struct{}
 	// dirtyAt is when the oldest change not yet written happened: the
@@ -152,9 +156,16 @@ func (w *podWorker) run(ctx context.Context) {
 	w.markDirty()
 
 	var wg sync.WaitGroup
+	// The tokens are refreshed while containers run: until they have all
+	// stopped, and before the sandbox (with the files) goes.
+	refreshCtx, stopRefresh := context.WithCancel(ctx)
+	defer stopRefresh()
+	refreshDone := make(chan struct{})
 	if err := w.setup(ctx, pod); err != nil {
 		w.log()("pod setup failed", "err", err)
+		close(refreshDone)
 	} else {
+		go func() { defer close(refreshDone); w.vols.refreshTokens(refreshCtx) }()
 		for _, c := range pod.Spec.Containers {
 			wg.Add(1)
 			go func() { defer wg.Done(); w.containerLoop(ctx, c) }()
@@ -168,6 +179,8 @@ func (w *podWorker) run(ctx context.Context) {
 	}
 	w.stopOnce.Do(func() { close(w.stopped) })
 	wg.Wait()
+	stopRefresh()
+	<-refreshDone
 	w.mu.Lock()
 	sb := w.sb
 	deleteAPI := w.deleteAPI
@@ -204,9 +217,10 @@ func (w *podWorker) run(ctx context.Context) {
 	}
 }
 
-// setup creates the sandbox and admits hostPorts. A failure is recorded
-// in the status (Failed for admission errors, ContainerCreating with an
-// error otherwise).
+// setup sets up the pod's volumes, creates the sandbox and admits
+// hostPorts. A failure is recorded in the status (Failed for admission
+// errors, ContainerCreating with an error otherwise: a volume that cannot
+// be set up also gets a FailedMount event, as from the kubelet).
 func (w *podWorker) setup(ctx context.Context, pod *v1.Pod) error {
 	host, domain := dnsconfig.Hostname(pod, w.a.cfg.ClusterDomain)
 	resolv := dnsconfig.ForPod(pod, w.a.dns).ResolvConf()
@@ -216,6 +230,11 @@ func (w *podWorker) setup(ctx context.Context, pod *v1.Pod) error {
 			nginx = true
 		}
 	}
+	hostIP := ""
+	if w.a.cfg.NodeIP.IsValid() {
+		hostIP = w.a.cfg.NodeIP.String()
+	}
+	w.vols = newPodVolumes(w.a.client, pod, hostIP, w.a.log)
 	var sb PodSandbox
 	var err error
 	if ad, ok := w.a.runtime.(Adopter); ok {
@@ -227,26 +246,56 @@ func (w *podWorker) setup(ctx context.Context, pod *v1.Pod) error {
 				w.startTime = pod.Status.StartTime.Time
 			}
 			w.mu.Unlock()
+			// The volumes are mounted already; writing them again gets
+			// fresh tokens (the earlier agent's refresh times are gone with
+			// it), and the refresher takes over from there. What fails is
+			// tried again by the refresher (tokens) or left as it was.
+			if _, err := w.vols.setUp(ctx, sb.Dir(), sb.IP()); err != nil {
+				w.a.log.Warn("volumes of an adopted pod", "pod", w.key, "err", err)
+			}
 		}
 	}
 	for attempt := 0; sb == nil; attempt++ {
 		if hr, ok := w.a.runtime.(HostRuntime); ok && pod.Spec.HostNetwork {
-			sb, err = hr.RunHostSandbox(ctx, string(pod.UID), pod.Namespace, pod.Name, w.a.nodeIPs())
+			sb, err = hr.RunHostSandbox(ctx, string(pod.UID), pod.Namespace, pod.Name, w.a.nodeIPs(), func(ip netip.Addr, dir string) (sandbox.Spec, error) {
+				mounts, err := w.vols.setUp(ctx, dir, ip)
+				if err != nil {
+					return sandbox.Spec{}, err
+				}
+				// The pod's own UTS namespace carries the node's name, the
+				// hostname a host-network pod has (and its HOSTNAME).
+				return sandbox.Spec{Hostname: nodeHostname(w.a.cfg.NodeName), Mounts: mounts}, nil
+			})
 		} else {
-			sb, err = w.a.runtime.RunPodSandbox(ctx, string(pod.UID), pod.Namespace, pod.Name, func(ip netip.Addr) sandbox.Spec {
-				s := sandbox.Spec{Hostname: host, ResolvConf: resolv, Hosts: dnsconfig.Hosts([]string{ip.String()}, host, domain, pod.Spec.HostAliases)}
+			sb, err = w.a.runtime.RunPodSandbox(ctx, string(pod.UID), pod.Namespace, pod.Name, func(ip netip.Addr, dir string) (sandbox.Spec, error) {
+				mounts, err := w.vols.setUp(ctx, dir, ip)
+				if err != nil {
+					return sandbox.Spec{}, err
+				}
+				s := sandbox.Spec{Hostname: host, ResolvConf: resolv, Hosts: dnsconfig.Hosts([]string{ip.String()}, host, domain, pod.Spec.HostAliases),
+					Mounts: mounts}
 				if nginx {
 					s.NginxFiles = images.NginxDefaultFiles()
 				}
-				return s
+				return s, nil
 			})
 		}
 		if err == nil {
 			break
 		}
+		msg := "failed to create pod sandbox: " + err.Error()
+		if me := (*mountError)(nil); errors.As(err, &me) {
+			// The kubelet's pod waits in ContainerCreating; kubectl
+			// describe shows why in the FailedMount event.
+			msg = strings.ReplaceAll(err.Error(), "\n", "; ")
+			if msg != w.lastMountEvent {
+				w.lastMountEvent = msg
+				w.a.event(pod, v1.EventTypeWarning, "FailedMount", msg)
+			}
+		}
 		w.mu.Lock()
 		for _, c := range pod.Spec.Containers {
-			w.containers[c.Name] = &podstatus.Container{Name: c.Name, WaitingReason: "ContainerCreating", WaitingMessage: "failed to create pod sandbox: " + err.Error()}
+			w.containers[c.Name] = &podstatus.Container{Name: c.Name, WaitingReason: "ContainerCreating", WaitingMessage: msg}
 		}
 		w.mu.Unlock()
 		w.markDirty()
@@ -281,6 +330,15 @@ func (w *podWorker) setup(ctx context.Context, pod *v1.Pod) error {
 	}
 	w.markDirty()
 	return nil
+}
+
+// nodeHostname is the hostname of a host-network pod: the node's name,
+// cut to the 63 characters a hostname may have, as the kubelet cuts a pod's.
+func nodeHostname(node string) string {
+	if len(node) <= 63 {
+		return node
+	}
+	return strings.TrimRight(node[:63], "-.")
 }
 
 func (w *podWorker) setContainer(name string, f func(c *podstatus.Container)) {

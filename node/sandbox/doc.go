@@ -13,8 +13,14 @@
 //     sandbox-init ...` in a new UTS and mount namespace. It sets the
 //     hostname to the pod's hostname, bind-mounts the pod's own
 //     /etc/resolv.conf, /etc/hosts and /etc/hostname (and, for nginx pods, a
-//     private /usr/share/nginx/html) over the node's, and then waits. Its
-//     namespaces are the pod's namespaces.
+//     private /usr/share/nginx/html) over the node's, and the pod's volumes
+//     (Spec.Mounts, read-only where asked), and then waits. Its namespaces
+//     are the pod's namespaces.
+//
+// A host-network pod (CreateHost) has no network namespace or address of
+// its own; its infra process is cloned in the caller's network namespace
+// with new UTS and mount namespaces, so that its hostname and volumes are
+// its own too and nothing is ever mounted in the node's mount namespace.
 //
 // Containers are processes started with nsenter into the infra process's
 // network, UTS and mount namespaces (`nsenter -t <pid> -n -u -m --wd=<dir>

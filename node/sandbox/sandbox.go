@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -59,6 +60,39 @@ type Spec struct {
 	// NginxFiles, when non-nil, gives the pod a private NginxRoot seeded
 	// with these files (name → content).
 	NginxFiles map[string][]byte
+	// Mounts are the pod's volumes, bind-mounted in its mount namespace.
+	Mounts []Mount
+}
+
+// Mount is a bind mount of a node path (a volume under the pod's
+// directory) on a path of the pod's private mount namespace.
+type Mount struct {
+	Source, Target string
+	ReadOnly       bool
+}
+
+// infraArgs are the infra process's flags: the hostname, the pod's
+// directory dir (by which sameInfra knows the process) and the bind
+// mounts, ordered by the depth of their target (stably: the pod's own
+// files, given first, before a volume at the same depth), as a container
+// runtime orders a container's mounts, so that a mount inside another is
+// made after it. It sorts binds.
+func infraArgs(dir, hostname string, binds []Mount) ([]string, error) {
+	args := []string{"--hostname", hostname, "--pod-dir", dir}
+	sort.SliceStable(binds, func(i, j int) bool {
+		return strings.Count(filepath.Clean(binds[i].Target), "/") < strings.Count(filepath.Clean(binds[j].Target), "/")
+	})
+	for _, m := range binds {
+		if strings.Contains(m.Source, ":") || !filepath.IsAbs(m.Source) || !filepath.IsAbs(m.Target) {
+			return nil, fmt.Errorf("mount %s on %s: need absolute paths, the source without ':'", m.Source, m.Target)
+		}
+		flag := "--bind"
+		if m.ReadOnly {
+			flag = "--bind-ro"
+		}
+		args = append(args, flag, m.Source+":"+m.Target)
+	}
+	return args, nil
 }
 
 // NginxRoot is the directory private to each nginx pod.
@@ -79,9 +113,10 @@ type Sandbox struct {
 	Dir      string       `json:"dir"`
 	// Env per container, for exec.
 	Env map[string][]string `json:"env,omitempty"`
-	// HostNetwork: the pod has no namespaces of its own (spec.hostNetwork):
-	// its containers run in the node agent's network, UTS and mount
-	// namespaces, its addresses are the node's.
+	// HostNetwork: the pod has no network namespace of its own
+	// (spec.hostNetwork): its containers run in the node agent's network
+	// namespace (and in the UTS and mount namespaces of the infra process),
+	// its addresses are the node's.
 	HostNetwork bool `json:"hostNetwork,omitempty"`
 
 	infra *exec.Cmd
@@ -144,10 +179,11 @@ func Create(ctx context.Context, cfg Config, spec Spec) (_ *Sandbox, err error) 
 			return nil, fmt.Errorf("create sandbox: %w", err)
 		}
 	}
-	args := append(append([]string{"netns", "exec", sb.NetNS, cfg.Exe}, cfg.InitArgs...), "--hostname", spec.Hostname,
-		"--bind", filepath.Join(sb.Dir, "resolv.conf")+":/etc/resolv.conf",
-		"--bind", filepath.Join(sb.Dir, "hosts")+":/etc/hosts",
-		"--bind", filepath.Join(sb.Dir, "hostname")+":/etc/hostname")
+	binds := []Mount{
+		{Source: filepath.Join(sb.Dir, "resolv.conf"), Target: "/etc/resolv.conf"},
+		{Source: filepath.Join(sb.Dir, "hosts"), Target: "/etc/hosts"},
+		{Source: filepath.Join(sb.Dir, "hostname"), Target: "/etc/hostname"},
+	}
 	if spec.NginxFiles != nil {
 		html := filepath.Join(sb.Dir, "html")
 		if err := os.MkdirAll(html, 0o755); err != nil {
@@ -158,22 +194,42 @@ func Create(ctx context.Context, cfg Config, spec Spec) (_ *Sandbox, err error) 
 				return nil, fmt.Errorf("create sandbox: %w", err)
 			}
 		}
-		args = append(args, "--bind", html+":"+NginxRoot)
+		binds = append(binds, Mount{Source: html, Target: NginxRoot})
 	}
+	initArgs, err := infraArgs(sb.Dir, spec.Hostname, append(binds, spec.Mounts...))
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox %s/%s: %w", spec.Namespace, spec.Name, err)
+	}
+	// `ip netns exec` enters the network namespace and unshares the mount
+	// namespace before it execs the infra process; the clone gives it its
+	// UTS namespace.
+	args := append(append([]string{"netns", "exec", sb.NetNS, cfg.Exe}, cfg.InitArgs...), initArgs...)
 	cmd := exec.Command("ip", args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUTS, Setpgid: true, Pdeathsig: 0}
+	if err := sb.startInfra(ctx, cmd); err != nil {
+		return nil, err
+	}
+	if err := sb.Save(); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// startInfra starts the infra process cmd and waits for its "ready"; its
+// standard error goes to infra.log in the pod's directory.
+func (sb *Sandbox) startInfra(ctx context.Context, cmd *exec.Cmd) error {
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	errLog, err := os.Create(filepath.Join(sb.Dir, "infra.log"))
 	if err != nil {
-		return nil, fmt.Errorf("create sandbox: %w", err)
+		return fmt.Errorf("create sandbox: %w", err)
 	}
 	defer errLog.Close()
 	cmd.Stderr = errLog
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start infra process: %w", err)
+		return fmt.Errorf("start infra process: %w", err)
 	}
 	sb.infra = cmd
 	sb.InfraPID = cmd.Process.Pid
@@ -189,34 +245,52 @@ func Create(ctx context.Context, cfg Config, spec Spec) (_ *Sandbox, err error) 
 	case err := <-ready:
 		if err != nil {
 			b, _ := os.ReadFile(filepath.Join(sb.Dir, "infra.log"))
-			return nil, fmt.Errorf("infra process of %s/%s failed: %v: %s", spec.Namespace, spec.Name, err, strings.TrimSpace(string(b)))
+			return fmt.Errorf("infra process of %s/%s failed: %v: %s", sb.Namespace, sb.Name, err, strings.TrimSpace(string(b)))
 		}
 	case <-time.After(10 * time.Second):
-		return nil, fmt.Errorf("infra process of %s/%s not ready after 10s", spec.Namespace, spec.Name)
+		return fmt.Errorf("infra process of %s/%s not ready after 10s", sb.Namespace, sb.Name)
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
-	if err := sb.Save(); err != nil {
-		return nil, err
-	}
-	return sb, nil
+	return nil
 }
 
-// CreateHost records the sandbox of a host-network pod: its directory
-// (logs, saved environment, sandbox.json) and the node's addresses, the
-// pod's own. There is no infra process, network namespace or address to
-// allocate.
-func CreateHost(cfg Config, spec Spec, nodeIPs []netip.Addr) (*Sandbox, error) {
+// CreateHost builds the sandbox of a host-network pod: its directory
+// (logs, saved environment, sandbox.json), the node's addresses as the
+// pod's own, and an infra process in the caller's network namespace (the
+// node's) with UTS and mount namespaces of its own, as a container runtime
+// gives a host-network pod: the hostname is spec.Hostname (the node's
+// name) and spec.Mounts are made there, never in the node's mount
+// namespace. There is no network namespace or address to allocate. On
+// error everything created so far is removed.
+func CreateHost(ctx context.Context, cfg Config, spec Spec, nodeIPs []netip.Addr) (_ *Sandbox, err error) {
 	if spec.UID == "" || spec.Name == "" {
 		return nil, errors.New("create sandbox: pod needs a name and a UID")
 	}
 	if len(nodeIPs) == 0 {
 		return nil, errors.New("create sandbox: a host-network pod needs the node's address")
 	}
+	if cfg.Exe == "" {
+		return nil, errors.New("create sandbox: no infra process command (Config.Exe)")
+	}
 	sb := &Sandbox{Namespace: spec.Namespace, Name: spec.Name, UID: spec.UID, HostNetwork: true,
 		IP: nodeIPs[0], IPs: append([]netip.Addr(nil), nodeIPs...), Dir: PodDir(cfg.DataDir, spec.Namespace, spec.Name), shim: cfg.Shim}
+	defer func() {
+		if err != nil {
+			_ = sb.Destroy(context.Background(), cfg)
+		}
+	}()
 	if err := os.MkdirAll(sb.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create sandbox: %w", err)
+	}
+	initArgs, err := infraArgs(sb.Dir, spec.Hostname, append([]Mount(nil), spec.Mounts...))
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox %s/%s: %w", spec.Namespace, spec.Name, err)
+	}
+	cmd := exec.Command(cfg.Exe, append(append([]string(nil), cfg.InitArgs...), initArgs...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUTS | syscall.CLONE_NEWNS, Setpgid: true}
+	if err := sb.startInfra(ctx, cmd); err != nil {
+		return nil, err
 	}
 	if err := sb.Save(); err != nil {
 		return nil, err
@@ -238,11 +312,16 @@ func (sb *Sandbox) Save() error {
 // its infra process is gone.
 func AdoptSandbox(cfg Config, namespace, name, uid string) (*Sandbox, error) {
 	sb, err := Load(PodDir(cfg.DataDir, namespace, name))
-	if err == nil && sb.HostNetwork && sb.UID == uid {
+	if err != nil || sb.UID != uid {
+		return nil, ErrNotRunning
+	}
+	if sb.HostNetwork && sb.InfraPID == 0 {
+		// Recorded by an agent whose host-network pods had no infra process:
+		// their containers run in the node's namespaces.
 		sb.shim = cfg.Shim
 		return sb, nil
 	}
-	if err != nil || sb.UID != uid || sb.InfraPID <= 0 || !sb.sameInfra() {
+	if sb.InfraPID <= 0 || !sb.sameInfra() {
 		return nil, ErrNotRunning
 	}
 	sb.shim = cfg.Shim
@@ -267,6 +346,13 @@ func Load(dir string) (*Sandbox, error) {
 // first. It is safe to call on a half-built or already destroyed sandbox.
 func (sb *Sandbox) Destroy(ctx context.Context, cfg Config) error {
 	var errs []error
+	if sb.infra != nil && sb.infra.Process != nil {
+		_ = sb.infra.Process.Kill()
+		_ = sb.infra.Wait()
+		sb.infra = nil
+	} else if sb.InfraPID > 0 && sb.sameInfra() {
+		_ = syscall.Kill(sb.InfraPID, syscall.SIGKILL)
+	}
 	if sb.HostNetwork {
 		if sb.Dir != "" {
 			if err := os.RemoveAll(sb.Dir); err != nil {
@@ -274,13 +360,6 @@ func (sb *Sandbox) Destroy(ctx context.Context, cfg Config) error {
 			}
 		}
 		return nil
-	}
-	if sb.infra != nil && sb.infra.Process != nil {
-		_ = sb.infra.Process.Kill()
-		_ = sb.infra.Wait()
-		sb.infra = nil
-	} else if sb.InfraPID > 0 && sb.sameInfra() {
-		_ = syscall.Kill(sb.InfraPID, syscall.SIGKILL)
 	}
 	if err := deleteHostIf(sb.HostIf); err != nil {
 		errs = append(errs, err)
@@ -303,11 +382,17 @@ func (sb *Sandbox) Destroy(ctx context.Context, cfg Config) error {
 
 // sameInfra checks that the saved PID is still our infra process before
 // it is killed or adopted: `ip netns exec` replaced itself with the
-// sandbox-init process, whose command line names the pod directory (its
-// bind mounts).
+// sandbox-init process, whose command line names the pod directory
+// (--pod-dir, and its bind mounts) and, but for a host-network pod's, the
+// network namespace.
 func (sb *Sandbox) sameInfra() bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(sb.InfraPID) + "/cmdline")
-	return err == nil && sb.Dir != "" && (strings.Contains(string(b), sb.NetNS) || strings.Contains(string(b), sb.Dir+"/"))
+	if err != nil || sb.Dir == "" {
+		return false
+	}
+	cmdline := string(b)
+	return strings.Contains(cmdline, "\x00"+sb.Dir+"\x00") || strings.Contains(cmdline, sb.Dir+"/") ||
+		(sb.NetNS != "" && strings.Contains(cmdline, sb.NetNS))
 }
 
 // Command returns a command that runs argv inside the pod's namespaces with
@@ -317,7 +402,8 @@ func (sb *Sandbox) Command(argv []string, env []string, wd string) *exec.Cmd {
 	if wd == "" {
 		wd = "/"
 	}
-	if sb.HostNetwork {
+	if sb.HostNetwork && sb.InfraPID <= 0 {
+		// A host-network pod of an agent that gave them no infra process.
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Env, cmd.Dir = env, wd
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +30,16 @@ func TestMain(m *testing.M) {
 			os.Exit(0)
 		case "builtin-bootcamp":
 			_ = images.ServeBootcamp(context.Background(), ":8080", "1", os.Stdout)
+			os.Exit(0)
+		case "spawn-init":
+			// An infra process started without a mount namespace of its own
+			// (TestInitRefusesSharedMountNamespace).
+			cmd := exec.Command(os.Args[0], append([]string{"sandbox-init"}, os.Args[2:]...)...)
+			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			if err := cmd.Run(); err != nil {
+				os.Exit(1)
+			}
 			os.Exit(0)
 		}
 	}
