@@ -98,24 +98,33 @@ func RunKernelScenarios(t *testing.T, factory ModeFactory, opts ...KernelOption)
 		svc := Service("spread", "10.96.0.10", 80, v1.ProtocolTCP)
 		c.Apply(svc, Slice(svc, PodTCPPort, servers...))
 		c.Sync(t)
-		counts := map[string]int{}
-		const n = 160
-		for i := 0; i < n; i++ {
-			pod, src, err := Ask(client.NS, ap("10.96.0.10", 80), dialTimeout)
-			if err != nil {
-				t.Fatalf("connection %d: %v", i, err)
+		sample := func() (map[string]int, bool) {
+			counts := map[string]int{}
+			const n = 160
+			for i := 0; i < n; i++ {
+				pod, src, err := Ask(client.NS, ap("10.96.0.10", 80), dialTimeout)
+				if err != nil {
+					t.Fatalf("connection %d: %v", i, err)
+				}
+				if src != client.IP.String() && !o.fromNode {
+					t.Fatalf("pod-to-ClusterIP traffic was source-NATed: server saw %s", src)
+				}
+				counts[pod]++
 			}
-			if src != client.IP.String() && !o.fromNode {
-				t.Fatalf("pod-to-ClusterIP traffic was source-NATed: server saw %s", src)
+			var cs []int
+			for _, p := range servers {
+				cs = append(cs, counts[p.Name])
 			}
-			counts[pod]++
+			return counts, ChiSquare(cs) <= chiSquareCritical[len(cs)-1] && len(counts) == len(servers)
 		}
-		var cs []int
-		for _, p := range servers {
-			cs = append(cs, counts[p.Name])
-		}
-		if x := ChiSquare(cs); x > chiSquareCritical[len(cs)-1] || len(counts) != len(servers) {
-			t.Errorf("uneven spread %v (chi-square %.1f)", counts, x)
+		// A fair spread exceeds the 0.999 quantile once in a thousand
+		// samples (a CI run saw it); a second sample must confirm a bias.
+		counts, even := sample()
+		if !even {
+			t.Logf("uneven first sample %v; sampling again", counts)
+			if counts, even = sample(); !even {
+				t.Errorf("uneven spread twice: %v", counts)
+			}
 		}
 		t.Logf("spread over %d endpoints: %v", len(servers), counts)
 	})
