@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"math/big"
 	"strings"
 	"testing"
@@ -80,10 +81,34 @@ func TestServiceAccountTokens(t *testing.T) {
 		{"unbound", "web", req(nil), "node requested token not bound to a pod"},
 		{"another node's pod", "web", req(other), "node requested token bound to a pod scheduled on a different node"},
 		{"a service account none of its pods uses", "nobody", req(mine), `User "system:node:n1" cannot create resource "serviceaccounts/token"`},
+		{"an audience its pod's volumes do not ask for", "web", withAudiences(req(mine), "vault"), `system:node:n1 is not authorized to request tokens for audience "vault"`},
+		{"two audiences", "web", withAudiences(req(mine), "a", "b"), "node may only request 0 or 1 audiences"},
 	} {
 		if _, err := node.CoreV1().ServiceAccounts("default").CreateToken(ctx, c.sa, c.tr, metav1.CreateOptions{}); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("node token %s: %v, want Forbidden %q", c.what, err, c.want)
 		}
+	}
+	// An audience one of the pod's token volumes asks for is allowed; such a
+	// token is not one for the API.
+	vaulted, err := admin.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "vaulted"},
+		Spec: corev1.PodSpec{NodeName: "n1", ServiceAccountName: "web", Containers: []corev1.Container{{Name: "c", Image: "nginx"}},
+			Volumes: []corev1.Volume{{Name: "vault", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: "vault", Path: "t"}}}}}}}}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vt, err := node.CoreV1().ServiceAccounts("default").CreateToken(ctx, "web", withAudiences(req(vaulted), "vault"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("node token for its pod's volume audience: %v", err)
+	}
+	if aud := jwtClaims(t, vt.Status.Token)["aud"]; fmt.Sprint(aud) != "[vault]" {
+		t.Errorf("aud %v, want [vault]", aud)
+	}
+	vcfg := rest.AnonymousClientConfig(srv.Config)
+	vcfg.BearerToken = vt.Status.Token
+	if _, err := kubernetes.NewForConfigOrDie(vcfg).CoreV1().Pods("default").List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
+		t.Errorf("a token for audience vault used on the API: %v, want Unauthorized", err)
 	}
 	if _, err := admin.CoreV1().ServiceAccounts("default").CreateToken(ctx, "default", req(mine), metav1.CreateOptions{}); !apierrors.IsBadRequest(err) ||
 		!strings.Contains(err.Error(), `cannot bind token for serviceaccount "default" to pod running with different serviceaccount name.`) {
@@ -112,6 +137,12 @@ func TestServiceAccountTokens(t *testing.T) {
 	if _, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Pods("default").List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
 		t.Errorf("forged token: %v, want Unauthorized", err)
 	}
+}
+
+func withAudiences(tr *authenticationv1.TokenRequest, auds ...string) *authenticationv1.TokenRequest {
+	tr = tr.DeepCopy()
+	tr.Spec.Audiences = auds
+	return tr
 }
 
 func jwtClaims(t *testing.T, tok string) map[string]any {

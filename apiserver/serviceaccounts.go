@@ -368,7 +368,38 @@ func (s *Server) nodeTokenRestriction(r *http.Request, req request, tr *authenti
 	if pod.Spec.NodeName != node {
 		return forbidden("node requested token bound to a pod scheduled on a different node")
 	}
-	return nil
+	// ServiceAccountNodeAudienceRestriction (on by default): the audience
+	// (none, or one) must be one a token volume of the pod asks for, or RBAC
+	// must grant the node request-serviceaccounts-token-audience on it.
+	// svcnet serves no CSI drivers, the other source kube accepts.
+	aud := ""
+	switch len(tr.Spec.Audiences) {
+	case 0:
+	case 1:
+		aud = tr.Spec.Audiences[0]
+	default:
+		return forbidden("node may only request 0 or 1 audiences")
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			if src.ServiceAccountToken != nil && src.ServiceAccountToken.Audience == aud {
+				return nil
+			}
+		}
+	}
+	u := requestUser(r)
+	d, _, err := s.authorizer.Authorize(r.Context(), authz.Attributes{User: u, Verb: "request-serviceaccounts-token-audience",
+		Resource: aud, Namespace: req.namespace, Name: req.name, ResourceRequest: true})
+	if d == authz.Allow {
+		return nil
+	}
+	if err != nil {
+		return forbidden("error authorizing %s to request tokens for audience %q: %w", u.Name, aud, err)
+	}
+	return forbidden("%s is not authorized to request tokens for audience %q", u.Name, aud)
 }
 
 // isAPIAudiences reports whether every audience is one of the API's.
