@@ -22,13 +22,16 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/svcnet/svcnet/apiserver/authz"
+	"github.com/svcnet/svcnet/registry"
 )
 
 var (
@@ -184,7 +187,7 @@ func (s *Server) authenticateToken(ctx context.Context, raw string) (authz.User,
 	if c.Subject != authz.ServiceAccountUser+k.Namespace+":"+k.ServiceAccount.Name {
 		return authz.User{}, errors.New("token subject does not match its service account claim")
 	}
-	obj, err := s.byGR[serviceAccountsGR].Get(ctx, k.Namespace, k.ServiceAccount.Name)
+	obj, err := getFresh(ctx, s.byGR[serviceAccountsGR].Store, k.Namespace, k.ServiceAccount.Name, k.ServiceAccount.UID)
 	if err != nil {
 		return authz.User{}, fmt.Errorf("service account %s/%s: %w", k.Namespace, k.ServiceAccount.Name, err)
 	}
@@ -202,7 +205,7 @@ func (s *Server) authenticateToken(ctx context.Context, raw string) (authz.User,
 		Extra:  map[string][]string{},
 	}
 	if k.Pod != nil {
-		obj, err := s.byGR[podsGR].Get(ctx, k.Namespace, k.Pod.Name)
+		obj, err := getFresh(ctx, s.byGR[podsGR].Store, k.Namespace, k.Pod.Name, k.Pod.UID)
 		if err != nil {
 			return authz.User{}, fmt.Errorf("pod %s/%s: %w", k.Namespace, k.Pod.Name, err)
 		}
@@ -226,6 +229,23 @@ func (s *Server) authenticateToken(ctx context.Context, raw string) (authz.User,
 		u.Extra["authentication.kubernetes.io/credential-id"] = []string{"JTI=" + c.ID}
 	}
 	return u, nil
+}
+
+// getFresh reads the object a token names from the resource's list cache,
+// as kube-apiserver's token authenticator reads its informers (every
+// in-cluster request is authenticated, and two etcd reads each cost more than
+// the rest of the check), and from etcd when the cache does not hold it or
+// holds another UID (an object deleted and made again since the cache's
+// last event). A deletion reaches the cache with its watch event, within
+// milliseconds.
+func getFresh(ctx context.Context, st *registry.Store, ns, name, uid string) (runtime.Object, error) {
+	obj, err := st.GetCached(ctx, ns, name)
+	if err == nil {
+		if m, merr := meta.Accessor(obj); merr == nil && string(m.GetUID()) == uid {
+			return obj, nil
+		}
+	}
+	return st.Get(ctx, ns, name)
 }
 
 // handleTokenRequest serves POST serviceaccounts/<name>/token (`kubectl

@@ -387,6 +387,12 @@ func (s *Store) Get(ctx context.Context, ns, name string) (runtime.Object, error
 	return s.Storage.Get(ctx, s.Key(ns, name))
 }
 
+// GetCached returns one object from the resource's list cache when it holds
+// it (shared: do not modify), else from etcd; see storage.Store.GetCached.
+func (s *Store) GetCached(ctx context.Context, ns, name string) (runtime.Object, error) {
+	return s.Storage.GetCached(ctx, s.Key(ns, name))
+}
+
 // conflictErr is Kubernetes' message for a stale resourceVersion.
 func (s *Store) conflictErr(name string) error {
 	return apierrors.NewConflict(s.Info.GroupResource(), name, errors.New("the object has been modified; please apply your changes to the latest version and try again"))

@@ -242,6 +242,27 @@ func (s *Store) Get(ctx context.Context, key string) (runtime.Object, error) {
 	return s.decode(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
 }
 
+// GetCached returns the object under key as the list cache holds it (shared:
+// the caller must not modify it), and reads etcd when the cache is not
+// primed or does not hold the key. It is for hot read paths that tolerate a
+// view a watch event behind, as kube-apiserver's authenticators read their
+// informers' caches; a caller that finds the cached object stale by its own
+// rules (a UID it did not expect) reads again with Get.
+func (s *Store) GetCached(ctx context.Context, key string) (runtime.Object, error) {
+	if c := s.cache; c.covers(key) {
+		c.mu.RLock()
+		it, found := cachedObject{}, false
+		if c.rev != 0 {
+			it, found = c.items.Get(cachedObject{key: key})
+		}
+		c.mu.RUnlock()
+		if found {
+			return it.obj, nil
+		}
+	}
+	return s.Get(ctx, key)
+}
+
 type continueToken struct {
 	APIVersion      string `json:"v"`
 	ResourceVersion int64  `json:"rv"`
