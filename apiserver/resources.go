@@ -16,6 +16,7 @@ import (
 	"github.com/svcnet/svcnet/registry/endpoints"
 	"github.com/svcnet/svcnet/registry/endpointslice"
 	"github.com/svcnet/svcnet/registry/events"
+	"github.com/svcnet/svcnet/registry/ingress"
 	metallbreg "github.com/svcnet/svcnet/registry/metallb"
 	"github.com/svcnet/svcnet/registry/networking"
 	"github.com/svcnet/svcnet/registry/networkpolicy"
@@ -95,6 +96,10 @@ func builtinResources() []resourceDef {
 			New: typed[coordinationv1.Lease](), NewList: typed[coordinationv1.LeaseList]()}, core.NewLeaseStrategy},
 		{registry.ResourceInfo{GVR: networkingv1.SchemeGroupVersion.WithResource("networkpolicies"), Kind: "NetworkPolicy", Singular: "networkpolicy", Namespaced: true, ShortNames: []string{"netpol"}, Generation: true,
 			New: typed[networkingv1.NetworkPolicy](), NewList: typed[networkingv1.NetworkPolicyList]()}, networkpolicy.NewStrategy},
+		{registry.ResourceInfo{GVR: networkingv1.SchemeGroupVersion.WithResource("ingresses"), Kind: "Ingress", Singular: "ingress", Namespaced: true, ShortNames: []string{"ing"}, Generation: true, Status: true,
+			New: typed[networkingv1.Ingress](), NewList: typed[networkingv1.IngressList]()}, ingress.NewStrategy},
+		{registry.ResourceInfo{GVR: networkingv1.SchemeGroupVersion.WithResource("ingressclasses"), Kind: "IngressClass", Singular: "ingressclass", Generation: true,
+			New: typed[networkingv1.IngressClass](), NewList: typed[networkingv1.IngressClassList]()}, ingress.NewClassStrategy},
 		{registry.ResourceInfo{GVR: networkingv1.SchemeGroupVersion.WithResource("servicecidrs"), Kind: "ServiceCIDR", Singular: "servicecidr", Status: true,
 			New: typed[networkingv1.ServiceCIDR](), NewList: typed[networkingv1.ServiceCIDRList]()}, networking.NewServiceCIDRStrategy},
 		{registry.ResourceInfo{GVR: networkingv1.SchemeGroupVersion.WithResource("ipaddresses"), Kind: "IPAddress", Singular: "ipaddress", ShortNames: []string{"ip"},

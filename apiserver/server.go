@@ -106,7 +106,7 @@ type Config struct {
 	APIAudiences []string
 	// DisableAdmissionPlugins turns off admission plugins by name, as
 	// kube-apiserver's --disable-admission-plugins (ServiceAccount,
-	// Priority, DefaultTolerationSeconds).
+	// Priority, DefaultTolerationSeconds, DefaultIngressClass).
 	DisableAdmissionPlugins []string
 }
 
@@ -196,8 +196,8 @@ func New(cfg Config) (*Server, error) {
 		cfg.APIAudiences = []string{cfg.ServiceAccountIssuer}
 	}
 	for _, p := range cfg.DisableAdmissionPlugins {
-		if !slices.Contains(core.AdmissionPlugins, p) {
-			return nil, fmt.Errorf("apiserver: --disable-admission-plugins: unknown plugin %q (svcnet has %s)", p, strings.Join(core.AdmissionPlugins, ", "))
+		if !slices.Contains(admissionPlugins, p) {
+			return nil, fmt.Errorf("apiserver: --disable-admission-plugins: unknown plugin %q (svcnet has %s)", p, strings.Join(admissionPlugins, ", "))
 		}
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, ready: make(chan struct{}), policy: newPolicyCache(),
@@ -322,6 +322,7 @@ func (s *Server) buildStores() error {
 		}
 		b.Admit = adm.Admit
 	}
+	s.installIngressAdmission()
 	s.installMetalLBListers()
 	esc := &authz.Escalation{RBAC: s.rbac, Authorizer: s.authorizer, Roles: storedRoles{s}}
 	for _, gr := range []schema.GroupResource{rolesGR, clusterRolesGR, roleBindingsGR, clusterRoleBindingsGR} {

@@ -80,6 +80,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, req reques
 	if err != nil {
 		return err
 	}
+	warnOnCreate(w, r, req.res, created)
 	return s.respond(w, r, out, http.StatusCreated, req, created)
 }
 
@@ -303,6 +304,7 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request, req request
 	code := http.StatusOK
 	if created {
 		code = http.StatusCreated
+		warnOnCreate(w, r, req.res, updated)
 	}
 	return s.respond(w, r, out, code, req, updated)
 }
@@ -514,4 +516,14 @@ func (s *Server) handleDeleteCollection(w http.ResponseWriter, r *http.Request, 
 	_ = meta.SetList(result, gone)
 	writeObject(w, out, http.StatusOK, result, req.gv)
 	return nil
+}
+
+// warnOnCreate adds the Warning headers the resource's strategy gives a
+// created object (kube-apiserver's WarningsOnCreate).
+func warnOnCreate(w http.ResponseWriter, r *http.Request, res *served, obj runtime.Object) {
+	if cw, ok := res.Strategy.(registry.CreateWarner); ok {
+		for _, msg := range cw.WarningsOnCreate(r.Context(), obj) {
+			addWarning(w, msg)
+		}
+	}
 }

@@ -81,3 +81,11 @@ type NopTransaction struct{}
 
 func (NopTransaction) Commit() {}
 func (NopTransaction) Revert() {}
+
+// CreateWarner is implemented by strategies whose kind warns about what a
+// created object holds, as kube-apiserver's WarningsOnCreate (for example
+// an Ingress that names its class with the deprecated annotation). The API
+// server sends the warnings as Warning headers of a successful create.
+type CreateWarner interface {
+	WarningsOnCreate(ctx context.Context, obj runtime.Object) []string
+}

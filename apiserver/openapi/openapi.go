@@ -90,6 +90,10 @@ func DefaultResources() []Resource {
 			Object: &networkingv1.ServiceCIDR{}, List: &networkingv1.ServiceCIDRList{}, Subresources: []string{"status"}},
 		{GVK: networkingv1.SchemeGroupVersion.WithKind("IPAddress"), Resource: "ipaddresses",
 			Object: &networkingv1.IPAddress{}, List: &networkingv1.IPAddressList{}},
+		{GVK: networkingv1.SchemeGroupVersion.WithKind("Ingress"), Resource: "ingresses", Namespaced: true,
+			Object: &networkingv1.Ingress{}, List: &networkingv1.IngressList{}, Subresources: []string{"status"}},
+		{GVK: networkingv1.SchemeGroupVersion.WithKind("IngressClass"), Resource: "ingressclasses",
+			Object: &networkingv1.IngressClass{}, List: &networkingv1.IngressClassList{}},
 	}
 }
 

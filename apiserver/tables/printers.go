@@ -49,6 +49,8 @@ var printers = map[schema.GroupResource]printer{
 	{Group: "networking.k8s.io", Resource: "networkpolicies"}: networkPolicyPrinter,
 	{Group: "networking.k8s.io", Resource: "servicecidrs"}:    serviceCIDRPrinter,
 	{Group: "networking.k8s.io", Resource: "ipaddresses"}:     ipAddressPrinter,
+	{Group: "networking.k8s.io", Resource: "ingresses"}:       ingressPrinter,
+	{Group: "networking.k8s.io", Resource: "ingressclasses"}:  ingressClassPrinter,
 }
 
 var (

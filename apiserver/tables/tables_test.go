@@ -14,6 +14,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -638,4 +639,46 @@ func TestDefaultTable(t *testing.T) {
 	if got := fmt.Sprint(tbl.Rows[0].Cells); got != "[default 2026-01-02T02:04:05Z]" {
 		t.Errorf("cells = %s", got)
 	}
+}
+
+func TestIngresses(t *testing.T) {
+	gr := schema.GroupResource{Group: "networking.k8s.io", Resource: "ingresses"}
+	rule := func(host string) networkingv1.IngressRule { return networkingv1.IngressRule{Host: host} }
+	seed := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "my-ingress", Namespace: "default", CreationTimestamp: ago(5 * time.Minute)},
+		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{rule("example.com")}}}
+	tls := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "tls", Namespace: "default", CreationTimestamp: ago(2 * time.Hour)},
+		Spec: networkingv1.IngressSpec{IngressClassName: ptr("nginx"), Rules: []networkingv1.IngressRule{rule("a.example.com"), rule(""), rule("b.example.com")},
+			TLS: []networkingv1.IngressTLS{{Hosts: []string{"a.example.com"}, SecretName: "tls"}}},
+		Status: networkingv1.IngressStatus{LoadBalancer: networkingv1.IngressLoadBalancerStatus{Ingress: []networkingv1.IngressLoadBalancerIngress{
+			{IP: "192.168.1.20"}, {Hostname: "lb.example.com"}, {IP: "10.0.0.5", Hostname: "ignored.example.com"}, {IP: "192.168.1.20"}}}}}
+	many := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "many", Namespace: "default", CreationTimestamp: ago(3 * 24 * time.Hour)},
+		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{rule("a"), rule("b"), rule(""), rule("c"), rule("d"), rule("e")}}}
+	none := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "default-only", Namespace: "default", CreationTimestamp: ago(10 * time.Second)},
+		Spec: networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{}, Rules: []networkingv1.IngressRule{rule("")}}}
+	check(t, gr, false, `
+NAME           CLASS    HOSTS                         ADDRESS                                PORTS     AGE
+my-ingress     <none>   example.com                                                          80        5m
+tls            nginx    a.example.com,b.example.com   10.0.0.5,192.168.1.20,lb.example.com   80, 443   120m
+many           <none>   a,b,c + 3 more...                                                    80        3d
+default-only   <none>   *                                                                    80        10s
+`, seed, tls, many, none)
+}
+
+func TestIngressClasses(t *testing.T) {
+	gr := schema.GroupResource{Group: "networking.k8s.io", Resource: "ingressclasses"}
+	def := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "nginx", CreationTimestamp: ago(time.Hour),
+		Annotations: map[string]string{networkingv1.AnnotationIsDefaultIngressClass: "true"}},
+		Spec: networkingv1.IngressClassSpec{Controller: "k8s.io/ingress-nginx"}}
+	params := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "external-lb", CreationTimestamp: ago(2 * time.Minute),
+		Annotations: map[string]string{networkingv1.AnnotationIsDefaultIngressClass: "True"}},
+		Spec: networkingv1.IngressClassSpec{Controller: "example.com/ingress-controller",
+			Parameters: &networkingv1.IngressClassParametersReference{APIGroup: ptr("k8s.example.com"), Kind: "IngressParameters", Name: "external-lb"}}}
+	core := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "core", CreationTimestamp: ago(30 * time.Second)},
+		Spec: networkingv1.IngressClassSpec{Controller: "example.com/core", Parameters: &networkingv1.IngressClassParametersReference{Kind: "ConfigMap", Name: "cfg"}}}
+	check(t, gr, false, `
+NAME              CONTROLLER                       PARAMETERS                                      AGE
+nginx (default)   k8s.io/ingress-nginx             <none>                                          60m
+external-lb       example.com/ingress-controller   IngressParameters.k8s.example.com/external-lb   2m
+core              example.com/core                 ConfigMap/cfg                                   30s
+`, def, params, core)
 }

@@ -36,7 +36,7 @@ func parseAPIServerArgs(args []string) (apiserver.Config, error) {
 	fs.StringVar(&cfg.ServiceAccountSigningKeyFile, "service-account-signing-key-file", "", "RSA private key (PEM) service account tokens are signed and checked with; API servers sharing an etcd must share it (default: DATA_DIR/pki/sa.key, made on first start)")
 	fs.StringVar(&cfg.ServiceAccountIssuer, "service-account-issuer", apiserver.DefaultServiceAccountIssuer, "the iss claim of service account tokens")
 	fs.StringSliceVar(&cfg.APIAudiences, "api-audiences", nil, "audiences a service account token must name to authenticate (default: --service-account-issuer)")
-	fs.StringSliceVar(&cfg.DisableAdmissionPlugins, "disable-admission-plugins", nil, "admission plugins to turn off: ServiceAccount, Priority, DefaultTolerationSeconds (all on by default, as in kube-apiserver)")
+	fs.StringSliceVar(&cfg.DisableAdmissionPlugins, "disable-admission-plugins", nil, "admission plugins to turn off: ServiceAccount, Priority, DefaultTolerationSeconds, DefaultIngressClass (all on by default, as in kube-apiserver)")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

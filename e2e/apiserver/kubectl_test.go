@@ -90,7 +90,10 @@ func TestKubectlApplyGetDescribe(t *testing.T) {
 	mustMatch(t, k.ok("get", "endpoints", "svc-no-selector"), `svc-no-selector\s+47\.93\.22\.98:80`)
 	mustMatch(t, k.ok("apply", "--server-side", "--force-conflicts", "-f", "testdata/myapp.yaml"), `service/myapp serverside-applied`)
 	mustMatch(t, k.ok("get", "svc", "myapp", "-o", "yaml", "--show-managed-fields"), `manager: kubectl`, `operation: Apply`)
-	mustMatch(t, k.run(true, "apply", "-f", "testdata/ingress.yaml"), `no matches for kind "Ingress" in version "networking.k8s.io/v1"`)
+	mustMatch(t, k.ok("apply", "-f", "testdata/ingress.yaml"), `ingress.networking.k8s.io/my-ingress created`)
+	// A kind svcnet does not serve.
+	mustMatch(t, k.run(true, "apply", "-f", writeTemp(t, "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: c}\nspec: {schedule: '* * * * *', jobTemplate: {spec: {template: {spec: {restartPolicy: Never, containers: [{name: c, image: busybox}]}}}}}\n")),
+		`no matches for kind "CronJob" in version "batch/v1"`)
 	mustMatch(t, k.ok("delete", "-f", "testdata/myapp.yaml"), `deployment.apps "myapp" deleted`, `service "myapp" deleted`)
 	mustMatch(t, k.run(true, "get", "svc", "myapp"), `services "myapp" not found`)
 }

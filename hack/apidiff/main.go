@@ -104,6 +104,12 @@ func main() {
 		// Appended: each kind's random stream derives from its position.
 		{"serviceaccount-create", serviceAccountCreateCase},
 		{"serviceaccount-update", serviceAccountUpdateCase},
+		{"ingress-create", ingressCreateCase},
+		{"ingress-update", ingressUpdateCase},
+		{"ingress-status", ingressStatusCase},
+		{"ingressclass-create", ingressClassCreateCase},
+		{"ingressclass-update", ingressClassUpdateCase},
+		{"ingress-admission", ingressAdmissionCase},
 	}
 	want := map[string]bool{}
 	for _, k := range strings.Split(*only, ",") {

@@ -63,6 +63,17 @@ type Basic struct {
 	// admission runs; old is nil on create. Its error (Forbidden, as
 	// admission's) is returned as is.
 	Admit func(ctx context.Context, obj, old runtime.Object) error
+	// CreateWarnings, when set, is the kind's WarningsOnCreate: the
+	// warnings a successful create of obj returns.
+	CreateWarnings func(obj runtime.Object) []string
+}
+
+// WarningsOnCreate implements registry.CreateWarner.
+func (b *Basic) WarningsOnCreate(_ context.Context, obj runtime.Object) []string {
+	if b.CreateWarnings != nil {
+		return b.CreateWarnings(obj)
+	}
+	return nil
 }
 
 // BeginCreate implements registry.CreateAllocator for Admit.
