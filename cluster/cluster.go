@@ -79,6 +79,8 @@ type Config struct {
 	// ProxyArgs are more flags for every node's proxy (svcnet up
 	// --proxy-arg), after those Up sets.
 	ProxyArgs []string
+	// Ingress runs the Ingress controller (ingress.go).
+	Ingress bool
 	// NodeMonitorGracePeriod is passed to the controllers (0: their default).
 	NodeMonitorGracePeriod time.Duration
 	// Exe is the svcnet binary to run components with.
@@ -397,10 +399,21 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := ensureDNS(ctx, client, cfg, fams); err != nil {
 		return nil, err
 	}
-	if err := waitDNS(ctx, client); err != nil {
+	// The Ingress controller is created before DNS is waited for: the two
+	// start side by side.
+	if err := ensureIngress(ctx, client, cfg, fams); err != nil {
+		return nil, err
+	}
+	if err := waitPodsReady(ctx, client, "kube-system", "k8s-app=kube-dns", "DNS pods"); err != nil {
 		return nil, err
 	}
 	log.Info("DNS pods ready", "after", time.Since(t0).Round(time.Millisecond))
+	if cfg.Ingress {
+		if err := waitPodsReady(ctx, client, ingressNamespace, IngressSelector(), "Ingress controller"); err != nil {
+			return nil, err
+		}
+		log.Info("Ingress controller ready", "after", time.Since(t0).Round(time.Millisecond))
+	}
 	if err := waitUsable(ctx, cfg, fams); err != nil {
 		return nil, err
 	}
@@ -538,10 +551,11 @@ func ensureDNS(ctx context.Context, client kubernetes.Interface, cfg Config, fam
 	return nil
 }
 
-func waitDNS(ctx context.Context, client kubernetes.Interface) error {
+// waitPodsReady waits for the pods of selector in ns to exist and be Ready.
+func waitPodsReady(ctx context.Context, client kubernetes.Interface, ns, selector, what string) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		pods, err := client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err == nil && len(pods.Items) > 0 {
 			ready := 0
 			for _, p := range pods.Items {
@@ -561,7 +575,7 @@ func waitDNS(ctx context.Context, client kubernetes.Interface) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return errors.New("DNS pods not Ready after 60s")
+	return fmt.Errorf("%s not Ready after 60s", what)
 }
 
 // Stop stops every component (node agents first, so they stop their pods),

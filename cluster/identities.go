@@ -22,7 +22,8 @@ func componentKubeconfig(dataDir, name string) string {
 // system:kube-proxy (system:node-proxier), the DNS servers as the coredns
 // service account of kube-system (system:coredns, as kubeadm binds it), the
 // network-policy agents as kube-system/svcnet-netpol (svcnet:netpol), the
-// speakers as metallb-system/speaker (svcnet:speaker) and
+// speakers as metallb-system/speaker (svcnet:speaker), the Ingress
+// controller as kube-system/svcnet-ingress (svcnet:ingress) and
 // the controllers as system:kube-controller-manager (bound to the
 // system:controller:* roles of the controllers svcnet runs).
 func writeComponentKubeconfigs(cfg Config, apiDir, server string) (map[string]string, error) {
@@ -38,6 +39,7 @@ func writeComponentKubeconfigs(cfg Config, apiDir, server string) (map[string]st
 		"controllers": {user: authz.ControllersUser},
 		"dns":         {user: authz.DNSUser, groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"}},
 		"netpol":      {user: authz.NetpolUser, groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"}},
+		"ingress":     {user: authz.IngressUser, groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"}},
 		"speaker":     {user: authz.SpeakerUser, groups: []string{"system:serviceaccounts", "system:serviceaccounts:metallb-system"}},
 	}
 	for i := 1; i <= cfg.Nodes; i++ {

@@ -31,6 +31,7 @@ func TestComponentKubeconfigs(t *testing.T) {
 		"dns":                       {"system:serviceaccount:kube-system:coredns", "system:serviceaccounts:kube-system"},
 		"netpol":                    {"system:serviceaccount:kube-system:svcnet-netpol", "system:serviceaccounts:kube-system"},
 		"speaker":                   {"system:serviceaccount:metallb-system:speaker", "system:serviceaccounts:metallb-system"},
+		"ingress":                   {"system:serviceaccount:kube-system:svcnet-ingress", "system:serviceaccounts:kube-system"},
 		"node-svcnet-control-plane": {"system:node:svcnet-control-plane", "system:nodes"},
 		"node-svcnet-worker":        {"system:node:svcnet-worker", "system:nodes"},
 	}

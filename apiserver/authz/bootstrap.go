@@ -57,6 +57,13 @@ const ProxyUser = "system:kube-proxy"
 // NetworkPolicies), as network-policy agents of CNI plugins get one.
 const NetpolUser = "system:serviceaccount:kube-system:svcnet-netpol"
 
+// IngressUser is the identity of `svcnet ingress` in `svcnet up`: a service
+// account of kube-system bound to svcnet:ingress (read Ingresses,
+// IngressClasses, Services and EndpointSlices; write Ingress status and
+// Events) and, in kube-system, to the Role that keeps its election Lease, as
+// ingress-nginx's manifests bind its controller.
+const IngressUser = "system:serviceaccount:kube-system:svcnet-ingress"
+
 // SpeakerUser is the identity of `svcnet speaker` in `svcnet up`: MetalLB's
 // speaker service account (metallb-system/speaker), bound to svcnet:speaker
 // (MetalLB's speaker ClusterRole) and, in kube-system, to the Role that
@@ -194,6 +201,34 @@ func (p *DefaultPolicy) addExtras() {
 		ObjectMeta: svcnetMeta("svcnet:netpol"),
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "svcnet:netpol"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "svcnet-netpol", Namespace: "kube-system"}},
+	})
+	p.ClusterRoles = append(p.ClusterRoles, rbacv1.ClusterRole{
+		ObjectMeta: svcnetMeta("svcnet:ingress"),
+		Rules: []rbacv1.PolicyRule{
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"services"}},
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}},
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"networking.k8s.io"}, Resources: []string{"ingresses", "ingressclasses"}},
+			{Verbs: []string{"update"}, APIGroups: []string{"networking.k8s.io"}, Resources: []string{"ingresses/status"}},
+			{Verbs: []string{"create", "patch", "update"}, APIGroups: []string{""}, Resources: []string{"events"}},
+		},
+	})
+	ingressSA := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "svcnet-ingress", Namespace: "kube-system"}}
+	p.ClusterRoleBindings = append(p.ClusterRoleBindings, rbacv1.ClusterRoleBinding{
+		ObjectMeta: svcnetMeta("svcnet:ingress"),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "svcnet:ingress"},
+		Subjects:   ingressSA,
+	})
+	ingressLease := svcnetMeta("svcnet:ingress")
+	ingressLease.Namespace = "kube-system"
+	p.Roles = append(p.Roles, rbacv1.Role{
+		ObjectMeta: ingressLease,
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get", "create", "update"},
+			APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}}},
+	})
+	p.RoleBindings = append(p.RoleBindings, rbacv1.RoleBinding{
+		ObjectMeta: ingressLease,
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "svcnet:ingress"},
+		Subjects:   ingressSA,
 	})
 	// MetalLB's speaker ClusterRole (read Services, endpoints, Nodes and
 	// the MetalLB configuration; record events; write the status kinds),

@@ -42,6 +42,7 @@ func runUp(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.ClusterCIDR, "cluster-cidr", "", "pod addresses, one CIDR per family, comma-separated (default 10.244.0.0/16, where node i gets 10.244.i.0/24, and fd00:10:244::/56, where it gets fd00:10:244:i::/64)")
 	fs.StringVar(&cfg.NodePortAddresses, "nodeport-addresses", "", "passed to every node's proxy: comma-separated CIDRs and keywords (primary, localhost, all) of the node addresses that accept NodePorts (default: the proxy mode's default)")
 	fs.StringVar(&cfg.Prefix, "prefix", "svcnet", "prefix of namespace, bridge and node names")
+	fs.BoolVar(&cfg.Ingress, "ingress", true, "run the Ingress controller (svcnet ingress) on the control-plane node's port 80, with the default IngressClass svcnet")
 	fs.DurationVar(&cfg.NodeMonitorGracePeriod, "node-monitor-grace-period", 50*time.Second, "passed to the controllers: how long a node agent may be silent before its Node turns NotReady (Unknown)")
 	fs.StringArrayVar(&cfg.ProxyArgs, "proxy-arg", nil, "passed to every node's proxy, repeatable: one --FLAG=VALUE of `svcnet proxy` (for example --proxy-arg=--nftables-endpoint-choice=shared); checked before anything starts")
 	if err := fs.Parse(args); err != nil {

@@ -94,6 +94,7 @@ var scenarios = []struct {
 	{"20-kube-proxy-configmap", false, kubeProxyConfig},
 	{"21-host-network-pod", false, hostNetworkPod},
 	{"22-service-account-token", false, serviceAccountPod},
+	{"23-ingress-cookie-affinity", false, ingressCookieAffinity},
 }
 
 // 0 (issue 17): first thing after the export line, a Deployment and its
