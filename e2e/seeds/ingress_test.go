@@ -20,7 +20,9 @@ var (
 // new clients spread over all three, other hosts get the default backend's
 // 404, and when the cookie's pod goes away the session moves to a live one.
 func ingressCookieAffinity(s *scenario) {
-	s.apply("ingress-cookie.yaml")
+	// The tutorial's file (docs/tutorial.md, section 13).
+	example, _ := filepath.Abs(filepath.Join("..", "..", "docs", "examples", "ingress-cookie.yaml"))
+	s.kubectl("apply", "-f", example)
 	pods, _ := s.waitPods("app=my-app", 3)
 	class := s.kubectl("get", "ingress", "my-ingress", "-o", "jsonpath={.spec.ingressClassName}")
 	if class != "svcnet" {
@@ -95,8 +97,7 @@ func ingressCookieAffinity(s *scenario) {
 		got := runningOn.FindStringSubmatch(out)
 		return []string{"curl -i -H 'Cookie: " + cookie + "' " + url}, out, err == nil && got != nil && got[1] != pod
 	})
-	abs, _ := filepath.Abs(filepath.Join("testdata", "ingress-cookie.yaml"))
-	s.kubectl("delete", "-f", abs, "--wait=true")
+	s.kubectl("delete", "-f", example, "--wait=true")
 	s.eventually(30*time.Second, "example.com is not served once the Ingress is gone", func() ([]string, string, bool) {
 		out, err := s.c.onLab("curl", "-sS", "-m", "3", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Host: example.com", url)
 		return []string{"curl -H 'Host: example.com' " + url}, out, err == nil && out == "404"
