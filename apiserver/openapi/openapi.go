@@ -37,7 +37,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -76,6 +78,9 @@ func DefaultResources() []Resource {
 		core("Node", "nodes", false, &corev1.Node{}, &corev1.NodeList{}, "status"),
 		core("Event", "events", true, &corev1.Event{}, &corev1.EventList{}),
 		core("ConfigMap", "configmaps", true, &corev1.ConfigMap{}, &corev1.ConfigMapList{}),
+		core("ServiceAccount", "serviceaccounts", true, &corev1.ServiceAccount{}, &corev1.ServiceAccountList{}),
+		{GVK: eventsv1.SchemeGroupVersion.WithKind("Event"), Resource: "events", Namespaced: true,
+			Object: &eventsv1.Event{}, List: &eventsv1.EventList{}},
 		{GVK: discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice"), Resource: "endpointslices", Namespaced: true,
 			Object: &discoveryv1.EndpointSlice{}, List: &discoveryv1.EndpointSliceList{}},
 		{GVK: appsv1.SchemeGroupVersion.WithKind("Deployment"), Resource: "deployments", Namespaced: true,
@@ -90,6 +95,16 @@ func DefaultResources() []Resource {
 			Object: &networkingv1.ServiceCIDR{}, List: &networkingv1.ServiceCIDRList{}, Subresources: []string{"status"}},
 		{GVK: networkingv1.SchemeGroupVersion.WithKind("IPAddress"), Resource: "ipaddresses",
 			Object: &networkingv1.IPAddress{}, List: &networkingv1.IPAddressList{}},
+		{GVK: networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy"), Resource: "networkpolicies", Namespaced: true,
+			Object: &networkingv1.NetworkPolicy{}, List: &networkingv1.NetworkPolicyList{}},
+		{GVK: rbacv1.SchemeGroupVersion.WithKind("Role"), Resource: "roles", Namespaced: true,
+			Object: &rbacv1.Role{}, List: &rbacv1.RoleList{}},
+		{GVK: rbacv1.SchemeGroupVersion.WithKind("RoleBinding"), Resource: "rolebindings", Namespaced: true,
+			Object: &rbacv1.RoleBinding{}, List: &rbacv1.RoleBindingList{}},
+		{GVK: rbacv1.SchemeGroupVersion.WithKind("ClusterRole"), Resource: "clusterroles",
+			Object: &rbacv1.ClusterRole{}, List: &rbacv1.ClusterRoleList{}},
+		{GVK: rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"), Resource: "clusterrolebindings",
+			Object: &rbacv1.ClusterRoleBinding{}, List: &rbacv1.ClusterRoleBindingList{}},
 		{GVK: networkingv1.SchemeGroupVersion.WithKind("Ingress"), Resource: "ingresses", Namespaced: true,
 			Object: &networkingv1.Ingress{}, List: &networkingv1.IngressList{}, Subresources: []string{"status"}},
 		{GVK: networkingv1.SchemeGroupVersion.WithKind("IngressClass"), Resource: "ingressclasses",

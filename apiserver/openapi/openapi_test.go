@@ -64,7 +64,8 @@ func TestDocumentSet(t *testing.T) {
 	}
 	sort.Strings(paths)
 	want := []string{"api", "api/v1", "apis", "apis/apps", "apis/apps/v1", "apis/coordination.k8s.io", "apis/coordination.k8s.io/v1",
-		"apis/discovery.k8s.io", "apis/discovery.k8s.io/v1", "apis/networking.k8s.io", "apis/networking.k8s.io/v1", "version"}
+		"apis/discovery.k8s.io", "apis/discovery.k8s.io/v1", "apis/events.k8s.io", "apis/events.k8s.io/v1", "apis/networking.k8s.io", "apis/networking.k8s.io/v1",
+		"apis/rbac.authorization.k8s.io", "apis/rbac.authorization.k8s.io/v1", "version"}
 	if !reflect.DeepEqual(paths, want) {
 		t.Errorf("documents %v, want %v", paths, want)
 	}
@@ -289,7 +290,7 @@ func TestIndexAndHandler(t *testing.T) {
 		return resp, b
 	}
 	resp, b := get("/openapi/v3", "")
-	if err := json.Unmarshal(b, &idx); err != nil || resp.StatusCode != 200 || len(idx.Paths) != 12 {
+	if err := json.Unmarshal(b, &idx); err != nil || resp.StatusCode != 200 || len(idx.Paths) != 16 {
 		t.Fatalf("index: %d %s %v", resp.StatusCode, b, err)
 	}
 	url := idx.Paths["api/v1"].ServerRelativeURL

@@ -235,7 +235,7 @@ nginx-deployment-9957b6647-j5c45   1/1     Running   0          32m
 func TestExplainEveryKind(t *testing.T) {
 	_, url := defaultServer(t)
 	for _, r := range openapi.DefaultResources() {
-		out, err := kubectl(t, url, "explain", r.Resource+"."+r.GVK.Group)
+		out, err := kubectl(t, url, "explain", r.Resource, "--api-version", r.GVK.GroupVersion().String())
 		if err != nil {
 			t.Errorf("explain %s: %v", r.Resource, err)
 			continue

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -107,7 +108,13 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, list)
 		return
 	}
-	for _, gv := range []schema.GroupVersion{{Version: "v1"}, {Group: "apps", Version: "v1"}, {Group: "discovery.k8s.io", Version: "v1"}, {Group: "coordination.k8s.io", Version: "v1"}, {Group: "networking.k8s.io", Version: "v1"}} {
+	gvs := []schema.GroupVersion{}
+	for _, res := range openapi.DefaultResources() {
+		if gv := res.GVK.GroupVersion(); !slices.Contains(gvs, gv) {
+			gvs = append(gvs, gv)
+		}
+	}
+	for _, gv := range gvs {
 		base := "/" + openapi.DocPath(gv)
 		if p == base {
 			writeJSON(w, 200, resourceList(gv))
