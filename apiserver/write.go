@@ -108,14 +108,18 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 	if err != nil {
 		return err
 	}
+	var warnings []string
 	updated, created, err := req.res.Update(r.Context(), req.namespace, req.name, func(_ context.Context, cur runtime.Object) (runtime.Object, error) {
 		if cur == nil {
 			return nil, apierrors.NewNotFound(req.res.Info.GroupResource(), req.name)
 		}
 		return obj.DeepCopyObject(), nil
-	}, false, registry.WriteOptions{DryRun: p.dryRun, FieldManager: p.manager, Subresource: req.sub})
+	}, false, registry.WriteOptions{DryRun: p.dryRun, FieldManager: p.manager, Subresource: req.sub, Warnings: &warnings})
 	if err != nil {
 		return err
+	}
+	for _, msg := range warnings {
+		addWarning(w, msg)
 	}
 	code := http.StatusOK
 	if created {
@@ -297,14 +301,18 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request, req request
 			return s.decodeJSON(nj, req.res, p.strict)
 		}
 	}
+	var warnings []string
+	opts.Warnings = &warnings
 	updated, created, err := req.res.Update(r.Context(), req.namespace, req.name, compute, allowCreate, opts)
 	if err != nil {
 		return err
 	}
+	for _, msg := range warnings {
+		addWarning(w, msg)
+	}
 	code := http.StatusOK
 	if created {
 		code = http.StatusCreated
-		warnOnCreate(w, r, req.res, updated)
 	}
 	return s.respond(w, r, out, code, req, updated)
 }

@@ -223,6 +223,11 @@ type WriteOptions struct {
 	// SkipManagedFields leaves managedFields to the caller (server-side
 	// apply computes them itself).
 	SkipManagedFields bool
+	// Warnings, when set, receives the strategy's warnings for the write
+	// that was made (registry.UpdateWarner; registry.CreateWarner when an
+	// update creates), as kube-apiserver computes them after validation:
+	// the API server returns them as Warning headers.
+	Warnings *[]string
 }
 
 // validatePathSegment is the name rule the generic registry of
@@ -454,6 +459,12 @@ func (s *Store) Update(ctx context.Context, ns, name string, compute UpdateFunc,
 			if err != nil {
 				return nil, err
 			}
+			if opts.Warnings != nil {
+				*opts.Warnings = nil
+				if w, ok := st.(CreateWarner); ok {
+					*opts.Warnings = w.WarningsOnCreate(ctx, obj)
+				}
+			}
 			if opts.DryRun {
 				return nil, &dryRunResult{obj}
 			}
@@ -491,6 +502,12 @@ func (s *Store) Update(ctx context.Context, ns, name string, compute UpdateFunc,
 		}
 		if errs := ValidateUpdate(ctx, st, s.Info.Namespaced, obj, cur); len(errs) > 0 {
 			return nil, s.invalid(obj, errs)
+		}
+		if opts.Warnings != nil {
+			*opts.Warnings = nil
+			if w, ok := st.(UpdateWarner); ok {
+				*opts.Warnings = w.WarningsOnUpdate(ctx, obj, cur)
+			}
 		}
 		if opts.DryRun {
 			return nil, &dryRunResult{obj}

@@ -89,3 +89,10 @@ func (NopTransaction) Revert() {}
 type CreateWarner interface {
 	WarningsOnCreate(ctx context.Context, obj runtime.Object) []string
 }
+
+// UpdateWarner is CreateWarner's counterpart for updates (and patches and
+// server-side applies, which are updates), as kube-apiserver's
+// WarningsOnUpdate: obj is the prepared new object, old the stored one.
+type UpdateWarner interface {
+	WarningsOnUpdate(ctx context.Context, obj, old runtime.Object) []string
+}

@@ -66,12 +66,24 @@ type Basic struct {
 	// CreateWarnings, when set, is the kind's WarningsOnCreate: the
 	// warnings a successful create of obj returns.
 	CreateWarnings func(obj runtime.Object) []string
+	// UpdateWarnings and StatusUpdateWarnings, when set, are the kind's
+	// WarningsOnUpdate and its /status strategy's.
+	UpdateWarnings       func(obj, old runtime.Object) []string
+	StatusUpdateWarnings func(obj, old runtime.Object) []string
 }
 
 // WarningsOnCreate implements registry.CreateWarner.
 func (b *Basic) WarningsOnCreate(_ context.Context, obj runtime.Object) []string {
 	if b.CreateWarnings != nil {
 		return b.CreateWarnings(obj)
+	}
+	return nil
+}
+
+// WarningsOnUpdate implements registry.UpdateWarner.
+func (b *Basic) WarningsOnUpdate(_ context.Context, obj, old runtime.Object) []string {
+	if b.UpdateWarnings != nil {
+		return b.UpdateWarnings(obj, old)
 	}
 	return nil
 }
@@ -256,6 +268,14 @@ func (s *statusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Ob
 	if s.StatusPrepare != nil {
 		s.StatusPrepare(obj, old)
 	}
+}
+
+// WarningsOnUpdate: the /status strategy's own (not the kind's).
+func (s *statusStrategy) WarningsOnUpdate(_ context.Context, obj, old runtime.Object) []string {
+	if s.StatusUpdateWarnings != nil {
+		return s.StatusUpdateWarnings(obj, old)
+	}
+	return nil
 }
 
 func (s *statusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {

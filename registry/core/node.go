@@ -67,7 +67,9 @@ func NewNodeStrategy() registry.Strategy {
 			n := obj.(*corev1.Node)
 			return map[string]string{"metadata.name": n.Name, "spec.unschedulable": boolString(n.Spec.Unschedulable)}
 		},
-		FieldLabels: registry.SupportedFieldLabels(nil, "metadata.name", "spec.unschedulable"),
+		FieldLabels:    registry.SupportedFieldLabels(nil, "metadata.name", "spec.unschedulable"),
+		CreateWarnings: nodeWarnings,
+		UpdateWarnings: func(obj, _ runtime.Object) []string { return nodeWarnings(obj) },
 	}, ObjectMetaDeclarative)
 }
 

@@ -593,10 +593,12 @@ func NewServiceAccountStrategy() registry.Strategy {
 		return validateKubeFinalizers(&obj.(*corev1.ServiceAccount).ObjectMeta)
 	}
 	return WithDeclarative(&Basic{
-		Namespaced: true,
-		OnCreate:   clean,
-		OnUpdate:   func(obj, _ runtime.Object) { clean(obj) },
-		Validator:  validate,
+		Namespaced:     true,
+		CreateWarnings: func(obj runtime.Object) []string { return serviceAccountWarnings(obj, nil) },
+		UpdateWarnings: serviceAccountWarnings,
+		OnCreate:       clean,
+		OnUpdate:       func(obj, _ runtime.Object) { clean(obj) },
+		Validator:      validate,
 		UpdateValidator: func(obj, old runtime.Object) field.ErrorList {
 			m := &obj.(*corev1.ServiceAccount).ObjectMeta
 			errs := metavalidation.ValidateObjectMetaUpdate(m, &old.(*corev1.ServiceAccount).ObjectMeta, field.NewPath("metadata"))

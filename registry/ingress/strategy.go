@@ -62,6 +62,16 @@ func NewStrategy() registry.Strategy {
 		UpdateValidator: ValidateUpdate,
 		StatusValidator: ValidateStatusUpdate,
 		CreateWarnings:  WarningsOnCreate,
+		StatusUpdateWarnings: func(obj, _ runtime.Object) []string {
+			var w []string
+			p := field.NewPath("status", "loadBalancer", "ingress")
+			for i, in := range obj.(*networkingv1.Ingress).Status.LoadBalancer.Ingress {
+				if in.IP != "" {
+					w = append(w, validation.GetWarningsForIP(p.Index(i), in.IP)...)
+				}
+			}
+			return w
+		},
 	}, core.ObjectMetaDeclarative)
 }
 

@@ -1,0 +1,57 @@
+package apiserver_e2e
+
+import (
+	"regexp"
+	"testing"
+)
+
+// TestKubectlWarnings: the Warning headers kube-apiserver 1.37 returns for
+// writes that work but hold something deprecated, ignored or written in a
+// non-standard form, as the real kubectl prints them: on create (apply),
+// on update (apply of a changed object, edit-style patch), on server-side
+// apply and dry runs, and not for an update that keeps a ServiceAccount's
+// deprecated annotation.
+func TestKubectlWarnings(t *testing.T) {
+	k := newKubectl(t)
+	// The seed's externalIPs Service (seed 001): deprecated field.
+	y := "apiVersion: v1\nkind: Service\nmetadata: {name: ext}\nspec:\n  selector: {app: ext}\n  ports: [{port: 80}]\n  externalIPs: [203.0.113.10]\n"
+	mustMatch(t, k.ok("apply", "-f", writeTemp(t, y)),
+		`Warning: spec.externalIPs is deprecated and may no longer be implemented in some clusters`, `service/ext created`)
+	// An update with the old topology annotation, and a PreferClose
+	// distribution: both warnings, in kube-apiserver's order, with the
+	// externalIPs one between them.
+	y = "apiVersion: v1\nkind: Service\nmetadata: {name: ext, annotations: {service.kubernetes.io/topology-aware-hints: auto}}\nspec:\n  selector: {app: ext}\n  ports: [{port: 80}]\n  externalIPs: [203.0.113.10]\n  trafficDistribution: PreferClose\n"
+	mustMatch(t, k.ok("apply", "-f", writeTemp(t, y)),
+		`(?s)Warning: annotation service.kubernetes.io/topology-aware-hints is deprecated, please use service.kubernetes.io/topology-mode instead\n`+
+			`Warning: spec.externalIPs is deprecated and may no longer be implemented in some clusters\n`+
+			`Warning: spec.trafficDistribution: "PreferClose" is deprecated; use "PreferSameZone"\n`, `service/ext configured`)
+	// A patch and a server-side apply of the same Service warn too.
+	mustMatch(t, k.ok("patch", "svc", "ext", "--type=merge", "-p", `{"spec":{"externalIPs":["203.0.113.11"]}}`),
+		`Warning: spec.externalIPs is deprecated`, `service/ext patched`)
+	mustMatch(t, k.ok("apply", "--server-side", "--force-conflicts", "-f", writeTemp(t, y)),
+		`Warning: spec.externalIPs is deprecated`, `service/ext serverside-applied`)
+	// A headless Service ignores affinity: warned, and dry runs warn as well.
+	y = "apiVersion: v1\nkind: Service\nmetadata: {name: hl}\nspec:\n  clusterIP: None\n  selector: {app: hl}\n  ports: [{port: 80}]\n  sessionAffinity: ClientIP\n"
+	mustMatch(t, k.ok("apply", "--dry-run=server", "-f", writeTemp(t, y)),
+		`Warning: spec.SessionAffinity is ignored for headless services`, `service/hl created \(server dry run\)`)
+	// A status write with a non-standard load-balancer address.
+	k.ok("create", "service", "loadbalancer", "lb", "--tcp=80:80")
+	mustMatch(t, k.ok("patch", "svc", "lb", "--subresource=status", "--type=merge", "-p", `{"status":{"loadBalancer":{"ingress":[{"ip":"2001:DB8::1"}]}}}`),
+		`Warning: status.loadBalancer.ingress\[0\]: IPv6 address "2001:DB8::1" should be in RFC 5952 canonical format \("2001:db8::1"\)`)
+	// ServiceAccounts: setting the deprecated annotation warns, keeping it
+	// does not.
+	mustMatch(t, k.ok("create", "serviceaccount", "builder"), `serviceaccount/builder created`)
+	mustMatch(t, k.ok("annotate", "serviceaccount", "builder", "kubernetes.io/enforce-mountable-secrets=true"),
+		`Warning: metadata.annotations\[kubernetes.io/enforce-mountable-secrets\]: deprecated in v1.32\+; prefer separate namespaces to isolate access to mounted secrets`)
+	out := k.ok("label", "serviceaccount", "builder", "team=ci")
+	mustNotMatch(t, out, `Warning`)
+	// A Service without anything to warn about: no warning.
+	mustNotMatch(t, k.ok("create", "service", "clusterip", "plain", "--tcp=80:8080"), `Warning`)
+}
+
+func mustNotMatch(t *testing.T, out, pattern string) {
+	t.Helper()
+	if regexp.MustCompile(pattern).MatchString(out) {
+		t.Errorf("output matches %q:\n%s", pattern, out)
+	}
+}
