@@ -32,7 +32,8 @@ import (
 // defaulted and validated as below (the store keeps metadata.generation).
 // As kube-apiserver 1.37's, it validates declaratively too.
 func NewStrategy() registry.Strategy {
-	return core.WithDeclarative(&core.Basic{Namespaced: true, Defaulter: Default, Validator: Validate, UpdateValidator: ValidateUpdate},
+	return core.WithDeclarative(&core.Basic{Namespaced: true, Defaulter: Default, Validator: Validate, UpdateValidator: ValidateUpdate,
+		CreateWarnings: Warnings, UpdateWarnings: func(obj, _ runtime.Object) []string { return Warnings(obj) }},
 		ValidateDeclaratively)
 }
 
