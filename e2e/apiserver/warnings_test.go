@@ -45,6 +45,15 @@ func TestKubectlWarnings(t *testing.T) {
 		`Warning: metadata.annotations\[kubernetes.io/enforce-mountable-secrets\]: deprecated in v1.32\+; prefer separate namespaces to isolate access to mounted secrets`)
 	out := k.ok("label", "serviceaccount", "builder", "team=ci")
 	mustNotMatch(t, out, `Warning`)
+	// Pods and pod templates: a name with dots, an env var defined twice, a
+	// deprecated node label.
+	y = "apiVersion: v1\nkind: Pod\nmetadata: {name: web.v1}\nspec:\n  containers:\n  - name: c\n    image: nginx\n    env: [{name: MODE, value: a}, {name: MODE, value: b}]\n"
+	mustMatch(t, k.ok("apply", "-f", writeTemp(t, y)),
+		`Warning: metadata.name: this is used in the Pod's hostname, which can result in surprising behavior; a DNS label is recommended: \[must not contain dots\]`,
+		`Warning: spec.containers\[0\].env\[1\]: hides previous definition of "MODE", which may be dropped when using apply`, `pod/web.v1 created`)
+	y = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: arch}\nspec:\n  selector: {matchLabels: {app: arch}}\n  template:\n    metadata: {labels: {app: arch}}\n    spec:\n      nodeSelector: {beta.kubernetes.io/arch: amd64}\n      containers: [{name: c, image: nginx}]\n"
+	mustMatch(t, k.ok("apply", "-f", writeTemp(t, y)),
+		`Warning: spec.template.spec.nodeSelector\[beta.kubernetes.io/arch\]: deprecated since v1.14; use "kubernetes.io/arch" instead`, `deployment.apps/arch created`)
 	// A Service without anything to warn about: no warning.
 	mustNotMatch(t, k.ok("create", "service", "clusterip", "plain", "--tcp=80:8080"), `Warning`)
 }

@@ -307,7 +307,7 @@ func checkLog(t *testing.T, path string) {
 }
 
 // TestSvcnetOnRealKubeAPIServer runs svcnet's proxy (iptables and nftables
-// modes), DNS and controllers against the real kube-apiserver v1.37.2 and
+// modes), DNS, Ingress controller and controllers against the real kube-apiserver v1.37.2 and
 // etcd, each component with the identity a real cluster gives it, and
 // checks their work: packets to a ClusterIP and a NodePort reach both
 // backends, DNS answers, EndpointSlices, ReplicaSets and Pods are written.
@@ -323,6 +323,7 @@ func TestSvcnetOnRealKubeAPIServer(t *testing.T) {
 		t.Run("proxy-"+mode, func(t *testing.T) { c.proxy(t, mode) })
 	}
 	t.Run("dns", c.dns)
+	t.Run("ingress", c.ingress)
 	t.Run("controllers", c.controllers)
 	t.Run("list-semantics", c.listSemantics)
 }

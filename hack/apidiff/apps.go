@@ -165,7 +165,22 @@ func randDeployment(r *rand.Rand) *appsv1.Deployment {
 			d.Status = appsv1.DeploymentStatus{Replicas: 3, ReadyReplicas: 9, ObservedGeneration: 4, CollisionCount: ptr[int32](2)}
 		}
 	}
+	templateWarningFaults(r, &d.ObjectMeta, &d.Spec.Template)
 	return d
+}
+
+// templateWarningFaults adds to a pod template what draws warnings (see
+// podwarnings.go), and sometimes a name that is no DNS label.
+func templateWarningFaults(r *rand.Rand, m *metav1.ObjectMeta, t *corev1.PodTemplateSpec) {
+	if maybe(r, 0.35) {
+		addPodWarnings(r, &t.Spec, &t.ObjectMeta)
+	}
+	if maybe(r, 0.1) {
+		addAppArmorAnnotations(r, &t.Spec, &t.ObjectMeta)
+	}
+	if maybe(r, 0.05) {
+		m.Name = pick(r, "web.v2", strings.Repeat("w", 64))
+	}
 }
 
 func randReplicaSet(r *rand.Rand) *appsv1.ReplicaSet {
@@ -191,6 +206,7 @@ func randReplicaSet(r *rand.Rand) *appsv1.ReplicaSet {
 			rs.Annotations = map[string]string{"deployment.kubernetes.io/revision": "2"}
 		}
 	}
+	templateWarningFaults(r, &rs.ObjectMeta, &rs.Spec.Template)
 	return rs
 }
 
@@ -219,6 +235,11 @@ func storedDeployment(r *rand.Rand) *appsv1.Deployment {
 	if maybe(r, 0.2) {
 		d.Status.TerminatingReplicas = ptr[int32](1)
 	}
+	if maybe(r, 0.2) {
+		// Stored with what draws warnings (which an update that keeps
+		// the generation does not repeat).
+		addStoredPodWarnings(r, &d.Spec.Template.Spec, &d.Spec.Template.ObjectMeta)
+	}
 	legacyscheme.Scheme.Default(d)
 	return d
 }
@@ -236,6 +257,9 @@ func storedReplicaSet(r *rand.Rand) *appsv1.ReplicaSet {
 	}
 	if maybe(r, 0.2) {
 		rs.Status.TerminatingReplicas = ptr[int32](0)
+	}
+	if maybe(r, 0.2) {
+		addStoredPodWarnings(r, &rs.Spec.Template.Spec, &rs.Spec.Template.ObjectMeta)
 	}
 	legacyscheme.Scheme.Default(rs)
 	return rs
@@ -415,8 +439,12 @@ func compareAppsCreate(in runtime.Object, resource string, kst genericrest.RESTC
 	sDefaulted := sv.DeepCopyObject()
 	st.PrepareForCreate(ctx, sv)
 	sErrs := registry.ValidateCreate(ctx, st, true, sv)
+	warnDiff := ""
+	if len(kErrs) == 0 && len(sErrs) == 0 {
+		warnDiff = compareWarnings("create", kst.WarningsOnCreate(ctx, ki), createWarnings(ctx, st, sv))
+	}
 	return withInput(joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), compareObjs("prepared", appsPrepared(kPrepared), sv),
-		compareErrs("create", kErrs, sErrs)), in)
+		compareErrs("create", kErrs, sErrs), warnDiff), in)
 }
 
 // compareAppsUpdate is compareUpdate for the apps group (subresource sub),
@@ -445,6 +473,10 @@ func compareAppsUpdate(in, old runtime.Object, resource, sub string, kst generic
 	sDefaulted := sv.DeepCopyObject()
 	st.PrepareForUpdate(ctx, sv, old.DeepCopyObject())
 	sErrs := registry.ValidateUpdate(ctx, st, true, sv, old.DeepCopyObject())
+	warnDiff := ""
+	if len(kErrs) == 0 && len(sErrs) == 0 {
+		warnDiff = compareWarnings(strings.TrimSpace("update "+sub), kst.WarningsOnUpdate(ctx, ki, kold), updateWarnings(ctx, st, sv, old))
+	}
 	return joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), compareObjs("prepared", appsPrepared(kPrepared), sv),
-		compareErrs(strings.TrimSpace("update "+sub), kErrs, sErrs))
+		compareErrs(strings.TrimSpace("update "+sub), kErrs, sErrs), warnDiff)
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -14,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
+
+	"github.com/svcnet/svcnet/registry"
 
 	// The internal types, their conversions, defaulters and declarative
 	// validations, registered into legacyscheme as kube-apiserver does.
@@ -132,3 +136,55 @@ func ptr[T any](v T) *T { return &v }
 
 // maybe returns true with probability p.
 func maybe(r *rand.Rand, p float64) bool { return r.Float64() < p }
+
+// compareWarnings compares the warnings of a successful write (the Warning
+// headers kubectl prints), in order (but for the runs mapOrderWarnings
+// sorts).
+func compareWarnings(what string, k8s, svcnet []string) string {
+	a, b := strings.Join(mapOrderWarnings(k8s), "\n"), strings.Join(mapOrderWarnings(svcnet), "\n")
+	if a == b {
+		return ""
+	}
+	return fmt.Sprintf("%s warnings differ\n  kubernetes:\n%s\n  svcnet:\n%s", what, indent(a), indent(b))
+}
+
+// createWarnings and updateWarnings are svcnet's warnings for a write, from
+// the strategy's registry.CreateWarner / UpdateWarner (none without).
+func createWarnings(ctx context.Context, st registry.Strategy, obj runtime.Object) []string {
+	if w, ok := st.(registry.CreateWarner); ok {
+		return w.WarningsOnCreate(ctx, obj)
+	}
+	return nil
+}
+
+func updateWarnings(ctx context.Context, st registry.Strategy, obj, old runtime.Object) []string {
+	if w, ok := st.(registry.UpdateWarner); ok {
+		return w.WarningsOnUpdate(ctx, obj, old)
+	}
+	return nil
+}
+
+// mapOrderWarnings returns ws with each run of consecutive warnings about
+// the entries of a pod's (or pod template's) nodeSelector sorted:
+// kube-apiserver's GetWarningsForPod reports them as it ranges over the map,
+// so their order is random there (svcnet reports them in key order). Only
+// these runs are sorted: every other warning keeps its place.
+func mapOrderWarnings(ws []string) []string {
+	isNodeSelector := func(w string) bool {
+		return strings.HasPrefix(w, "spec.nodeSelector[") || strings.HasPrefix(w, "spec.template.spec.nodeSelector[")
+	}
+	out := slices.Clone(ws)
+	for i := 0; i < len(out); {
+		j := i
+		for j < len(out) && isNodeSelector(out[j]) {
+			j++
+		}
+		if j > i {
+			sort.Strings(out[i:j])
+			i = j
+		} else {
+			i++
+		}
+	}
+	return out
+}

@@ -115,6 +115,7 @@ func randDaemonSet(r *rand.Rand) *appsv1.DaemonSet {
 			ds.Spec.UpdateStrategy.Type = appsv1.OnDeleteDaemonSetStrategyType
 		}
 	}
+	templateWarningFaults(r, &ds.ObjectMeta, &ds.Spec.Template)
 	return ds
 }
 
@@ -140,6 +141,11 @@ func storedDaemonSet(r *rand.Rand) *appsv1.DaemonSet {
 	}
 	if maybe(r, 0.3) {
 		ds.Status.CollisionCount = ptr[int32](pick[int32](r, 0, 2))
+	}
+	if maybe(r, 0.2) {
+		// Stored with what draws warnings (which an update that keeps
+		// the template does not repeat).
+		addStoredPodWarnings(r, &ds.Spec.Template.Spec, &ds.Spec.Template.ObjectMeta)
 	}
 	legacyscheme.Scheme.Default(ds)
 	return ds
@@ -241,6 +247,10 @@ func compareDaemonSetUpdate(in, old *appsv1.DaemonSet, sub string, kst genericre
 	sDefaulted := sv.DeepCopy()
 	st.PrepareForUpdate(ctx, sv, old.DeepCopy())
 	sErrs := registry.ValidateUpdate(ctx, st, true, sv, old.DeepCopy())
+	warnDiff := ""
+	if len(kErrs) == 0 && len(sErrs) == 0 {
+		warnDiff = compareWarnings(strings.TrimSpace("update "+sub), kst.WarningsOnUpdate(ctx, ki, kold), updateWarnings(ctx, st, sv, old))
+	}
 	return joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), compareObjs("prepared", kPrepared, sv),
-		compareErrs(strings.TrimSpace("update "+sub), kErrs, sErrs))
+		compareErrs(strings.TrimSpace("update "+sub), kErrs, sErrs), warnDiff)
 }

@@ -105,7 +105,11 @@ func endpointsCreateCase(r *rand.Rand) string {
 	sDefaulted := sv.DeepCopy()
 	st.PrepareForCreate(ctx, sv)
 	sErrs := registry.ValidateCreate(ctx, st, true, sv)
-	return withInput(joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), compareErrs("create", kErrs, sErrs)), in)
+	warnDiff := ""
+	if len(kErrs) == 0 && len(sErrs) == 0 {
+		warnDiff = compareWarnings("create", k8sendpoint.Strategy.WarningsOnCreate(ctx, ki), createWarnings(ctx, st, sv))
+	}
+	return withInput(joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), compareErrs("create", kErrs, sErrs), warnDiff), in)
 }
 
 func endpointsUpdateCase(r *rand.Rand) string {
@@ -143,7 +147,11 @@ func endpointsUpdateCase(r *rand.Rand) string {
 	sDefaulted := sv.DeepCopy()
 	st.PrepareForUpdate(ctx, sv, old.DeepCopy())
 	sErrs := registry.ValidateUpdate(ctx, st, true, sv, old.DeepCopy())
-	return withInput(joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), compareErrs("update", kErrs, sErrs)), in, old)
+	warnDiff := ""
+	if len(kErrs) == 0 && len(sErrs) == 0 {
+		warnDiff = compareWarnings("update", k8sendpoint.Strategy.WarningsOnUpdate(ctx, ki, kold), updateWarnings(ctx, st, sv, old))
+	}
+	return withInput(joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), compareErrs("update", kErrs, sErrs), warnDiff), in, old)
 }
 
 func randSliceEndpoint(r *rand.Rand) discoveryv1.Endpoint {
@@ -254,9 +262,13 @@ func sliceCreateCase(r *rand.Rand) string {
 	sDefaulted := sv.DeepCopy()
 	st.PrepareForCreate(ctx, sv)
 	sErrs := registry.ValidateCreate(ctx, st, true, sv)
+	warnDiff := ""
+	if len(kErrs) == 0 && len(sErrs) == 0 {
+		warnDiff = compareWarnings("create", k8sslice.Strategy.WarningsOnCreate(ctx, ki), createWarnings(ctx, st, sv))
+	}
 	return withInput(joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted),
 		compareObjs("prepared", clearGeneration(kPrepared), clearGeneration(sv.DeepCopy())),
-		compareErrs("create", kErrs, sErrs)), in)
+		compareErrs("create", kErrs, sErrs), warnDiff), in)
 }
 
 func sliceUpdateCase(r *rand.Rand) string {
@@ -297,7 +309,11 @@ func sliceUpdateCase(r *rand.Rand) string {
 	sDefaulted := sv.DeepCopy()
 	st.PrepareForUpdate(ctx, sv, old.DeepCopy())
 	sErrs := registry.ValidateUpdate(ctx, st, true, sv, old.DeepCopy())
+	warnDiff := ""
+	if len(kErrs) == 0 && len(sErrs) == 0 {
+		warnDiff = compareWarnings("update", k8sslice.Strategy.WarningsOnUpdate(ctx, ki, kold), updateWarnings(ctx, st, sv, old))
+	}
 	return withInput(joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted),
 		compareObjs("prepared", clearGeneration(kPrepared), clearGeneration(sv.DeepCopy())),
-		compareErrs("update", kErrs, sErrs)), in, old)
+		compareErrs("update", kErrs, sErrs), warnDiff), in, old)
 }

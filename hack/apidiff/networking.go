@@ -192,7 +192,11 @@ func networkPolicyUpdateCase(r *rand.Rand) string {
 	sDefaulted := sv.DeepCopy()
 	st.PrepareForUpdate(ctx, sv, old.DeepCopy())
 	sErrs := registry.ValidateUpdate(ctx, st, true, sv, old.DeepCopy())
-	return withInput(joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), compareErrs("update", kErrs, sErrs)), in, old)
+	warnDiff := ""
+	if len(kErrs) == 0 && len(sErrs) == 0 {
+		warnDiff = compareWarnings("update", k8snetpol.Strategy.WarningsOnUpdate(ctx, ki, kold), updateWarnings(ctx, st, sv, old))
+	}
+	return withInput(joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), compareErrs("update", kErrs, sErrs), warnDiff), in, old)
 }
 
 var serviceCIDRPool = []string{"10.96.0.0/16", "10.96.0.0/16", "10.100.0.0/24", "fd00:96::/112", "fd00:96::/112", "2001:db8::/64",
@@ -378,7 +382,11 @@ func compareCreate(in runtime.Object, group, resource string, namespaced, prepar
 	if prepared {
 		preparedDiff = compareObjs("prepared", kPrepared, sv)
 	}
-	return withInput(joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), preparedDiff, compareErrs("create", kErrs, sErrs)), in)
+	warnDiff := ""
+	if len(kErrs) == 0 && len(sErrs) == 0 {
+		warnDiff = compareWarnings("create", kst.WarningsOnCreate(ctx, ki), createWarnings(ctx, st, sv))
+	}
+	return withInput(joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), preparedDiff, compareErrs("create", kErrs, sErrs), warnDiff), in)
 }
 
 // compareUpdate runs an update (of subresource sub) through both
@@ -410,6 +418,10 @@ func compareUpdate(in, old runtime.Object, group, resource, sub string, namespac
 	sDefaulted := sv.DeepCopyObject()
 	st.PrepareForUpdate(ctx, sv, old.DeepCopyObject())
 	sErrs := registry.ValidateUpdate(ctx, st, namespaced, sv, old.DeepCopyObject())
+	warnDiff := ""
+	if len(kErrs) == 0 && len(sErrs) == 0 {
+		warnDiff = compareWarnings(strings.TrimSpace("update "+sub), kst.WarningsOnUpdate(ctx, ki, kold), updateWarnings(ctx, st, sv, old))
+	}
 	return joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), compareObjs("prepared", kPrepared, sv),
-		compareErrs(strings.TrimSpace("update "+sub), kErrs, sErrs))
+		compareErrs(strings.TrimSpace("update "+sub), kErrs, sErrs), warnDiff)
 }

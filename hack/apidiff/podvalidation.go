@@ -434,6 +434,13 @@ func randFaultyPod(r *rand.Rand) *corev1.Pod {
 	for i, n := 0, r.Intn(3); i < n && len(p.Spec.Containers) > 0; i++ {
 		podFaults[r.Intn(len(podFaults))](r, p)
 	}
+	// What draws warnings (see podwarnings.go).
+	if maybe(r, 0.4) {
+		addPodWarnings(r, &p.Spec, &p.ObjectMeta)
+	}
+	if maybe(r, 0.1) {
+		p.Name = pick(r, "web.0", "a.b.c", strings.Repeat("w", 64), "web-0")
+	}
 	return p
 }
 
@@ -550,6 +557,10 @@ var podUpdates = []func(r *rand.Rand, p *corev1.Pod){
 
 func podUpdateCase(r *rand.Rand) string {
 	old := storedPod(r)
+	// Some cases are /status writes, compared on their warnings only.
+	if maybe(r, 0.25) {
+		return podStatusWarningsCase(r, old)
+	}
 	in := old.DeepCopy()
 	for i, n := 0, 1+r.Intn(2); i < n; i++ {
 		podUpdates[r.Intn(len(podUpdates))](r, in)
@@ -564,6 +575,9 @@ func podUpdateCase(r *rand.Rand) string {
 // host-network ports may be 0, its annotations are checked as a pod's).
 func deploymentPodCase(r *rand.Rand) string {
 	p := randFaultyPod(r)
+	if maybe(r, 0.2) {
+		addAppArmorAnnotations(r, &p.Spec, &p.ObjectMeta)
+	}
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: namespace},
 		Spec: appsv1.DeploymentSpec{

@@ -204,9 +204,13 @@ func compareServiceCreate(in *corev1.Service) string {
 	sDefaulted := sv.DeepCopy()
 	st.PrepareForCreate(ctx, sv)
 	sErrs := registry.ValidateCreate(ctx, st, true, sv)
+	warnDiff := ""
+	if len(kErrs) == 0 && len(sErrs) == 0 {
+		warnDiff = compareWarnings("create", k8sservice.Strategy.WarningsOnCreate(ctx, ki), createWarnings(ctx, st, sv))
+	}
 
 	return joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), compareObjs("prepared", kPrepared, sv),
-		compareErrs("create", kErrs, sErrs))
+		compareErrs("create", kErrs, sErrs), warnDiff)
 }
 
 // storedService is a valid Service as the apiserver stores it: defaulted,
@@ -276,9 +280,13 @@ func compareServiceUpdate(in, old *corev1.Service) string {
 	sDefaulted := sv.DeepCopy()
 	st.PrepareForUpdate(ctx, sv, old.DeepCopy())
 	sErrs := registry.ValidateUpdate(ctx, st, true, sv, old.DeepCopy())
+	warnDiff := ""
+	if len(kErrs) == 0 && len(sErrs) == 0 {
+		warnDiff = compareWarnings("update", k8sservice.Strategy.WarningsOnUpdate(ctx, ki, kold), updateWarnings(ctx, st, sv, old))
+	}
 
 	return joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), compareObjs("prepared", kPrepared, sv),
-		compareErrs("update", kErrs, sErrs))
+		compareErrs("update", kErrs, sErrs), warnDiff)
 }
 
 func randIngress(r *rand.Rand) corev1.LoadBalancerIngress {
@@ -322,7 +330,11 @@ func compareServiceStatus(in, old *corev1.Service) string {
 	sDefaulted := sv.DeepCopy()
 	st.PrepareForUpdate(ctx, sv, old.DeepCopy())
 	sErrs := registry.ValidateUpdate(ctx, st, true, sv, old.DeepCopy())
+	warnDiff := ""
+	if len(kErrs) == 0 && len(sErrs) == 0 {
+		warnDiff = compareWarnings("status", k8sservice.StatusStrategy.WarningsOnUpdate(ctx, ki, kold), updateWarnings(ctx, st, sv, old))
+	}
 
 	return joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), compareObjs("prepared", kPrepared, sv),
-		compareErrs("status", kErrs, sErrs))
+		compareErrs("status", kErrs, sErrs), warnDiff)
 }

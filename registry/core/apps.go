@@ -75,6 +75,10 @@ func NewDeploymentStrategy() registry.Strategy {
 		Namespaced: true,
 		HasStatus:  true,
 		Defaulter:  func(obj runtime.Object) { DefaultDeployment(obj.(*appsv1.Deployment)) },
+		// Warnings about the name and the pod template (on update only
+		// when the generation moves).
+		CreateWarnings: deploymentCreateWarnings,
+		UpdateWarnings: deploymentUpdateWarnings,
 		OnCreate: func(obj runtime.Object) {
 			d := obj.(*appsv1.Deployment)
 			d.Generation = 1
@@ -140,7 +144,9 @@ func NewReplicaSetStrategy() registry.Strategy {
 			}
 			DefaultPodSpec(&rs.Spec.Template.Spec)
 		},
-		OnCreate: func(obj runtime.Object) { obj.(*appsv1.ReplicaSet).Generation = 1 },
+		CreateWarnings: replicaSetCreateWarnings,
+		UpdateWarnings: replicaSetUpdateWarnings,
+		OnCreate:       func(obj runtime.Object) { obj.(*appsv1.ReplicaSet).Generation = 1 },
 		OnUpdate: func(obj, old runtime.Object) {
 			rs, o := obj.(*appsv1.ReplicaSet), old.(*appsv1.ReplicaSet)
 			if !equality.Semantic.DeepEqual(rs.Spec, o.Spec) {

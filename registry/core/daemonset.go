@@ -66,6 +66,10 @@ func NewDaemonSetStrategy() registry.Strategy {
 		Namespaced: true,
 		HasStatus:  true,
 		Defaulter:  func(obj runtime.Object) { DefaultDaemonSet(obj.(*appsv1.DaemonSet)) },
+		// Warnings about the pod template (on update only when the
+		// template generation moves).
+		CreateWarnings: daemonSetCreateWarnings,
+		UpdateWarnings: daemonSetUpdateWarnings,
 		OnCreate: func(obj runtime.Object) {
 			ds := obj.(*appsv1.DaemonSet)
 			ds.Generation = 1

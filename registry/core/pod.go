@@ -155,4 +155,24 @@ func defaultVolume(v *corev1.VolumeSource) {
 			}
 		}
 	}
+	// An ephemeral volume's claim template gets a claim's spec defaults:
+	// volumeMode Filesystem, sizes rounded up to milli-units.
+	if e := v.Ephemeral; e != nil && e.VolumeClaimTemplate != nil {
+		spec := &e.VolumeClaimTemplate.Spec
+		if spec.VolumeMode == nil {
+			m := corev1.PersistentVolumeFilesystem
+			spec.VolumeMode = &m
+		}
+		roundUpMilli(spec.Resources.Limits)
+		roundUpMilli(spec.Resources.Requests)
+	}
+}
+
+// roundUpMilli rounds a resource list's quantities up to milli-units, as
+// Kubernetes' v1 defaults do.
+func roundUpMilli(l corev1.ResourceList) {
+	for name, q := range l {
+		q.RoundUp(-3)
+		l[name] = q
+	}
 }

@@ -38,6 +38,9 @@ type podSpecOptions struct {
 	// isPod: the spec is a Pod's (a host-network Pod's hostPort must
 	// equal its containerPort; a template's may be 0).
 	isPod bool
+	// podName is the Pod's name (none for a template): it names the
+	// claims of its ephemeral volumes.
+	podName string
 }
 
 func validatePodSpec(s *corev1.PodSpec, p *field.Path, opts podSpecOptions) field.ErrorList {
@@ -46,7 +49,7 @@ func validatePodSpec(s *corev1.PodSpec, p *field.Path, opts podSpecOptions) fiel
 		errs = append(errs, field.Required(p.Child("terminationGracePeriodSeconds"), ""))
 	}
 	grace := s.TerminationGracePeriodSeconds
-	vols, verrs := validateVolumes(s.Volumes, p.Child("volumes"))
+	vols, verrs := validateVolumes(s.Volumes, opts.podName, p.Child("volumes"))
 	errs = append(errs, verrs...)
 	errs = append(errs, validateContainers(s, vols, grace, p.Child("containers"))...)
 	errs = append(errs, validateInitContainers(s, vols, grace, p.Child("initContainers"))...)
@@ -149,7 +152,7 @@ func validatePodSpec(s *corev1.PodSpec, p *field.Path, opts podSpecOptions) fiel
 func validatePodCreate(pod *corev1.Pod) field.ErrorList {
 	spec := field.NewPath("spec")
 	errs := validatePodAnnotations(pod.Annotations, &pod.Spec, field.NewPath("metadata", "annotations"))
-	errs = append(errs, validatePodSpec(&pod.Spec, spec, podSpecOptions{isPod: true})...)
+	errs = append(errs, validatePodSpec(&pod.Spec, spec, podSpecOptions{isPod: true, podName: pod.Name})...)
 	if pod.Spec.ServiceAccountName == "" {
 		errs = append(errs, projectedTokenErrors(pod, spec)...)
 	}
@@ -215,13 +218,30 @@ func dns1123Label(v string, p *field.Path) field.ErrorList {
 
 // validateVolumes returns the sources of the volumes that are valid, by
 // name (volume mounts may refer to those only), and the errors of the rest.
-func validateVolumes(vols []corev1.Volume, p *field.Path) (map[string]corev1.VolumeSource, field.ErrorList) {
+// For a Pod (podName set), the claim an ephemeral volume creates,
+// "<pod>-<volume>", must have a valid name, and no persistentVolumeClaim
+// volume may name such a claim.
+func validateVolumes(vols []corev1.Volume, podName string, p *field.Path) (map[string]corev1.VolumeSource, field.ErrorList) {
 	var errs field.ErrorList
 	valid := map[string]corev1.VolumeSource{}
 	names := sets.New[string]()
+	created := sets.New[string]()
+	if podName != "" {
+		for _, v := range vols {
+			if v.Ephemeral != nil {
+				created.Insert(podName + "-" + v.Name)
+			}
+		}
+	}
 	for i, v := range vols {
 		vp := p.Index(i)
 		el := validateVolumeSource(&v.VolumeSource, vp)
+		if podName != "" && v.Name != "" && firstVolumeType(&v.VolumeSource) == "ephemeral" {
+			claim := podName + "-" + v.Name
+			for _, msg := range validation.IsDNS1123Subdomain(claim) {
+				el = append(el, field.Invalid(vp.Child("name"), v.Name, fmt.Sprintf("PVC name %q: %v", claim, msg)))
+			}
+		}
 		if v.Name == "" {
 			el = append(el, field.Required(vp.Child("name"), ""))
 		} else {
@@ -235,8 +255,23 @@ func validateVolumes(vols []corev1.Volume, p *field.Path) (map[string]corev1.Vol
 			valid[v.Name] = v.VolumeSource
 		}
 		errs = append(errs, el...)
+		if c := v.PersistentVolumeClaim; c != nil && created.Has(c.ClaimName) {
+			errs = append(errs, field.Invalid(vp.Child("persistentVolumeClaim", "claimName"), c.ClaimName,
+				"must not reference a PVC that gets created for an ephemeral volume"))
+		}
 	}
 	return valid, errs
+}
+
+// firstVolumeType is the volume type kube-apiserver validates a source as
+// (the first one set; the others are refused).
+func firstVolumeType(v *corev1.VolumeSource) string {
+	for _, t := range volumeTypes(v) {
+		if t.set {
+			return t.name
+		}
+	}
+	return ""
 }
 
 // volumeTypes are the volume sources in the order kube-apiserver checks
@@ -1297,7 +1332,7 @@ func validatePodUpdate(pod, old *corev1.Pod) field.ErrorList {
 	spec := field.NewPath("spec")
 	ann := field.NewPath("metadata", "annotations")
 	errs := validatePodAnnotations(pod.Annotations, &pod.Spec, ann)
-	errs = append(errs, validatePodSpec(&pod.Spec, spec, podSpecOptions{isPod: true})...)
+	errs = append(errs, validatePodSpec(&pod.Spec, spec, podSpecOptions{isPod: true, podName: pod.Name})...)
 	if pod.Spec.ServiceAccountName == "" {
 		errs = append(errs, projectedTokenErrors(pod, spec)...)
 	}

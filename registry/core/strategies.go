@@ -198,6 +198,7 @@ func DefaultPodSpec(s *corev1.PodSpec) {
 	if s.SecurityContext == nil {
 		s.SecurityContext = &corev1.PodSecurityContext{}
 	}
+	roundUpMilli(s.Overhead)
 	// serviceAccount is the deprecated alias of serviceAccountName; the two
 	// are kept equal, serviceAccountName winning (Kubernetes 1.37 does this
 	// in the v1 defaults; before, its conversion did the same).
@@ -364,6 +365,10 @@ func NewPodStrategy() registry.Strategy {
 		// ReplicaSets (where it would change the pod-template-hash).
 		Defaulter: func(obj runtime.Object) { DefaultPod(obj.(*corev1.Pod)) },
 		Admit:     admitPod,
+		// kube-apiserver warns on creates and /status writes, never on
+		// updates of the pod itself (a frequent path nobody reads).
+		CreateWarnings:       podCreateWarnings,
+		StatusUpdateWarnings: podStatusWarnings,
 		OnCreate: func(obj runtime.Object) {
 			pod := obj.(*corev1.Pod)
 			// As kube-apiserver: generation 1 (the store keeps it), phase
