@@ -12,10 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/svcnet/svcnet/dns/forward"
 	"github.com/svcnet/svcnet/dns/index"
 	"github.com/svcnet/svcnet/dns/server"
@@ -88,31 +84,6 @@ func parseDNSArgs(args []string) (*dnsArgs, error) {
 	return a, nil
 }
 
-func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
-	var cfg *rest.Config
-	var err error
-	switch {
-	case kubeconfig != "":
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	default:
-		cfg, err = rest.InClusterConfig()
-		if err != nil {
-			rules := clientcmd.NewDefaultClientConfigLoadingRules()
-			cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client config: %w", err)
-	}
-	cfg.UserAgent = "svcnet-dns"
-	// Protobuf lists decode with far less garbage than JSON (CoreDNS does the
-	// same); JSON stays acceptable for servers without protobuf.
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	cfg.QPS, cfg.Burst = 50, 100
-	return kubernetes.NewForConfig(cfg)
-}
-
 // dnsGCPercent is svcnet dns's GOGC.
 const dnsGCPercent = 50
 
@@ -138,7 +109,7 @@ func runDNS(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	client, err := kubeClient(a.kubeconfig)
+	client, err := typedClient(a.kubeconfig, "svcnet-dns", 50, 100)
 	if err != nil {
 		return err
 	}

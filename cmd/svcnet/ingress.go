@@ -15,9 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svcnet/svcnet/ingress"
 )
@@ -116,25 +113,6 @@ func parseIngressArgs(args []string) (*ingressArgs, error) {
 	return a, nil
 }
 
-func ingressKubeClient(kubeconfig string) (kubernetes.Interface, error) {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else if cfg, err = rest.InClusterConfig(); err != nil {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client config: %w", err)
-	}
-	cfg.UserAgent = "svcnet-ingress"
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	cfg.QPS, cfg.Burst = 20, 40
-	return kubernetes.NewForConfig(cfg)
-}
-
 func runIngress(ctx context.Context, args []string) error {
 	a, err := parseIngressArgs(args)
 	if err != nil {
@@ -145,7 +123,7 @@ func runIngress(ctx context.Context, args []string) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "ingress")
-	client, err := ingressKubeClient(a.kubeconfig)
+	client, err := typedClient(a.kubeconfig, "svcnet-ingress", 20, 40)
 	if err != nil {
 		return err
 	}

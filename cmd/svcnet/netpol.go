@@ -58,7 +58,7 @@ func runNetpol(ctx context.Context, args []string) error {
 		return netpol.Cleanup(ctx, nft)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "netpol", "node", hostname)
-	client, err := proxyKubeClient(kubeconfig)
+	client, err := typedClient(kubeconfig, "svcnet-netpol", 50, 100)
 	if err != nil {
 		return err
 	}

@@ -17,9 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svcnet/svcnet/proxy"
 	"github.com/svcnet/svcnet/proxy/conntrack"
@@ -218,28 +215,6 @@ func parseCIDRList(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-func proxyKubeClient(kubeconfig string) (kubernetes.Interface, error) {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else if cfg, err = rest.InClusterConfig(); err != nil {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client config: %w", err)
-	}
-	cfg.UserAgent = "svcnet-proxy"
-	// Protobuf, as kube-proxy's default client connection: the initial
-	// lists of every Service and EndpointSlice decode with far less garbage
-	// than JSON.
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	cfg.QPS, cfg.Burst = 50, 100
-	return kubernetes.NewForConfig(cfg)
-}
-
 // proxyGCPercent is svcnet proxy's GOGC: the live heap is the cached
 // Services and EndpointSlices and the programmed state, which a sync
 // changes little; Go's default of 100 lets the heap grow to twice that
@@ -257,7 +232,7 @@ func runProxy(ctx context.Context, args []string) error {
 		readConfig = readConfigFile(a.configFile)
 	case a.configMap != "":
 		// The ConfigMap's configuration under the command line's flags.
-		client, err := proxyKubeClient(a.kubeconfig)
+		client, err := typedClient(a.kubeconfig, "svcnet-proxy", 50, 100)
 		if err != nil {
 			return err
 		}
@@ -312,7 +287,7 @@ func runProxy(ctx context.Context, args []string) error {
 		return errors.Join(errs...)
 	}
 
-	client, err := proxyKubeClient(a.kubeconfig)
+	client, err := typedClient(a.kubeconfig, "svcnet-proxy", 50, 100)
 	if err != nil {
 		return err
 	}

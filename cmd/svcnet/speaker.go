@@ -12,8 +12,6 @@ import (
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svcnet/svcnet/speaker"
 	"github.com/svcnet/svcnet/speaker/bgp"
@@ -61,18 +59,10 @@ func runSpeaker(ctx context.Context, args []string) error {
 	nodeName = strings.ToLower(strings.TrimSpace(nodeName))
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "speaker", "node", nodeName)
 
-	var cfg *rest.Config
-	var err error
-	if kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else if cfg, err = rest.InClusterConfig(); err != nil {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	}
+	cfg, err := clientConfig(kubeconfig, "svcnet-speaker")
 	if err != nil {
-		return fmt.Errorf("kubernetes client config: %w", err)
+		return err
 	}
-	cfg.UserAgent = "svcnet-speaker"
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
