@@ -391,15 +391,9 @@ func (c *Controller) rebuild() {
 func (c *Controller) afterBuild(t *Table) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cur := make(map[string]bool, len(t.Problems))
-	for _, p := range t.Problems {
-		k := p.key()
-		cur[k] = true
-		if !c.logged[k] {
-			c.log.Warn("ingress not served as written", "ingress", p.Ingress.Namespace+"/"+p.Ingress.Name, "reason", p.Reason, "message", p.Message)
-		}
-	}
-	c.logged = cur
+	c.logged = reportNew(c.logged, t.Problems, func(p Problem) {
+		c.log.Warn("ingress not served as written", "ingress", p.Ingress.Namespace+"/"+p.Ingress.Name, "reason", p.Reason, "message", p.Message)
+	})
 	now := make(map[types.NamespacedName]bool, len(t.Served))
 	for _, ing := range t.Served {
 		now[types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}] = true
@@ -417,15 +411,26 @@ func (c *Controller) afterBuild(t *Table) {
 func (c *Controller) recordEvents(t *Table) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cur := make(map[string]bool, len(t.Problems))
-	for _, p := range t.Problems {
-		k := p.key()
-		cur[k] = true
-		if !c.evented[k] && c.recorder != nil {
+	c.evented = reportNew(c.evented, t.Problems, func(p Problem) {
+		if c.recorder != nil {
 			c.recorder.Event(p.Ingress, corev1.EventTypeWarning, p.Reason, p.Message)
 		}
+	})
+}
+
+// reportNew calls report for each problem not in seen (the keys reported
+// after the previous table) and returns the keys of problems, so a problem is
+// reported once for as long as it lasts, and again if it comes back.
+func reportNew(seen map[string]bool, problems []Problem, report func(Problem)) map[string]bool {
+	cur := make(map[string]bool, len(problems))
+	for _, p := range problems {
+		k := p.key()
+		cur[k] = true
+		if !seen[k] {
+			report(p)
+		}
 	}
-	c.evented = cur
+	return cur
 }
 
 func (c *Controller) service(ns, name string) *corev1.Service {
