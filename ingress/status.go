@@ -96,6 +96,10 @@ func lbEqual(a, b []networkingv1.IngressLoadBalancerIngress) bool {
 type written struct {
 	uid   types.UID
 	addrs []networkingv1.IngressLoadBalancerIngress
+	// over is the cached object the last write replaced. While the
+	// informer has not delivered the written object the lister returns that
+	// same object: it is stale, not a status to correct again.
+	over *networkingv1.Ingress
 }
 
 // syncStatus writes status.loadBalancer.ingress of the served Ingresses
@@ -125,14 +129,19 @@ func (c *Controller) syncStatus(ctx context.Context) {
 		if err != nil || cur.UID != ing.UID {
 			continue
 		}
+		var over *networkingv1.Ingress
 		if !lbEqual(cur.Status.LoadBalancer.Ingress, want) {
+			if w, ok := c.written[key]; ok && w.over == cur && lbEqual(w.addrs, want) {
+				continue // the cache has not caught up with that write yet
+			}
 			if err := c.writeStatus(ctx, cur, want); err != nil {
 				retry = true
 				continue
 			}
+			over = cur
 		}
-		if len(want) > 0 {
-			c.written[key] = written{uid: cur.UID, addrs: want}
+		if len(want) > 0 || over != nil {
+			c.written[key] = written{uid: cur.UID, addrs: want, over: over}
 		} else {
 			delete(c.written, key)
 		}
@@ -142,7 +151,7 @@ func (c *Controller) syncStatus(ctx context.Context) {
 			continue
 		}
 		cur, err := c.ingresses.Ingresses(key.Namespace).Get(key.Name)
-		if err == nil && cur.UID == w.uid && lbEqual(cur.Status.LoadBalancer.Ingress, w.addrs) {
+		if err == nil && len(w.addrs) > 0 && cur.UID == w.uid && (cur == w.over || lbEqual(cur.Status.LoadBalancer.Ingress, w.addrs)) {
 			if err := c.writeStatus(ctx, cur, nil); err != nil {
 				retry = true
 				continue
