@@ -18,8 +18,19 @@ import (
 
 // ConntrackCleaner removes conntrack entries made stale by a sync (see
 // package proxy/conntrack). Errors are logged, never fatal.
+// redirect, when not nil, gives the local port a Service port's traffic is
+// redirected to (see Redirector).
 type ConntrackCleaner interface {
-	CleanStaleEntries(ctx context.Context, svcs ServicePortMap, eps EndpointsMap) error
+	CleanStaleEntries(ctx context.Context, svcs ServicePortMap, eps EndpointsMap, redirect func(ServicePortName) int) error
+}
+
+// Redirector is implemented by modes that REDIRECT a Service port's traffic
+// to a port of their own on the node instead of DNATing it to an endpoint
+// (userspace): the conntrack entry of such a UDP flow replies from that
+// port, and is live, not stale.
+type Redirector interface {
+	// RedirectPort returns the local port serving name, or 0.
+	RedirectPort(name ServicePortName) int
 }
 
 // Config configures a Proxier.
@@ -434,7 +445,11 @@ func (p *Proxier) sync(ctx context.Context) error {
 	// change, as a safety net. kube-proxy runs it after every sync.
 	nothingChanged := len(sr.UpdatedServices) == 0 && len(er.UpdatedServices) == 0
 	if p.cfg.Conntrack != nil && len(p.udp) > 0 && (req.Full || udpChanged || nothingChanged) {
-		if err := p.cfg.Conntrack.CleanStaleEntries(ctx, p.svcMap, p.epMap); err != nil {
+		var redirect func(ServicePortName) int
+		if r, ok := p.cfg.Provider.(Redirector); ok {
+			redirect = r.RedirectPort
+		}
+		if err := p.cfg.Conntrack.CleanStaleEntries(ctx, p.svcMap, p.epMap, redirect); err != nil {
 			p.log.Warn("clearing stale conntrack entries", "err", err)
 		}
 	}

@@ -552,7 +552,7 @@ func TestLocalReadyEndpoints(t *testing.T) {
 
 type countingCleaner struct{ calls int }
 
-func (c *countingCleaner) CleanStaleEntries(context.Context, ServicePortMap, EndpointsMap) error {
+func (c *countingCleaner) CleanStaleEntries(context.Context, ServicePortMap, EndpointsMap, func(ServicePortName) int) error {
 	c.calls++
 	return nil
 }

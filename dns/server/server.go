@@ -399,14 +399,29 @@ func (s *Server) Shutdown(ctx context.Context) {
 			_ = d.ShutdownContext(ctx)
 		}()
 	}
-	// UDP: stop reading; a reader finishes the packet in hand.
+	// UDP: stop reading, let the answers in flight go out (within ctx),
+	// then close.
 	for _, u := range s.udp {
-		_ = u.conn.Close()
+		u.stop()
 	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		s.udpDone.Wait()
+		flushed := make(chan struct{})
+		go func() {
+			for _, u := range s.udp {
+				u.inFlight.Wait()
+			}
+			close(flushed)
+		}()
+		select {
+		case <-flushed:
+		case <-ctx.Done():
+		}
+		for _, u := range s.udp {
+			_ = u.conn.Close()
+		}
 	}()
 	for _, hs := range s.http {
 		wg.Add(1)

@@ -509,3 +509,88 @@ func TestForwardFailureHasNoRA(t *testing.T) {
 		t.Errorf("failed forward: %s ra=%v rd=%v, want SERVFAIL, no RA, RD echoed", dns.RcodeToString[r.Rcode], r.RecursionAvailable, r.RecursionDesired)
 	}
 }
+
+// TestSilentUpstreamStallsNoOne: a question that waits on an upstream that
+// never answers (forwarded, or an ExternalName target outside the zone)
+// must not hold up the questions behind it on the same socket. With one
+// UDP socket, every client shares it; before, the socket's loop answered
+// each question itself and in-zone lookups timed out behind the stalled
+// one (a pod's DNS failed for as long as something queried a dead
+// upstream).
+func TestSilentUpstreamStallsNoOne(t *testing.T) {
+	hole, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hole.Close() // reads nothing, answers nothing
+	client := fake.NewSimpleClientset(dnstest.Cluster()...)
+	idx := index.New()
+	w, err := index.NewWatcher(client, idx, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	if !w.WaitForSync(ctx, 60*time.Second) {
+		t.Fatal("informers did not sync")
+	}
+	fwd, err := forward.New([]string{hole.LocalAddr().String()}, 3*time.Second, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := zone.New(zone.Config{Zone: "cluster.local.", TTL: 5}, idx, w.HasSynced, fwd)
+	srv := New(Config{Listen: []string{"127.0.0.1:0"}, UDPReaders: 1}, &Handler{Zone: z, Forward: fwd}, w.HasSynced, nil)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sctx, c := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer c()
+		srv.Shutdown(sctx)
+	}()
+	conn, err := net.Dial("udp", srv.DNSAddrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	send := func(id uint16, name string, qtype uint16) {
+		m := new(dns.Msg)
+		m.SetQuestion(name, qtype)
+		m.Id = id
+		b, _ := m.Pack()
+		if _, err := conn.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two stalled questions first, from the same client socket.
+	send(1, "www.dead-upstream.test.", dns.TypeA)
+	send(2, "svc-external-name.default.svc.cluster.local.", dns.TypeA)
+	start := time.Now()
+	for i := range 3 {
+		send(uint16(10+i), "myapp.default.svc.cluster.local.", dns.TypeA)
+	}
+	got := map[uint16]bool{}
+	buf := make([]byte, 4096)
+	_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+	for len(got) < 3 {
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("in-zone answers %v after %v: %v", got, time.Since(start), err)
+		}
+		r := new(dns.Msg)
+		if err := r.Unpack(buf[:n]); err != nil {
+			t.Fatal(err)
+		}
+		if r.Id < 10 {
+			t.Fatalf("the stalled question %d was answered: %v", r.Id, r)
+		}
+		if len(r.Answer) != 1 || r.Answer[0].(*dns.A).A.String() != "10.96.3.215" {
+			t.Fatalf("answer %v", r)
+		}
+		got[r.Id] = true
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Errorf("in-zone answers took %v behind the stalled ones", d)
+	}
+}

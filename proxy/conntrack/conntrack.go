@@ -13,6 +13,15 @@
 // SCTP have connection ends, and their entries to a removed endpoint die
 // with the connection (kube-proxy's reconciler skips every non-UDP entry).
 //
+// In userspace mode the flows are not DNATed to endpoints but REDIRECTed to
+// the proxy's own port for the Service port; their entries reply from that
+// port and are live as long as the proxy serves it there (the proxy picks
+// the endpoint per client, after conntrack). Judged like the others, every
+// such entry would be stale, and deleting them breaks the flows in flight:
+// the proxy's reply then reaches the client from the node's address, not the
+// Service's, and is dropped (a pod's DNS lookups through a userspace proxy
+// timed out for as long as the broken entries lived).
+//
 // UDP has no connection end, so without this a client that keeps sending
 // keeps hitting the old endpoint (or nothing) forever.
 package conntrack
@@ -83,9 +92,13 @@ type hostPort struct {
 // StaleEntries returns the entries to delete for the current Services and
 // endpoints (see the package comment). It is pure, so it is tested without
 // a kernel.
-func StaleEntries(entries []Entry, svcs proxy.ServicePortMap, eps proxy.EndpointsMap) []Entry {
-	frontends := map[hostPort]map[hostPort]bool{}
-	nodePorts := map[int]map[hostPort]bool{}
+func StaleEntries(entries []Entry, svcs proxy.ServicePortMap, eps proxy.EndpointsMap, redirect func(proxy.ServicePortName) int) []Entry {
+	type live struct {
+		serving  map[hostPort]bool
+		redirect int // the local port the mode redirects to, or 0
+	}
+	frontends := map[hostPort]live{}
+	nodePorts := map[int]live{}
 	for name, svc := range svcs {
 		if svc.Protocol != v1.ProtocolUDP {
 			continue
@@ -96,23 +109,30 @@ func StaleEntries(entries []Entry, svcs proxy.ServicePortMap, eps proxy.Endpoint
 				serving[hostPort{ep.Addr, ep.Port}] = true
 			}
 		}
+		l := live{serving: serving}
+		if redirect != nil {
+			l.redirect = redirect(name)
+		}
 		for _, ip := range svcAddrs(svc) {
-			frontends[hostPort{ip, svc.Port}] = serving
+			frontends[hostPort{ip, svc.Port}] = l
 		}
 		// Matched on the port alone, so only with serving endpoints (an
 		// empty set would remove unrelated flows to that port number).
 		if svc.NodePort != 0 && len(serving) > 0 {
-			nodePorts[svc.NodePort] = serving
+			nodePorts[svc.NodePort] = l
 		}
+	}
+	stale := func(l live, reply hostPort) bool {
+		return !l.serving[reply] && (l.redirect == 0 || reply.port != l.redirect)
 	}
 	var out []Entry
 	for _, e := range entries {
 		reply := hostPort{e.ReplySrc, e.ReplySport}
-		if serving, ok := frontends[hostPort{e.OrigDst, e.OrigDport}]; ok && !serving[reply] {
+		if l, ok := frontends[hostPort{e.OrigDst, e.OrigDport}]; ok && stale(l, reply) {
 			out = append(out, e)
 			continue
 		}
-		if serving, ok := nodePorts[e.OrigDport]; ok && !serving[reply] {
+		if l, ok := nodePorts[e.OrigDport]; ok && stale(l, reply) {
 			out = append(out, e)
 		}
 	}
@@ -128,7 +148,7 @@ func svcAddrs(svc *proxy.ServicePort) []netip.Addr {
 // CleanStaleEntries implements proxy.ConntrackCleaner: per family, one
 // netlink dump of the conntrack table and, when some entry is stale, one
 // delete pass matching exactly the stale entries.
-func (c *Cleaner) CleanStaleEntries(ctx context.Context, svcs proxy.ServicePortMap, eps proxy.EndpointsMap) error {
+func (c *Cleaner) CleanStaleEntries(ctx context.Context, svcs proxy.ServicePortMap, eps proxy.EndpointsMap, redirect func(proxy.ServicePortName) int) error {
 	hasUDP := false
 	for _, svc := range svcs {
 		hasUDP = hasUDP || svc.Protocol == v1.ProtocolUDP
@@ -156,7 +176,7 @@ func (c *Cleaner) CleanStaleEntries(ctx context.Context, svcs proxy.ServicePortM
 				entries = append(entries, e)
 			}
 		}
-		stale := StaleEntries(entries, svcs, eps)
+		stale := StaleEntries(entries, svcs, eps, redirect)
 		if len(stale) == 0 {
 			continue
 		}

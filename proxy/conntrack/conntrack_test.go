@@ -41,7 +41,7 @@ func TestStaleEntries(t *testing.T) {
 		e("10.244.0.2", "8.8.8.8", 1008, 53, "8.8.8.8", 53),
 	}
 	var got []string
-	for _, e := range StaleEntries(entries, svcs, eps) {
+	for _, e := range StaleEntries(entries, svcs, eps, nil) {
 		got = append(got, fmt.Sprintf("%s:%d>%s:%d", e.OrigSrc, e.OrigSport, e.OrigDst, e.OrigDport))
 	}
 	want := []string{
@@ -56,5 +56,31 @@ func TestStaleEntries(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// Userspace mode: flows are REDIRECTed to the proxy's port for the
+	// Service port (41000 for dns), so their entries reply from a node
+	// address and that port. They are live; one to another port (a
+	// listener the proxy closed) is not.
+	redirect := func(n proxy.ServicePortName) int {
+		if n == name {
+			return 41000
+		}
+		return 0
+	}
+	entries = []Entry{
+		e("10.244.0.2", "10.96.0.10", 2000, 53, "172.18.0.4", 41000),
+		e("10.244.0.2", "10.96.0.10", 2001, 53, "127.0.0.1", 41000),
+		e("172.18.0.9", "172.18.0.2", 2002, 30053, "172.18.0.2", 41000),
+		e("10.244.0.2", "10.96.0.10", 2003, 53, "172.18.0.4", 39999),
+		e("10.244.0.2", "10.96.0.99", 2004, 99, "172.18.0.4", 41000),
+	}
+	got = nil
+	for _, e := range StaleEntries(entries, svcs, eps, redirect) {
+		got = append(got, fmt.Sprintf("%s:%d>%s:%d", e.OrigSrc, e.OrigSport, e.OrigDst, e.OrigDport))
+	}
+	want = []string{"10.244.0.2:2003>10.96.0.10:53", "10.244.0.2:2004>10.96.0.99:99"}
+	if !slices.Equal(got, want) {
+		t.Errorf("userspace: got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -148,7 +148,7 @@ table inet ctt {
 		name("dns"):   {ep("10.0.0.2", 5354), ep("fd00:1::2", 5354)},
 		name("other"): {ep("10.0.0.2", 5355)},
 	}
-	if err := (&Cleaner{NetNS: client.Name}).CleanStaleEntries(context.Background(), svcs, eps); err != nil {
+	if err := (&Cleaner{NetNS: client.Name}).CleanStaleEntries(context.Background(), svcs, eps, nil); err != nil {
 		t.Fatal(err)
 	}
 	after := udpEntries(t, client.Name)

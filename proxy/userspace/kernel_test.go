@@ -11,13 +11,22 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/svcnet/svcnet/internal/netwire"
 	"github.com/svcnet/svcnet/internal/testbed"
 	"github.com/svcnet/svcnet/proxy"
+	"github.com/svcnet/svcnet/proxy/conntrack"
 )
 
 // The real-kernel tests run the Proxier in a child process started inside
@@ -339,3 +348,66 @@ func TestKernelUDPAndAffinity(t *testing.T) {
 
 // inNS runs f on a thread inside ns (testbed's Do, which switches back).
 func inNS(ns *testbed.NetNS, f func() error) error { return ns.Do(f) }
+
+// TestKernelConntrackCleanerKeepsRedirectedFlows: the stale-flow cleaner
+// (which every mode's sync runs) must keep the conntrack entries of UDP
+// flows this mode REDIRECTs to its own port; they reply from that port, not
+// from an endpoint. Deleted, a reply in flight reaches the client from the
+// node's address instead of the Service's and is dropped.
+func TestKernelConntrackCleanerKeepsRedirectedFlows(t *testing.T) {
+	b := newKernelBed(t)
+	b.sync(webService("udp", 8081))
+	var c net.Conn
+	must(t, inNS(b.client, func() (err error) { c, err = net.Dial("udp", "10.96.0.10:80"); return }))
+	defer c.Close()
+	ask := func(msg string) {
+		t.Helper()
+		c.SetDeadline(time.Now().Add(3 * time.Second))
+		fmt.Fprint(c, msg)
+		buf := make([]byte, 100)
+		n, err := c.Read(buf)
+		if err != nil || string(buf[:n]) != "a:"+msg {
+			t.Fatalf("udp %s: %q %v", msg, buf[:n], err)
+		}
+	}
+	ask("m0")
+	m := regexp.MustCompile(`-d 10\.96\.0\.10/32 -p udp .*--dport 80 -j REDIRECT --to-ports (\d+)`).FindStringSubmatch(b.node.MustRun("iptables-save", "-t", "nat"))
+	if m == nil {
+		t.Fatal("no REDIRECT rule for the UDP Service")
+	}
+	port, _ := strconv.Atoi(m[1])
+	name := proxy.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "web"}, Port: "http", Protocol: v1.ProtocolUDP}
+	svcs := proxy.ServicePortMap{name: {Name: name, Protocol: v1.ProtocolUDP, Port: 80, NodePort: 30080,
+		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")}, ExternalIPs: []netip.Addr{netip.MustParseAddr("192.0.2.100")}}}
+	eps := proxy.EndpointsMap{name: {{Addr: netip.MustParseAddr("10.244.2.10"), Port: 8081, Serving: true, Ready: true}}}
+	flow := func() string {
+		t.Helper()
+		h, err := netwire.HandleIn(b.node.Name, unix.NETLINK_NETFILTER)
+		must(t, err)
+		defer h.Close()
+		flows, err := h.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
+		must(t, err)
+		for _, f := range flows {
+			if f.Forward.Protocol == unix.IPPROTO_UDP && f.Forward.SrcIP.Equal(net.ParseIP("10.244.1.10")) && f.Forward.DstIP.Equal(net.ParseIP("10.96.0.10")) {
+				return fmt.Sprintf("reply from %s:%d", f.Reverse.SrcIP, f.Reverse.SrcPort)
+			}
+		}
+		return ""
+	}
+	if got, want := flow(), fmt.Sprintf(":%d", port); !strings.HasSuffix(got, want) {
+		t.Fatalf("the flow's conntrack entry: %q, want a reply from the proxy's port %d", got, port)
+	}
+	cleaner := &conntrack.Cleaner{NetNS: b.node.Name}
+	mode := &Mode{px: &Proxier{services: map[string]*service{"default/web:http/udp": {port: port}}}}
+	must(t, cleaner.CleanStaleEntries(context.Background(), svcs, eps, mode.RedirectPort))
+	if flow() == "" {
+		t.Fatal("the cleaner deleted the live redirected flow")
+	}
+	ask("m1")
+	// Judged by its endpoints alone, as the cleaner did before, the entry
+	// is stale: what this test checks is visible to it.
+	must(t, cleaner.CleanStaleEntries(context.Background(), svcs, eps, nil))
+	if got := flow(); got != "" {
+		t.Fatalf("without the redirect port the entry was kept (%s)", got)
+	}
+}

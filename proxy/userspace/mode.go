@@ -74,5 +74,13 @@ func (m *Mode) Cleanup(ctx context.Context) error {
 // Dump implements proxy.Dumper.
 func (m *Mode) Dump(context.Context) (string, error) { return m.px.Dump(), nil }
 
+// RedirectPort implements proxy.Redirector: the Service port's traffic is
+// REDIRECTed to its listener, so its UDP conntrack entries reply from there.
+func (m *Mode) RedirectPort(n proxy.ServicePortName) int {
+	return m.px.ProxyPort(n.String(), string(n.Protocol))
+}
+
+var _ proxy.Redirector = (*Mode)(nil)
+
 // Proxier returns the underlying proxier (for tests and benchmarks).
 func (m *Mode) Proxier() *Proxier { return m.px }
