@@ -87,27 +87,17 @@ func startServer(t testing.TB) *testServer {
 	t.Helper()
 	up := startUpstream(t)
 	client := fake.NewSimpleClientset(append(dnstest.Cluster(), bigHeadless()...)...)
-	idx := index.New()
-	w, err := index.NewWatcher(client, idx, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go w.Run(ctx)
-	if !w.WaitForSync(ctx, 60*time.Second) {
-		t.Fatal("informers did not sync")
-	}
+	idx, synced := dnstest.SyncedIndex(t, client, false)
 	m := NewMetrics(ServerLabel("127.0.0.1:0"))
 	fwd, err := forward.New([]string{up.addr}, time.Second, 100, m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	z := zone.New(zone.Config{Zone: "cluster.local.", TTL: 5, Reverse: true, LocalIPs: []netip.Addr{netip.MustParseAddr("10.244.0.53")}},
-		idx, w.HasSynced, fwd)
+		idx, synced, fwd)
 	h := &Handler{Zone: z, Forward: fwd, Metrics: m}
 	srv := New(Config{Listen: []string{"127.0.0.1:0"}, HealthListen: "127.0.0.1:0", ReadyListen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0"},
-		h, w.HasSynced, nil)
+		h, synced, nil)
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -524,23 +514,13 @@ func TestSilentUpstreamStallsNoOne(t *testing.T) {
 	}
 	defer hole.Close() // reads nothing, answers nothing
 	client := fake.NewSimpleClientset(dnstest.Cluster()...)
-	idx := index.New()
-	w, err := index.NewWatcher(client, idx, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go w.Run(ctx)
-	if !w.WaitForSync(ctx, 60*time.Second) {
-		t.Fatal("informers did not sync")
-	}
+	idx, synced := dnstest.SyncedIndex(t, client, false)
 	fwd, err := forward.New([]string{hole.LocalAddr().String()}, 3*time.Second, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	z := zone.New(zone.Config{Zone: "cluster.local.", TTL: 5}, idx, w.HasSynced, fwd)
-	srv := New(Config{Listen: []string{"127.0.0.1:0"}, UDPReaders: 1}, &Handler{Zone: z, Forward: fwd}, w.HasSynced, nil)
+	z := zone.New(zone.Config{Zone: "cluster.local.", TTL: 5}, idx, synced, fwd)
+	srv := New(Config{Listen: []string{"127.0.0.1:0"}, UDPReaders: 1}, &Handler{Zone: z, Forward: fwd}, synced, nil)
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -32,19 +32,9 @@ func (stubUpstream) Lookup(_ context.Context, name string, qtype uint16) (*dns.M
 func newZone(t *testing.T, mode zone.PodMode) (*zone.Zone, *fake.Clientset) {
 	t.Helper()
 	client := fake.NewSimpleClientset(dnstest.Cluster()...)
-	idx := index.New()
-	w, err := index.NewWatcher(client, idx, mode == zone.PodsVerified, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go w.Run(ctx)
-	if !w.WaitForSync(ctx, 60*time.Second) {
-		t.Fatal("informers did not sync")
-	}
+	idx, synced := dnstest.SyncedIndex(t, client, mode == zone.PodsVerified)
 	z := zone.New(zone.Config{Zone: "cluster.local.", TTL: 5, Pods: mode, Reverse: true,
-		LocalIPs: []netip.Addr{netip.MustParseAddr("10.244.0.53")}}, idx, w.HasSynced, stubUpstream{})
+		LocalIPs: []netip.Addr{netip.MustParseAddr("10.244.0.53")}}, idx, synced, stubUpstream{})
 	return z, client
 }
 
@@ -319,22 +309,12 @@ func TestNotOurs(t *testing.T) {
 // exist are left to the caller (forwarded), those that exist are answered.
 func TestReverseFallthrough(t *testing.T) {
 	client := fake.NewSimpleClientset(dnstest.Cluster()...)
-	idx := index.New()
-	w, err := index.NewWatcher(client, idx, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go w.Run(ctx)
-	if !w.WaitForSync(ctx, 60*time.Second) {
-		t.Fatal("informers did not sync")
-	}
-	z := zone.New(zone.Config{Zone: "cluster.local.", TTL: 5, Reverse: true, ReverseFallthrough: true}, idx, w.HasSynced, nil)
+	idx, synced := dnstest.SyncedIndex(t, client, false)
+	z := zone.New(zone.Config{Zone: "cluster.local.", TTL: 5, Reverse: true, ReverseFallthrough: true}, idx, synced, nil)
 	ask := func(name string, qtype uint16) *dns.Msg {
 		m := new(dns.Msg)
 		m.SetQuestion(name, qtype)
-		return z.Serve(ctx, m)
+		return z.Serve(context.Background(), m)
 	}
 	if r := ask("1.1.1.1.in-addr.arpa.", dns.TypePTR); r != nil {
 		t.Errorf("unknown reverse name answered, want fallthrough: %v", r)
