@@ -178,6 +178,9 @@ func templateWarningFaults(r *rand.Rand, m *metav1.ObjectMeta, t *corev1.PodTemp
 	if maybe(r, 0.1) {
 		addAppArmorAnnotations(r, &t.Spec, &t.ObjectMeta)
 	}
+	if maybe(r, 0.2) {
+		addVolumes(r, &t.Spec)
+	}
 	if maybe(r, 0.05) {
 		m.Name = pick(r, "web.v2", strings.Repeat("w", 64))
 	}
@@ -240,6 +243,9 @@ func storedDeployment(r *rand.Rand) *appsv1.Deployment {
 		// the generation does not repeat).
 		addStoredPodWarnings(r, &d.Spec.Template.Spec, &d.Spec.Template.ObjectMeta)
 	}
+	if maybe(r, 0.15) {
+		addStoredVolumes(r, &d.Spec.Template.Spec)
+	}
 	legacyscheme.Scheme.Default(d)
 	return d
 }
@@ -261,6 +267,9 @@ func storedReplicaSet(r *rand.Rand) *appsv1.ReplicaSet {
 	if maybe(r, 0.2) {
 		addStoredPodWarnings(r, &rs.Spec.Template.Spec, &rs.Spec.Template.ObjectMeta)
 	}
+	if maybe(r, 0.15) {
+		addStoredVolumes(r, &rs.Spec.Template.Spec)
+	}
 	legacyscheme.Scheme.Default(rs)
 	return rs
 }
@@ -281,8 +290,10 @@ func deploymentUpdate(r *rand.Rand) (in, old *appsv1.Deployment) {
 	old = storedDeployment(r)
 	in = old.DeepCopy()
 	next := randDeployment(r)
-	for _, k := range r.Perm(12)[:pick(r, 0, 1, 1, 2)] {
+	for _, k := range r.Perm(13)[:pick(r, 0, 1, 1, 2)] {
 		switch k {
+		case 12:
+			changeVolumes(r, &in.Spec.Template.Spec)
 		case 0:
 			// A new selector the template matches: still immutable.
 			in.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web", "tier": "frontend"}}
@@ -352,8 +363,10 @@ func replicaSetUpdate(r *rand.Rand) (in, old *appsv1.ReplicaSet) {
 	old = storedReplicaSet(r)
 	in = old.DeepCopy()
 	next := randReplicaSet(r)
-	for _, k := range r.Perm(9)[:pick(r, 0, 1, 1, 2)] {
+	for _, k := range r.Perm(10)[:pick(r, 0, 1, 1, 2)] {
 		switch k {
+		case 9:
+			changeVolumes(r, &in.Spec.Template.Spec)
 		case 0:
 			in.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web", "tier": "frontend"}}
 			in.Spec.Template.Labels = map[string]string{"app": "web", "tier": "frontend"}

@@ -147,6 +147,9 @@ func storedDaemonSet(r *rand.Rand) *appsv1.DaemonSet {
 		// the template does not repeat).
 		addStoredPodWarnings(r, &ds.Spec.Template.Spec, &ds.Spec.Template.ObjectMeta)
 	}
+	if maybe(r, 0.15) {
+		addStoredVolumes(r, &ds.Spec.Template.Spec)
+	}
 	legacyscheme.Scheme.Default(ds)
 	return ds
 }
@@ -162,8 +165,10 @@ func daemonSetUpdate(r *rand.Rand) (in, old *appsv1.DaemonSet) {
 	old = storedDaemonSet(r)
 	in = old.DeepCopy()
 	next := randDaemonSet(r)
-	for _, k := range r.Perm(12)[:pick(r, 0, 1, 1, 2)] {
+	for _, k := range r.Perm(13)[:pick(r, 0, 1, 1, 2)] {
 		switch k {
+		case 12:
+			changeVolumes(r, &in.Spec.Template.Spec)
 		case 0:
 			// A new selector the template matches: still immutable.
 			in.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent", "tier": "node"}}

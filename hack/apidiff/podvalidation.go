@@ -427,12 +427,18 @@ var podFaults = []func(r *rand.Rand, p *corev1.Pod){
 		p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: "RES", ValueFrom: &corev1.EnvVarSource{
 			ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: pick(r, "", "limits.cpu", "requests.memory", "limits.hugepages-2Mi"), Divisor: resource.MustParse(pick(r, "0", "1m", "2", "1Mi"))}}})
 	},
+	// Volumes of every source (see podvolumes.go).
+	func(r *rand.Rand, p *corev1.Pod) { addVolumes(r, &p.Spec) },
+	func(r *rand.Rand, p *corev1.Pod) { addVolumes(r, &p.Spec) },
 }
 
 func randFaultyPod(r *rand.Rand) *corev1.Pod {
 	p := validPod(r)
 	for i, n := 0, r.Intn(3); i < n && len(p.Spec.Containers) > 0; i++ {
 		podFaults[r.Intn(len(podFaults))](r, p)
+	}
+	if maybe(r, 0.2) {
+		addVolumes(r, &p.Spec)
 	}
 	// What draws warnings (see podwarnings.go).
 	if maybe(r, 0.4) {
@@ -470,6 +476,9 @@ func storedPod(r *rand.Rand) *corev1.Pod {
 	}
 	if maybe(r, 0.1) {
 		p.Spec.TerminationGracePeriodSeconds = ptr[int64](-5)
+	}
+	if maybe(r, 0.15) {
+		addStoredVolumes(r, &p.Spec)
 	}
 	legacyscheme.Scheme.Default(p)
 	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.1.5", PodIPs: []corev1.PodIP{{IP: "10.244.1.5"}}}
@@ -553,6 +562,7 @@ var podUpdates = []func(r *rand.Rand, p *corev1.Pod){
 		p.Status.Phase = corev1.PodSucceeded
 		p.Spec.RestartPolicy = pick(r, corev1.RestartPolicyNever, "Bogus")
 	},
+	func(r *rand.Rand, p *corev1.Pod) { changeVolumes(r, &p.Spec) },
 }
 
 func podUpdateCase(r *rand.Rand) string {

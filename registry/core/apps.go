@@ -82,12 +82,14 @@ func NewDeploymentStrategy() registry.Strategy {
 		OnCreate: func(obj runtime.Object) {
 			d := obj.(*appsv1.Deployment)
 			d.Generation = 1
+			dropDisabledVolumeFields(&d.Spec.Template.Spec, nil)
 			normalizeRollingUpdate(d)
 			canonicalRollback(d)
 		},
 		OnUpdate: func(obj, old runtime.Object) {
 			d, o := obj.(*appsv1.Deployment), old.(*appsv1.Deployment)
 			normalizeRollingUpdate(d)
+			dropDisabledVolumeFields(&d.Spec.Template.Spec, &o.Spec.Template.Spec)
 			if !equality.Semantic.DeepEqual(d.Spec, o.Spec) || !equality.Semantic.DeepEqual(rollbackView(d.Annotations), rollbackView(o.Annotations)) {
 				d.Generation = o.Generation + 1
 			}
@@ -96,12 +98,12 @@ func NewDeploymentStrategy() registry.Strategy {
 		Validator: func(obj runtime.Object) field.ErrorList {
 			d := obj.(*appsv1.Deployment)
 			errs := validateKubeFinalizers(&d.ObjectMeta)
-			return append(errs, validateDeploymentSpec(d)...)
+			return append(errs, validateDeploymentSpec(d, nil)...)
 		},
 		UpdateValidator: func(obj, old runtime.Object) field.ErrorList {
 			d, o := obj.(*appsv1.Deployment), old.(*appsv1.Deployment)
 			errs := validateAppsMetaUpdate(&d.ObjectMeta, &o.ObjectMeta)
-			errs = append(errs, validateDeploymentSpec(d)...)
+			errs = append(errs, validateDeploymentSpec(d, &o.Spec.Template.Spec)...)
 			return append(errs, metavalidation.ValidateImmutableField(d.Spec.Selector, o.Spec.Selector, field.NewPath("spec", "selector"))...)
 		},
 		// /status keeps the stored labels too, and (being part of the spec
@@ -146,9 +148,14 @@ func NewReplicaSetStrategy() registry.Strategy {
 		},
 		CreateWarnings: replicaSetCreateWarnings,
 		UpdateWarnings: replicaSetUpdateWarnings,
-		OnCreate:       func(obj runtime.Object) { obj.(*appsv1.ReplicaSet).Generation = 1 },
+		OnCreate: func(obj runtime.Object) {
+			rs := obj.(*appsv1.ReplicaSet)
+			rs.Generation = 1
+			dropDisabledVolumeFields(&rs.Spec.Template.Spec, nil)
+		},
 		OnUpdate: func(obj, old runtime.Object) {
 			rs, o := obj.(*appsv1.ReplicaSet), old.(*appsv1.ReplicaSet)
+			dropDisabledVolumeFields(&rs.Spec.Template.Spec, &o.Spec.Template.Spec)
 			if !equality.Semantic.DeepEqual(rs.Spec, o.Spec) {
 				rs.Generation = o.Generation + 1
 			}
@@ -156,12 +163,12 @@ func NewReplicaSetStrategy() registry.Strategy {
 		Validator: func(obj runtime.Object) field.ErrorList {
 			rs := obj.(*appsv1.ReplicaSet)
 			errs := validateKubeFinalizers(&rs.ObjectMeta)
-			return append(errs, validateReplicaSetSpec(rs)...)
+			return append(errs, validateReplicaSetSpec(rs, nil)...)
 		},
 		UpdateValidator: func(obj, old runtime.Object) field.ErrorList {
 			rs, o := obj.(*appsv1.ReplicaSet), old.(*appsv1.ReplicaSet)
 			errs := validateAppsMetaUpdate(&rs.ObjectMeta, &o.ObjectMeta)
-			errs = append(errs, validateReplicaSetSpec(rs)...)
+			errs = append(errs, validateReplicaSetSpec(rs, &o.Spec.Template.Spec)...)
 			return append(errs, metavalidation.ValidateImmutableField(rs.Spec.Selector, o.Spec.Selector, field.NewPath("spec", "selector"))...)
 		},
 		StatusValidator: func(obj, old runtime.Object) field.ErrorList {
@@ -292,13 +299,14 @@ func validateAppsSelector(sel *metav1.LabelSelector, p *field.Path) (labels.Sele
 
 // validateAppsTemplate: the template must carry the labels the selector
 // selects (a missing selector selects nothing), be a valid pod template,
-// restart its containers Always and have no activeDeadlineSeconds.
-func validateAppsTemplate(t *corev1.PodTemplateSpec, sel labels.Selector, p *field.Path) field.ErrorList {
+// restart its containers Always and have no activeDeadlineSeconds. old is
+// the stored template's spec on update (nil on create).
+func validateAppsTemplate(t *corev1.PodTemplateSpec, old *corev1.PodSpec, sel labels.Selector, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if !sel.Empty() && !sel.Matches(labels.Set(t.Labels)) {
 		errs = append(errs, field.Invalid(p.Child("metadata", "labels"), t.Labels, "`selector` does not match template `labels`"))
 	}
-	errs = append(errs, validatePodTemplateSpec(t, p)...)
+	errs = append(errs, validatePodTemplateSpec(t, old, p)...)
 	if t.Spec.RestartPolicy != corev1.RestartPolicyAlways {
 		errs = append(errs, field.NotSupported(p.Child("spec", "restartPolicy"), t.Spec.RestartPolicy, []string{string(corev1.RestartPolicyAlways)}))
 	}
@@ -308,14 +316,14 @@ func validateAppsTemplate(t *corev1.PodTemplateSpec, sel labels.Selector, p *fie
 	return errs
 }
 
-func validateDeploymentSpec(d *appsv1.Deployment) field.ErrorList {
+func validateDeploymentSpec(d *appsv1.Deployment, oldTemplate *corev1.PodSpec) field.ErrorList {
 	spec := &d.Spec
 	p := field.NewPath("spec")
 	errs := nonNegative(int64(replicasOf(spec.Replicas)), p.Child("replicas"))
 	sel, selErrs := validateAppsSelector(spec.Selector, p)
 	errs = append(errs, selErrs...)
 	if sel != nil {
-		errs = append(errs, validateAppsTemplate(&spec.Template, sel, p.Child("template"))...)
+		errs = append(errs, validateAppsTemplate(&spec.Template, oldTemplate, sel, p.Child("template"))...)
 	}
 	errs = append(errs, validateDeploymentStrategy(&spec.Strategy, p.Child("strategy"))...)
 	errs = append(errs, nonNegative(int64(spec.MinReadySeconds), p.Child("minReadySeconds"))...)
@@ -428,7 +436,7 @@ func intOrPercentValue(v intstr.IntOrString) int {
 	return v.IntValue()
 }
 
-func validateReplicaSetSpec(rs *appsv1.ReplicaSet) field.ErrorList {
+func validateReplicaSetSpec(rs *appsv1.ReplicaSet, oldTemplate *corev1.PodSpec) field.ErrorList {
 	spec := &rs.Spec
 	p := field.NewPath("spec")
 	errs := nonNegative(int64(replicasOf(spec.Replicas)), p.Child("replicas"))
@@ -436,7 +444,7 @@ func validateReplicaSetSpec(rs *appsv1.ReplicaSet) field.ErrorList {
 	sel, selErrs := validateAppsSelector(spec.Selector, p)
 	errs = append(errs, selErrs...)
 	if sel != nil {
-		errs = append(errs, validateAppsTemplate(&spec.Template, sel, p.Child("template"))...)
+		errs = append(errs, validateAppsTemplate(&spec.Template, oldTemplate, sel, p.Child("template"))...)
 	}
 	return errs
 }

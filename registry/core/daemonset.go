@@ -74,11 +74,13 @@ func NewDaemonSetStrategy() registry.Strategy {
 			ds := obj.(*appsv1.DaemonSet)
 			ds.Generation = 1
 			normalizeDaemonSetRollingUpdate(ds)
+			dropDisabledVolumeFields(&ds.Spec.Template.Spec, nil)
 			setTemplateGeneration(ds, max(templateGeneration(ds), 1))
 		},
 		OnUpdate: func(obj, old runtime.Object) {
 			ds, o := obj.(*appsv1.DaemonSet), old.(*appsv1.DaemonSet)
 			normalizeDaemonSetRollingUpdate(ds)
+			dropDisabledVolumeFields(&ds.Spec.Template.Spec, &o.Spec.Template.Spec)
 			tg := templateGeneration(o)
 			switch {
 			case !equality.Semantic.DeepEqual(ds.Spec.Template, o.Spec.Template):
@@ -92,13 +94,13 @@ func NewDaemonSetStrategy() registry.Strategy {
 		Validator: func(obj runtime.Object) field.ErrorList {
 			ds := obj.(*appsv1.DaemonSet)
 			errs := validateKubeFinalizers(&ds.ObjectMeta)
-			return append(errs, validateDaemonSetSpec(ds)...)
+			return append(errs, validateDaemonSetSpec(ds, nil)...)
 		},
 		UpdateValidator: func(obj, old runtime.Object) field.ErrorList {
 			ds, o := obj.(*appsv1.DaemonSet), old.(*appsv1.DaemonSet)
 			errs := validateAppsMetaUpdate(&ds.ObjectMeta, &o.ObjectMeta)
 			errs = append(errs, validateDaemonSetSpecUpdate(ds, o)...)
-			return append(errs, validateDaemonSetSpec(ds)...)
+			return append(errs, validateDaemonSetSpec(ds, &o.Spec.Template.Spec)...)
 		},
 		// /status keeps the stored spec, of which the template generation
 		// is part in kube-apiserver's internal type.
@@ -195,7 +197,7 @@ func internalDaemonSetSpec(s *appsv1.DaemonSetSpec) any {
 	}{c, internalDaemonSetStrategy(&s.UpdateStrategy)}
 }
 
-func validateDaemonSetSpec(ds *appsv1.DaemonSet) field.ErrorList {
+func validateDaemonSetSpec(ds *appsv1.DaemonSet, oldTemplate *corev1.PodSpec) field.ErrorList {
 	spec := &ds.Spec
 	p := field.NewPath("spec")
 	sp, tp := p.Child("selector"), p.Child("template")
@@ -208,7 +210,7 @@ func validateDaemonSetSpec(ds *appsv1.DaemonSet) field.ErrorList {
 	if spec.Selector != nil && len(spec.Selector.MatchLabels)+len(spec.Selector.MatchExpressions) == 0 {
 		errs = append(errs, field.Invalid(sp, spec.Selector, "empty selector is invalid for daemonset"))
 	}
-	errs = append(errs, validatePodTemplateSpec(&spec.Template, tp)...)
+	errs = append(errs, validatePodTemplateSpec(&spec.Template, oldTemplate, tp)...)
 	if spec.Template.Spec.RestartPolicy != corev1.RestartPolicyAlways {
 		errs = append(errs, field.NotSupported(tp.Child("spec", "restartPolicy"), spec.Template.Spec.RestartPolicy, []string{string(corev1.RestartPolicyAlways)}))
 	}

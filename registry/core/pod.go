@@ -12,12 +12,13 @@ import (
 
 // validatePodTemplateSpec is kube-apiserver's validation of a pod template
 // (Deployments, ReplicaSets): its labels and annotations, its pod spec, and
-// no ephemeral containers. p is the template's path (spec.template).
-func validatePodTemplateSpec(t *corev1.PodTemplateSpec, p *field.Path) field.ErrorList {
+// no ephemeral containers. p is the template's path (spec.template); old is
+// the stored template's spec on update (nil on create).
+func validatePodTemplateSpec(t *corev1.PodTemplateSpec, old *corev1.PodSpec, p *field.Path) field.ErrorList {
 	errs := metavalidation.ValidateLabels(t.Labels, p.Child("labels"))
 	errs = append(errs, apivalidation.ValidateAnnotations(t.Annotations, p.Child("annotations"))...)
 	errs = append(errs, validatePodAnnotations(t.Annotations, &t.Spec, p.Child("annotations"))...)
-	errs = append(errs, validatePodSpec(&t.Spec, p.Child("spec"), podSpecOptions{})...)
+	errs = append(errs, validatePodSpec(&t.Spec, p.Child("spec"), podSpecOptions{}.withOldSpec(old))...)
 	if len(t.Spec.EphemeralContainers) > 0 {
 		errs = append(errs, field.Forbidden(p.Child("spec", "ephemeralContainers"), "ephemeral containers not allowed in pod template"))
 	}
@@ -80,7 +81,8 @@ func podQOS(spec *corev1.PodSpec) corev1.PodQOSClass {
 // defaultVolume gives a volume Kubernetes' v1 defaults: no source at all
 // means an emptyDir; secret, configMap, downwardAPI and projected volumes
 // get file mode 0644; a hostPath gets type "" (no check); a downward API
-// field reference gets apiVersion v1 and a projected token an hour.
+// field reference gets apiVersion v1, a projected token an hour and an
+// image volume a container image's pull policy.
 func defaultVolume(v *corev1.VolumeSource) {
 	if reflect.DeepEqual(*v, corev1.VolumeSource{}) {
 		v.EmptyDir = &corev1.EmptyDirVolumeSource{}
@@ -128,6 +130,10 @@ func defaultVolume(v *corev1.VolumeSource) {
 	if sc := v.ScaleIO; sc != nil {
 		sc.StorageMode = cmp.Or(sc.StorageMode, "ThinProvisioned")
 		sc.FSType = cmp.Or(sc.FSType, "xfs")
+	}
+	// An image volume's pull policy defaults as a container's does.
+	if im := v.Image; im != nil && im.PullPolicy == "" {
+		im.PullPolicy = defaultPullPolicy(im.Reference)
 	}
 	if v.HostPath != nil && v.HostPath.Type == nil {
 		t := corev1.HostPathUnset

@@ -41,6 +41,33 @@ type podSpecOptions struct {
 	// podName is the Pod's name (none for a template): it names the
 	// claims of its ephemeral volumes.
 	podName string
+	// What an update keeps allowing because the stored spec has it
+	// (kube-apiserver's PodValidationOptions of the same names): a
+	// projected token path that is not a local relative one, an image
+	// volume without a reference.
+	allowNonLocalProjectedTokenPath bool
+	allowEmptyImageVolumeReference  bool
+}
+
+// withOldSpec sets the options an update derives from the stored spec.
+func (o podSpecOptions) withOldSpec(old *corev1.PodSpec) podSpecOptions {
+	if old == nil {
+		return o
+	}
+	for _, v := range old.Volumes {
+		if v.Image != nil && v.Image.Reference == "" {
+			o.allowEmptyImageVolumeReference = true
+		}
+		if v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			if t := src.ServiceAccountToken; t != nil && len(localNonReservedPath(t.Path, nil)) > 0 {
+				o.allowNonLocalProjectedTokenPath = true
+			}
+		}
+	}
+	return o
 }
 
 func validatePodSpec(s *corev1.PodSpec, p *field.Path, opts podSpecOptions) field.ErrorList {
@@ -49,7 +76,7 @@ func validatePodSpec(s *corev1.PodSpec, p *field.Path, opts podSpecOptions) fiel
 		errs = append(errs, field.Required(p.Child("terminationGracePeriodSeconds"), ""))
 	}
 	grace := s.TerminationGracePeriodSeconds
-	vols, verrs := validateVolumes(s.Volumes, opts.podName, p.Child("volumes"))
+	vols, verrs := validateVolumes(s.Volumes, opts, p.Child("volumes"))
 	errs = append(errs, verrs...)
 	errs = append(errs, validateContainers(s, vols, grace, p.Child("containers"))...)
 	errs = append(errs, validateInitContainers(s, vols, grace, p.Child("initContainers"))...)
@@ -214,173 +241,6 @@ func dns1123Label(v string, p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p, v, msg).WithOrigin("format=k8s-short-name"))
 	}
 	return errs
-}
-
-// validateVolumes returns the sources of the volumes that are valid, by
-// name (volume mounts may refer to those only), and the errors of the rest.
-// For a Pod (podName set), the claim an ephemeral volume creates,
-// "<pod>-<volume>", must have a valid name, and no persistentVolumeClaim
-// volume may name such a claim.
-func validateVolumes(vols []corev1.Volume, podName string, p *field.Path) (map[string]corev1.VolumeSource, field.ErrorList) {
-	var errs field.ErrorList
-	valid := map[string]corev1.VolumeSource{}
-	names := sets.New[string]()
-	created := sets.New[string]()
-	if podName != "" {
-		for _, v := range vols {
-			if v.Ephemeral != nil {
-				created.Insert(podName + "-" + v.Name)
-			}
-		}
-	}
-	for i, v := range vols {
-		vp := p.Index(i)
-		el := validateVolumeSource(&v.VolumeSource, vp)
-		if podName != "" && v.Name != "" && firstVolumeType(&v.VolumeSource) == "ephemeral" {
-			claim := podName + "-" + v.Name
-			for _, msg := range validation.IsDNS1123Subdomain(claim) {
-				el = append(el, field.Invalid(vp.Child("name"), v.Name, fmt.Sprintf("PVC name %q: %v", claim, msg)))
-			}
-		}
-		if v.Name == "" {
-			el = append(el, field.Required(vp.Child("name"), ""))
-		} else {
-			el = append(el, dns1123Label(v.Name, vp.Child("name"))...)
-		}
-		if names.Has(v.Name) {
-			el = append(el, field.Duplicate(vp.Child("name"), v.Name))
-		}
-		if len(el) == 0 {
-			names.Insert(v.Name)
-			valid[v.Name] = v.VolumeSource
-		}
-		errs = append(errs, el...)
-		if c := v.PersistentVolumeClaim; c != nil && created.Has(c.ClaimName) {
-			errs = append(errs, field.Invalid(vp.Child("persistentVolumeClaim", "claimName"), c.ClaimName,
-				"must not reference a PVC that gets created for an ephemeral volume"))
-		}
-	}
-	return valid, errs
-}
-
-// firstVolumeType is the volume type kube-apiserver validates a source as
-// (the first one set; the others are refused).
-func firstVolumeType(v *corev1.VolumeSource) string {
-	for _, t := range volumeTypes(v) {
-		if t.set {
-			return t.name
-		}
-	}
-	return ""
-}
-
-// volumeTypes are the volume sources in the order kube-apiserver checks
-// them (and names them in "may not specify more than 1 volume type").
-func volumeTypes(v *corev1.VolumeSource) []struct {
-	name string
-	set  bool
-} {
-	return []struct {
-		name string
-		set  bool
-	}{
-		{"emptyDir", v.EmptyDir != nil}, {"hostPath", v.HostPath != nil}, {"gitRepo", v.GitRepo != nil},
-		{"gcePersistentDisk", v.GCEPersistentDisk != nil}, {"awsElasticBlockStore", v.AWSElasticBlockStore != nil},
-		{"secret", v.Secret != nil}, {"nfs", v.NFS != nil}, {"iscsi", v.ISCSI != nil}, {"glusterfs", v.Glusterfs != nil},
-		{"flocker", v.Flocker != nil}, {"persistentVolumeClaim", v.PersistentVolumeClaim != nil}, {"rbd", v.RBD != nil},
-		{"cinder", v.Cinder != nil}, {"cephFS", v.CephFS != nil}, {"quobyte", v.Quobyte != nil},
-		// kube-apiserver spells this one's path so.
-		{"downwarAPI", v.DownwardAPI != nil}, {"fc", v.FC != nil}, {"flexVolume", v.FlexVolume != nil},
-		{"configMap", v.ConfigMap != nil}, {"azureFile", v.AzureFile != nil}, {"vsphereVolume", v.VsphereVolume != nil},
-		{"photonPersistentDisk", v.PhotonPersistentDisk != nil}, {"portworxVolume", v.PortworxVolume != nil},
-		{"azureDisk", v.AzureDisk != nil}, {"storageos", v.StorageOS != nil}, {"projected", v.Projected != nil},
-		{"scaleIO", v.ScaleIO != nil}, {"csi", v.CSI != nil}, {"ephemeral", v.Ephemeral != nil}, {"image", v.Image != nil},
-	}
-}
-
-// validateVolumeSource checks that one source is set, and the sources
-// svcnet's nodes serve (emptyDir, hostPath, secret, configMap,
-// persistentVolumeClaim) field by field.
-func validateVolumeSource(v *corev1.VolumeSource, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	n := 0
-	for _, t := range volumeTypes(v) {
-		if !t.set {
-			continue
-		}
-		if n > 0 {
-			errs = append(errs, field.Forbidden(p.Child(t.name), "may not specify more than 1 volume type"))
-			continue
-		}
-		n++
-		switch t.name {
-		case "emptyDir":
-			if l := v.EmptyDir.SizeLimit; l != nil && l.Sign() < 0 {
-				errs = append(errs, field.Forbidden(p.Child("emptyDir", "sizeLimit"), "SizeLimit field must be a valid resource quantity"))
-			}
-		case "hostPath":
-			hp := p.Child("hostPath")
-			if v.HostPath.Path == "" {
-				errs = append(errs, field.Required(hp.Child("path"), ""))
-				break
-			}
-			errs = append(errs, noBacksteps(v.HostPath.Path, hp.Child("path"))...)
-			if t := v.HostPath.Type; t != nil && !hostPathTypes.Has(*t) {
-				errs = append(errs, field.NotSupported(hp.Child("type"), t, sets.List(hostPathTypes)))
-			}
-		case "secret":
-			sp := p.Child("secret")
-			if v.Secret.SecretName == "" {
-				errs = append(errs, field.Required(sp.Child("secretName"), ""))
-			}
-			errs = append(errs, validateFileMode(v.Secret.DefaultMode, sp.Child("defaultMode"))...)
-			for i, kp := range v.Secret.Items {
-				errs = append(errs, validateKeyToPath(&kp, sp.Child("items").Index(i))...)
-			}
-		case "configMap":
-			cp := p.Child("configMap")
-			if v.ConfigMap.Name == "" {
-				errs = append(errs, field.Required(cp.Child("name"), ""))
-			}
-			errs = append(errs, validateFileMode(v.ConfigMap.DefaultMode, cp.Child("defaultMode"))...)
-			for i, kp := range v.ConfigMap.Items {
-				errs = append(errs, validateKeyToPath(&kp, cp.Child("items").Index(i))...)
-			}
-		case "persistentVolumeClaim":
-			if v.PersistentVolumeClaim.ClaimName == "" {
-				errs = append(errs, field.Required(p.Child("persistentVolumeClaim", "claimName"), ""))
-			}
-		}
-	}
-	if n == 0 {
-		errs = append(errs, field.Required(p, "must specify a volume type"))
-	}
-	return errs
-}
-
-var hostPathTypes = sets.New(corev1.HostPathUnset, corev1.HostPathDirectoryOrCreate, corev1.HostPathDirectory,
-	corev1.HostPathFileOrCreate, corev1.HostPathFile, corev1.HostPathSocket, corev1.HostPathCharDev, corev1.HostPathBlockDev)
-
-func validateFileMode(m *int32, p *field.Path) field.ErrorList {
-	if m != nil && (*m > 0777 || *m < 0) {
-		return field.ErrorList{field.Invalid(p, *m, "must be a number between 0 and 0777 (octal), both inclusive")}
-	}
-	return nil
-}
-
-func validateKeyToPath(kp *corev1.KeyToPath, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	if kp.Key == "" {
-		errs = append(errs, field.Required(p.Child("key"), ""))
-	}
-	if kp.Path == "" {
-		errs = append(errs, field.Required(p.Child("path"), ""))
-	}
-	errs = append(errs, localDescendingPath(kp.Path, p.Child("path"))...)
-	if strings.HasPrefix(kp.Path, "..") && !strings.HasPrefix(kp.Path, "../") {
-		errs = append(errs, field.Invalid(p.Child("path"), kp.Path, "must not start with '..'"))
-	}
-	return append(errs, validateFileMode(kp.Mode, p.Child("mode"))...)
 }
 
 func noBacksteps(target string, p *field.Path) field.ErrorList {
@@ -618,11 +478,11 @@ func validateEnvValueFrom(ev corev1.EnvVar, p *field.Path) field.ErrorList {
 	n := 0
 	if vf.FieldRef != nil {
 		n++
-		errs = append(errs, validateObjectFieldSelector(vf.FieldRef, p.Child("fieldRef"))...)
+		errs = append(errs, validateObjectFieldSelector(vf.FieldRef, envFieldPaths, p.Child("fieldRef"))...)
 	}
 	if vf.ResourceFieldRef != nil {
 		n++
-		errs = append(errs, validateResourceFieldSelector(vf.ResourceFieldRef, p.Child("resourceFieldRef"))...)
+		errs = append(errs, validateResourceFieldSelector(vf.ResourceFieldRef, p.Child("resourceFieldRef"), false)...)
 	}
 	if vf.ConfigMapKeyRef != nil {
 		n++
@@ -647,19 +507,23 @@ func validateEnvValueFrom(ev corev1.EnvVar, p *field.Path) field.ErrorList {
 	return errs
 }
 
-// splitSubscript splits "metadata.labels['app']" into its path and key.
+// splitSubscript splits "metadata.labels['app']" into its path and key
+// (which may be empty); a path without a subscript is not split.
 func splitSubscript(fp string) (string, string, bool) {
 	if !strings.HasSuffix(fp, "']") {
-		return "", "", false
+		return fp, "", false
 	}
-	i := strings.Index(fp, "['")
-	if i == -1 || i+2 >= len(fp)-2 {
-		return "", "", false
+	path, key, ok := strings.Cut(strings.TrimSuffix(fp, "']"), "['")
+	if !ok || path == "" {
+		return fp, "", false
 	}
-	return fp[:i], fp[i+2 : len(fp)-2], true
+	return path, key, true
 }
 
-func validateObjectFieldSelector(fs *corev1.ObjectFieldSelector, p *field.Path) field.ErrorList {
+// validateObjectFieldSelector is a downward API field reference: apiVersion
+// v1, a field the downward API converts, a label or annotation key, or one
+// of the fields allowed where it is used (an env var's, a volume file's).
+func validateObjectFieldSelector(fs *corev1.ObjectFieldSelector, allowed sets.Set[string], p *field.Path) field.ErrorList {
 	if fs.APIVersion == "" {
 		return field.ErrorList{field.Required(p.Child("apiVersion"), "")}
 	}
@@ -690,15 +554,20 @@ func validateObjectFieldSelector(fs *corev1.ObjectFieldSelector, p *field.Path) 
 		for _, msg := range validation.IsQualifiedName(key) {
 			errs = append(errs, field.Invalid(p, key, msg))
 		}
-	} else if !envFieldPaths.Has(fp) {
-		errs = append(errs, field.NotSupported(p.Child("fieldPath"), fp, sets.List(envFieldPaths)))
+	} else if !allowed.Has(fp) {
+		errs = append(errs, field.NotSupported(p.Child("fieldPath"), fp, sets.List(allowed)))
 	}
 	return errs
 }
 
-func validateResourceFieldSelector(fs *corev1.ResourceFieldSelector, p *field.Path) field.ErrorList {
+// validateResourceFieldSelector is a downward API resource reference; a
+// volume file's must name its container (and then its resource is checked
+// only when the container is named).
+func validateResourceFieldSelector(fs *corev1.ResourceFieldSelector, p *field.Path, volume bool) field.ErrorList {
 	var errs field.ErrorList
 	switch {
+	case volume && fs.ContainerName == "":
+		errs = append(errs, field.Required(p.Child("containerName"), ""))
 	case fs.Resource == "":
 		errs = append(errs, field.Required(p.Child("resource"), ""))
 	case !resourceFieldPaths.Has(fs.Resource) && !strings.HasPrefix(fs.Resource, "limits.hugepages-") && !strings.HasPrefix(fs.Resource, "requests.hugepages-"):
@@ -1332,7 +1201,7 @@ func validatePodUpdate(pod, old *corev1.Pod) field.ErrorList {
 	spec := field.NewPath("spec")
 	ann := field.NewPath("metadata", "annotations")
 	errs := validatePodAnnotations(pod.Annotations, &pod.Spec, ann)
-	errs = append(errs, validatePodSpec(&pod.Spec, spec, podSpecOptions{isPod: true, podName: pod.Name})...)
+	errs = append(errs, validatePodSpec(&pod.Spec, spec, podSpecOptions{isPod: true, podName: pod.Name}.withOldSpec(&old.Spec))...)
 	if pod.Spec.ServiceAccountName == "" {
 		errs = append(errs, projectedTokenErrors(pod, spec)...)
 	}

@@ -374,6 +374,7 @@ func NewPodStrategy() registry.Strategy {
 			// As kube-apiserver: generation 1 (the store keeps it), phase
 			// Pending and the QoS class of the spec.
 			pod.Generation = 1
+			dropDisabledVolumeFields(&pod.Spec, nil)
 			mergeMatchLabelKeys(pod)
 			pod.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: podQOS(&pod.Spec)}
 			if len(pod.Spec.SchedulingGates) > 0 {
@@ -389,6 +390,7 @@ func NewPodStrategy() registry.Strategy {
 		// after PrepareForUpdate): a changed spec is a new generation.
 		OnUpdate: func(obj, old runtime.Object) {
 			pod, oldPod := obj.(*corev1.Pod), old.(*corev1.Pod)
+			dropDisabledVolumeFields(&pod.Spec, &oldPod.Spec)
 			if !equality.Semantic.DeepEqual(pod.Spec, oldPod.Spec) {
 				pod.Generation = oldPod.Generation + 1
 			}
