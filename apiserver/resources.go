@@ -82,6 +82,8 @@ func builtinResources() []resourceDef {
 			New: typed[eventsv1.Event](), NewList: typed[eventsv1.EventList]()}, events.NewV1Strategy},
 		{registry.ResourceInfo{GVR: v1.WithResource("configmaps"), Kind: "ConfigMap", Singular: "configmap", Namespaced: true, ShortNames: []string{"cm"},
 			New: typed[corev1.ConfigMap](), NewList: typed[corev1.ConfigMapList]()}, core.NewConfigMapStrategy},
+		{registry.ResourceInfo{GVR: v1.WithResource("secrets"), Kind: "Secret", Singular: "secret", Namespaced: true,
+			New: typed[corev1.Secret](), NewList: typed[corev1.SecretList]()}, core.NewSecretStrategy},
 		{registry.ResourceInfo{GVR: v1.WithResource("serviceaccounts"), Kind: "ServiceAccount", Singular: "serviceaccount", Namespaced: true, ShortNames: []string{"sa"},
 			New: typed[corev1.ServiceAccount](), NewList: typed[corev1.ServiceAccountList]()}, core.NewServiceAccountStrategy},
 		{registry.ResourceInfo{GVR: discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), Kind: "EndpointSlice", Singular: "endpointslice", Namespaced: true,

@@ -78,6 +78,7 @@ func DefaultResources() []Resource {
 		core("Node", "nodes", false, &corev1.Node{}, &corev1.NodeList{}, "status"),
 		core("Event", "events", true, &corev1.Event{}, &corev1.EventList{}),
 		core("ConfigMap", "configmaps", true, &corev1.ConfigMap{}, &corev1.ConfigMapList{}),
+		core("Secret", "secrets", true, &corev1.Secret{}, &corev1.SecretList{}),
 		core("ServiceAccount", "serviceaccounts", true, &corev1.ServiceAccount{}, &corev1.ServiceAccountList{}),
 		{GVK: eventsv1.SchemeGroupVersion.WithKind("Event"), Resource: "events", Namespaced: true,
 			Object: &eventsv1.Event{}, List: &eventsv1.EventList{}},

@@ -39,6 +39,7 @@ var printers = map[schema.GroupResource]printer{
 	{Resource: "events"}:                                      eventPrinter,
 	{Group: "events.k8s.io", Resource: "events"}:              eventsV1Printer,
 	{Resource: "configmaps"}:                                  configMapPrinter,
+	{Resource: "secrets"}:                                     secretPrinter,
 	{Resource: "serviceaccounts"}:                             serviceAccountPrinter,
 	{Group: "apps", Resource: "deployments"}:                  deploymentPrinter,
 	{Group: "apps", Resource: "replicasets"}:                  replicaSetPrinter,
@@ -315,6 +316,22 @@ var configMapPrinter = printer{
 			return nil, wrongType("ConfigMap", obj)
 		}
 		return []any{cm.Name, int64(len(cm.Data) + len(cm.BinaryData)), age(cm.CreationTimestamp, now)}, nil
+	},
+}
+
+var secretPrinter = printer{
+	columns: []metav1.TableColumnDefinition{
+		nameColumn,
+		{Name: "Type", Type: "string", Description: corev1.Secret{}.SwaggerDoc()["type"]},
+		{Name: "Data", Type: "string", Description: corev1.Secret{}.SwaggerDoc()["data"]},
+		ageColumn,
+	},
+	row: func(obj runtime.Object, now time.Time) ([]any, error) {
+		s, ok := obj.(*corev1.Secret)
+		if !ok {
+			return nil, wrongType("Secret", obj)
+		}
+		return []any{s.Name, string(s.Type), int64(len(s.Data)), age(s.CreationTimestamp, now)}, nil
 	},
 }
 

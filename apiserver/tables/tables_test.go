@@ -552,7 +552,7 @@ func TestOptions(t *testing.T) {
 	nowFn := func() time.Time { return now }
 
 	// Default: PartialObjectMetadata rows, table RV from the single object.
-	tbl, err := Convert(grServices, []runtime.Object{s}, Options{Now: nowFn})
+	tbl, err := Convert(grServices, []runtime.Object{s}, Options{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -627,8 +627,8 @@ func TestOptions(t *testing.T) {
 
 func TestDefaultTable(t *testing.T) {
 	created := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)))
-	sa := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "default", CreationTimestamp: created}}
-	gr := schema.GroupResource{Resource: "secrets"}
+	sa := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "default", CreationTimestamp: created}}
+	gr := schema.GroupResource{Resource: "limitranges"}
 	tbl, err := Convert(gr, []runtime.Object{sa}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -637,6 +637,26 @@ func TestDefaultTable(t *testing.T) {
 		t.Errorf("columns = %+v", c)
 	}
 	if got := fmt.Sprint(tbl.Rows[0].Cells); got != "[default 2026-01-02T02:04:05Z]" {
+		t.Errorf("cells = %s", got)
+	}
+}
+
+// TestSecrets: kubectl get secrets' columns, as kube-apiserver prints them.
+func TestSecrets(t *testing.T) {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "default", CreationTimestamp: ago(3 * time.Minute)},
+		Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"user": []byte("a"), "password": []byte("b")}}
+	tbl, err := Convert(schema.GroupResource{Resource: "secrets"}, []runtime.Object{s}, Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range tbl.ColumnDefinitions {
+		names = append(names, c.Name)
+	}
+	if got := strings.Join(names, ","); got != "Name,Type,Data,Age" {
+		t.Errorf("columns = %s", got)
+	}
+	if got := fmt.Sprint(tbl.Rows[0].Cells); got != "[db Opaque 2 3m]" {
 		t.Errorf("cells = %s", got)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -93,9 +94,13 @@ var sameMoment = cmp.Comparer(func(a, b metav1.Time) bool {
 	return d < time.Minute && d > -time.Minute
 })
 
+// sameBytes compares byte slices whole: go-cmp walks them element by
+// element, seconds for a Secret's megabyte of data.
+var sameBytes = cmp.Comparer(func(a, b []byte) bool { return bytes.Equal(a, b) })
+
 // compareObjs describes a difference between two objects, or returns "".
 func compareObjs(what string, k8s, svcnet any) string {
-	if d := cmp.Diff(k8s, svcnet, sameMoment); d != "" {
+	if d := cmp.Diff(k8s, svcnet, sameMoment, sameBytes); d != "" {
 		return fmt.Sprintf("%s objects differ (-kubernetes +svcnet):\n%s", what, d)
 	}
 	return ""

@@ -110,6 +110,8 @@ func main() {
 		{"ingressclass-create", ingressClassCreateCase},
 		{"ingressclass-update", ingressClassUpdateCase},
 		{"ingress-admission", ingressAdmissionCase},
+		{"secret-create", secretCreateCase},
+		{"secret-update", secretUpdateCase},
 	}
 	want := map[string]bool{}
 	for _, k := range strings.Split(*only, ",") {
