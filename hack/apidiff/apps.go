@@ -181,6 +181,9 @@ func templateWarningFaults(r *rand.Rand, m *metav1.ObjectMeta, t *corev1.PodTemp
 	if maybe(r, 0.2) {
 		addVolumes(r, &t.Spec)
 	}
+	if maybe(r, 0.15) {
+		addSecurityAnnotations(r, &t.Spec, &t.ObjectMeta)
+	}
 	if maybe(r, 0.05) {
 		m.Name = pick(r, "web.v2", strings.Repeat("w", 64))
 	}

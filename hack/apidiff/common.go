@@ -142,6 +142,16 @@ func ptr[T any](v T) *T { return &v }
 // maybe returns true with probability p.
 func maybe(r *rand.Rand, p float64) bool { return r.Float64() < p }
 
+// warnings is a request's warning recorder: the warnings kube-apiserver's
+// PrepareForCreate adds (the pod strategy's, for AppArmor annotations), to
+// which the strategy's WarningsOnCreate are appended as the handler does.
+// kube-apiserver's recorder also drops a text it has already recorded;
+// svcnet's API server sends every warning its strategy gives, so that step
+// is left out here (the strategies are compared, not the servers).
+type warnings struct{ list []string }
+
+func (w *warnings) AddWarning(_, text string) { w.list = append(w.list, text) }
+
 // compareWarnings compares the warnings of a successful write (the Warning
 // headers kubectl prints), in order (but for the runs mapOrderWarnings
 // sorts).

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	genericrest "k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/warning"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	"k8s.io/kubernetes/pkg/apis/networking"
 	k8sipaddress "k8s.io/kubernetes/pkg/registry/networking/ipaddress"
@@ -368,7 +369,10 @@ func compareCreate(in runtime.Object, group, resource string, namespaced, prepar
 	kDefaulted := kv.DeepCopyObject()
 	ki := internal()
 	toInternal(kv, ki)
-	kst.PrepareForCreate(ctx, ki)
+	// What kube-apiserver's PrepareForCreate warns about (the pod
+	// strategy's AppArmor annotations) goes to the request's recorder.
+	rec := &warnings{}
+	kst.PrepareForCreate(warning.WithWarningRecorder(ctx, rec), ki)
 	kErrs := genericrest.ValidateCreate(ctx, ki, kst)
 	kPrepared := versioned()
 	toInternal(ki, kPrepared)
@@ -384,7 +388,7 @@ func compareCreate(in runtime.Object, group, resource string, namespaced, prepar
 	}
 	warnDiff := ""
 	if len(kErrs) == 0 && len(sErrs) == 0 {
-		warnDiff = compareWarnings("create", kst.WarningsOnCreate(ctx, ki), createWarnings(ctx, st, sv))
+		warnDiff = compareWarnings("create", append(rec.list, kst.WarningsOnCreate(ctx, ki)...), createWarnings(ctx, st, sv))
 	}
 	return withInput(joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), preparedDiff, compareErrs("create", kErrs, sErrs), warnDiff), in)
 }

@@ -444,6 +444,10 @@ func randFaultyPod(r *rand.Rand) *corev1.Pod {
 	if maybe(r, 0.4) {
 		addPodWarnings(r, &p.Spec, &p.ObjectMeta)
 	}
+	// Seccomp and AppArmor annotations and fields (see podsecurity.go).
+	if maybe(r, 0.25) {
+		addSecurityAnnotations(r, &p.Spec, &p.ObjectMeta)
+	}
 	if maybe(r, 0.1) {
 		p.Name = pick(r, "web.0", "a.b.c", strings.Repeat("w", 64), "web-0")
 	}

@@ -463,9 +463,9 @@ func matchSecurityAnnotations(s *corev1.PodSpec, m *metav1.ObjectMeta) {
 }
 
 // addAppArmorAnnotations writes the deprecated AppArmor annotations a pod
-// template may still carry (on a Pod, kube-apiserver turns them into
-// fields, which svcnet does not: pod-create does not draw them), with or
-// without the pod's profile field saying the same.
+// template may still carry, with or without the pod's profile field saying
+// the same (addSecurityAnnotations writes disagreeing ones too, on Pods
+// and templates).
 func addAppArmorAnnotations(r *rand.Rand, s *corev1.PodSpec, m *metav1.ObjectMeta) {
 	if len(s.Containers) == 0 {
 		return

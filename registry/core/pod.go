@@ -19,6 +19,7 @@ func validatePodTemplateSpec(t *corev1.PodTemplateSpec, old *corev1.PodSpec, p *
 	errs = append(errs, apivalidation.ValidateAnnotations(t.Annotations, p.Child("annotations"))...)
 	errs = append(errs, validatePodAnnotations(t.Annotations, &t.Spec, p.Child("annotations"))...)
 	errs = append(errs, validatePodSpec(&t.Spec, p.Child("spec"), podSpecOptions{}.withOldSpec(old))...)
+	errs = append(errs, validateSecurityAnnotationsMatch(&t.ObjectMeta, &t.Spec, p.Child("spec"))...)
 	if len(t.Spec.EphemeralContainers) > 0 {
 		errs = append(errs, field.Forbidden(p.Child("spec", "ephemeralContainers"), "ephemeral containers not allowed in pod template"))
 	}

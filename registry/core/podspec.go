@@ -193,7 +193,7 @@ func validatePodCreate(pod *corev1.Pod) field.ErrorList {
 	if pod.Spec.NodeName != "" && len(pod.Spec.SchedulingGates) > 0 {
 		errs = append(errs, field.Forbidden(spec.Child("nodeName"), "cannot be set until all schedulingGates have been cleared"))
 	}
-	return errs
+	return append(errs, validateSecurityAnnotationsMatch(&pod.ObjectMeta, &pod.Spec, spec)...)
 }
 
 // validatePodAnnotations: a mirror pod names its node, and the
@@ -206,19 +206,17 @@ func validatePodAnnotations(ann map[string]string, spec *corev1.PodSpec, p *fiel
 	if v, ok := ann[mirror]; ok && spec.NodeName == "" {
 		errs = append(errs, field.Invalid(p.Key(mirror), v, "must set spec.nodeName if mirror pod annotation is set"))
 	}
-	v, ok := ann[deletionCost]
-	if !ok {
-		return errs
+	if v, ok := ann[deletionCost]; ok {
+		valid := v != "" && (v[0] == '-' || v == "0" || (v[0] >= '1' && v[0] <= '9'))
+		if valid {
+			_, err := strconv.ParseInt(v, 10, 32)
+			valid = err == nil
+		}
+		if !valid {
+			errs = append(errs, field.Invalid(p.Key(deletionCost), v, "must be a 32bit integer"))
+		}
 	}
-	valid := v != "" && (v[0] == '-' || v == "0" || (v[0] >= '1' && v[0] <= '9'))
-	if valid {
-		_, err := strconv.ParseInt(v, 10, 32)
-		valid = err == nil
-	}
-	if !valid {
-		errs = append(errs, field.Invalid(p.Key(deletionCost), v, "must be a 32bit integer"))
-	}
-	return errs
+	return append(errs, validateSecurityAnnotations(ann, spec, p)...)
 }
 
 // requiredEnum: empty is Required, anything but the supported values
@@ -1056,7 +1054,8 @@ func validatePodSecurityContext(sc *corev1.PodSecurityContext, p *field.Path) fi
 	if pol := sc.FSGroupChangePolicy; pol != nil && *pol != corev1.FSGroupChangeAlways && *pol != corev1.FSGroupChangeOnRootMismatch {
 		errs = append(errs, field.NotSupported(p.Child("fsGroupChangePolicy"), pol, []string{"Always", "OnRootMismatch"}))
 	}
-	return append(errs, validateSeccompProfile(sc.SeccompProfile, p.Child("seccompProfile"))...)
+	errs = append(errs, validateSeccompProfile(sc.SeccompProfile, p.Child("seccompProfile"))...)
+	return append(errs, validateAppArmorProfile(sc.AppArmorProfile, p.Child("appArmorProfile"))...)
 }
 
 func validateSeccompProfile(sp *corev1.SeccompProfile, p *field.Path) field.ErrorList {
@@ -1124,7 +1123,7 @@ func validateSecurityContext(sc *corev1.SecurityContext, hostUsers bool, p *fiel
 			}
 		}
 	}
-	return errs
+	return append(errs, validateAppArmorProfile(sc.AppArmorProfile, p.Child("appArmorProfile"))...)
 }
 
 // kube-apiserver renders a whole security context or seccomp profile in an

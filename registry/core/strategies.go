@@ -376,6 +376,9 @@ func NewPodStrategy() registry.Strategy {
 			pod.Generation = 1
 			dropDisabledVolumeFields(&pod.Spec, nil)
 			mergeMatchLabelKeys(pod)
+			// AppArmor annotations become fields; kube-apiserver warns
+			// here, svcnet in WarningsOnCreate.
+			rememberPrepareWarnings(pod, applyAppArmorAnnotations(pod))
 			pod.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: podQOS(&pod.Spec)}
 			if len(pod.Spec.SchedulingGates) > 0 {
 				pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
