@@ -3,6 +3,7 @@ package apiserver
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -46,9 +47,18 @@ func deprecationWarning(obj runtime.Object, gvk schema.GroupVersionKind) string 
 }
 
 // addWarning adds an RFC 7234 warning header with code 299 and agent "-",
-// as kube-apiserver writes them (quotes and backslashes escaped).
+// as kube-apiserver writes them (quotes and backslashes escaped), once per
+// text: kube-apiserver's warning recorder drops a text the response
+// already carries (two volumes with the same overlapping paths warn once).
 func addWarning(w http.ResponseWriter, text string) {
+	if text == "" {
+		return
+	}
 	text = strings.ReplaceAll(text, `\`, `\\`)
 	text = strings.ReplaceAll(text, `"`, `\"`)
-	w.Header().Add("Warning", `299 - "`+text+`"`)
+	h := `299 - "` + text + `"`
+	if slices.Contains(w.Header().Values("Warning"), h) {
+		return
+	}
+	w.Header().Add("Warning", h)
 }

@@ -17,7 +17,8 @@ import (
 
 // The Ingress controller of `svcnet up`, as kind's ingress-nginx set-up:
 // one controller on the control-plane node, in that node's network
-// namespace (hostNetwork), serving HTTP on the node's port 80, so that the
+// namespace (hostNetwork), serving HTTP on the node's port 80 and HTTPS on
+// its port 443, so that the
 // node's address — which the controller writes into every Ingress's status
 // (kubectl get ingress: ADDRESS) — reaches it from the node network, from
 // every node and from every pod.
@@ -82,7 +83,7 @@ func ensureIngress(ctx context.Context, client kubernetes.Interface, cfg Config,
 		Name:  "controller",
 		Image: "svcnet/ingress-controller",
 		Command: []string{cfg.Exe, "ingress", "--kubeconfig", componentKubeconfig(cfg.DataDir, "ingress"),
-			"--http-port", "80", "--healthz-port", fmt.Sprint(IngressHealthzPort),
+			"--http-port", "80", "--https-port", "443", "--healthz-port", fmt.Sprint(IngressHealthzPort),
 			"--controller-class", ingressController, "--ingress-class", ingressClassName,
 			"--publish-status-address", strings.Join(addrs, ","),
 			"--election-id", "svcnet-ingress-leader", "--election-namespace", ingressNamespace},
@@ -91,6 +92,7 @@ func ensureIngress(ctx context.Context, client kubernetes.Interface, cfg Config,
 			{Name: "POD_NAMESPACE", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 		},
 		Ports: []v1.ContainerPort{{Name: "http", ContainerPort: 80, HostPort: 80, Protocol: v1.ProtocolTCP},
+			{Name: "https", ContainerPort: 443, HostPort: 443, Protocol: v1.ProtocolTCP},
 			{Name: "metrics", ContainerPort: IngressHealthzPort, HostPort: IngressHealthzPort, Protocol: v1.ProtocolTCP}},
 		ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(IngressHealthzPort)}},
 			PeriodSeconds: 2},

@@ -92,6 +92,12 @@ type Annotations struct {
 	UpstreamVhost string
 	// BackendProtocol is upper case; "" and "HTTP" and "AUTO_HTTP" are served.
 	BackendProtocol string
+	// SSLRedirect (ssl-redirect, default true): plain HTTP requests for a
+	// host with TLS are redirected to HTTPS.
+	SSLRedirect bool
+	// ForceSSLRedirect (force-ssl-redirect, default false): plain HTTP
+	// requests are redirected to HTTPS even for a host without TLS.
+	ForceSSLRedirect bool
 }
 
 // BackendProtocolSupported reports whether svcnet can talk to the backends
@@ -113,7 +119,7 @@ func ParseAnnotations(prefix string, ann map[string]string) (Annotations, []stri
 		prefix = DefaultAnnotationsPrefix
 	}
 	prefix = strings.TrimSuffix(prefix, "/") + "/"
-	var a Annotations
+	a := Annotations{SSLRedirect: true}
 	var warn []string
 	get := func(name string) (string, bool) {
 		v, ok := ann[prefix+name]
@@ -172,10 +178,12 @@ func ParseAnnotations(prefix string, ann map[string]string) (Annotations, []stri
 	if v, ok := get(annBackendProtocol); ok {
 		a.BackendProtocol = strings.ToUpper(v)
 	}
-	// ssl-redirect and force-ssl-redirect need TLS, which svcnet's
-	// controller does not terminate: accepted, no effect.
-	_, _ = boolean(annSSLRedirect)
-	_, _ = boolean(annForceSSLRedir)
+	if b, ok := boolean(annSSLRedirect); ok {
+		a.SSLRedirect = b
+	}
+	if b, ok := boolean(annForceSSLRedir); ok {
+		a.ForceSSLRedirect = b
+	}
 	return a, warn
 }
 

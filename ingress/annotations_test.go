@@ -16,6 +16,7 @@ func TestParseAnnotations(t *testing.T) {
 		ann    map[string]string
 		want   Annotations
 		warns  int
+		sslOff bool
 	}{
 		{name: "none", ann: nil, want: Annotations{}},
 		{name: "unknown annotations are ignored", ann: map[string]string{p + "proxy-body-size": "8m", "other/x": "y"}, want: Annotations{}},
@@ -42,14 +43,17 @@ func TestParseAnnotations(t *testing.T) {
 			want: Annotations{RewriteTarget: "/$2", UseRegex: true}},
 		{name: "upstream-vhost and backend-protocol", ann: map[string]string{p + "upstream-vhost": "internal.svc", p + "backend-protocol": "grpc"},
 			want: Annotations{UpstreamVhost: "internal.svc", BackendProtocol: "GRPC"}},
-		{name: "ssl-redirect is accepted without effect", ann: map[string]string{p + "ssl-redirect": "false", p + "force-ssl-redirect": "true"},
-			want: Annotations{}},
+		{name: "ssl-redirect off, force-ssl-redirect on", ann: map[string]string{p + "ssl-redirect": "false", p + "force-ssl-redirect": "true"},
+			want: Annotations{ForceSSLRedirect: true}, sslOff: true},
+		{name: "ssl-redirect not a boolean", ann: map[string]string{p + "ssl-redirect": "no way"}, want: Annotations{}, warns: 1},
 		{name: "custom prefix", prefix: "svcnet.io", ann: map[string]string{
 			"svcnet.io/affinity": "cookie", p + "use-regex": "true",
 		}, want: Annotations{Affinity: &Affinity{CookieName: DefaultCookieName, Mode: AffinityBalanced}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, warns := ParseAnnotations(tc.prefix, tc.ann)
+			// ssl-redirect is on unless a case turns it off.
+			tc.want.SSLRedirect = !tc.sslOff
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("-want +got:\n%s", d)
 			}

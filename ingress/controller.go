@@ -19,6 +19,7 @@ package ingress
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -98,6 +99,13 @@ type Config struct {
 	// Recorder records Events (default: a broadcaster writing through
 	// Client).
 	Recorder record.EventRecorder
+	// TLS terminates TLS for the hosts of spec.tls: the controller watches
+	// Secrets and TLSConfig serves their certificates.
+	TLS bool
+	// DefaultCertificate is --default-ssl-certificate, the Secret whose
+	// certificate clients of hosts without one get (nil: a self-signed
+	// one made at start).
+	DefaultCertificate *types.NamespacedName
 }
 
 // Controller watches the API and keeps the Proxy's routing table current.
@@ -114,6 +122,16 @@ type Controller struct {
 	services map[string]corelisters.ServiceLister
 	slices   map[string]cache.Indexer
 	publish  corelisters.ServiceLister
+	secrets  corelisters.SecretLister
+	// fake is the self-signed default certificate; defaultCert the one
+	// served (fake, or --default-ssl-certificate's once read).
+	fake        *tls.Certificate
+	defaultCert atomic.Pointer[tls.Certificate]
+	certMu      sync.Mutex
+	certs       map[string]cachedCert // parsed key pairs by namespace/name
+	// defaultLogged: the unusable --default-ssl-certificate was logged
+	// (rebuilds run on one goroutine).
+	defaultLogged bool
 
 	runner       *proxy.BoundedFrequencyRunner
 	statusRunner atomic.Pointer[proxy.BoundedFrequencyRunner]
@@ -200,6 +218,9 @@ func New(cfg Config) *Controller {
 		DeleteFunc: func(any) { c.runner.Run() },
 	})
 	c.addBackends(main, cfg.WatchNamespace, backendHandler)
+	if cfg.TLS {
+		c.watchSecrets(main)
+	}
 
 	classFactory := main
 	if cfg.WatchNamespace != "" {
@@ -365,14 +386,22 @@ func (c *Controller) rebuild() {
 			served = append(served, ing)
 		}
 	}
-	t := Build(BuildInput{
+	in := BuildInput{
 		Ingresses:         served,
 		Service:           c.service,
 		Slices:            c.endpointSlices,
 		AnnotationsPrefix: c.cfg.AnnotationsPrefix,
 		DefaultBackend:    c.cfg.DefaultBackend,
 		Prev:              c.proxy.Table(),
-	})
+	}
+	if c.secrets != nil {
+		in.Certificate = c.certificate
+	}
+	t := Build(in)
+	if c.secrets != nil {
+		c.pruneCertificates(t)
+		c.updateDefaultCertificate()
+	}
 	c.proxy.SetTable(t)
 	c.cfg.Metrics.ConfigSyncs.Inc()
 	c.cfg.Metrics.LastConfigSync.SetToCurrentTime()

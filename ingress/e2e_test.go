@@ -112,6 +112,7 @@ func newEnv(t *testing.T, tweak func(*Config), objs ...runtime.Object) *env {
 		Logger:        slog.New(slog.DiscardHandler),
 		Metrics:       NewMetrics(e.reg),
 		Proxy:         ProxyConfig{ConnectTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second},
+		TLS:           true,
 	}
 	if tweak != nil {
 		tweak(&cfg)
@@ -677,12 +678,14 @@ func TestUnsupportedBackendsAndEvents(t *testing.T) {
 		servedIngress("default", "badport", 3, nil, trule{"badport.test", []tpath{{prefix, "/", "svc"}}}))
 	objs[len(objs)-1].(*networkingv1.Ingress).Spec.Rules[0].HTTP.Paths[0].Backend.Service.Port = networkingv1.ServiceBackendPort{Name: "grpc"}
 	e := newEnv(t, nil, objs...)
-	for host, want := range map[string]string{"res.test": "503", "tls.test": "b", "missing.test": "503", "badport.test": "503"} {
+	// tls.test's Secret is missing: its host is served over HTTPS with the
+	// default certificate, so plain HTTP is redirected.
+	for host, want := range map[string]string{"res.test": "503", "tls.test": "308", "missing.test": "503", "badport.test": "503"} {
 		if got := e.backendOf(host, "/"); got != want {
 			t.Errorf("%s: %s, want %s", host, got, want)
 		}
 	}
-	want := []string{"ResourceBackendNotSupported", "TLSNotSupported", "ServiceNotFound", "ServicePortNotFound"}
+	want := []string{"ResourceBackendNotSupported", "TLSSecretInvalid", "ServiceNotFound", "ServicePortNotFound"}
 	var got []string
 	e.waitFor("events", func() bool {
 		for {

@@ -324,7 +324,7 @@ func TestProblems(t *testing.T) {
 	for _, p := range tab.Problems {
 		reasons = append(reasons, p.Reason)
 	}
-	want := fmt.Sprint([]string{ReasonTLSNotSupported, ReasonBackendProtocol, ReasonInvalidBackend})
+	want := fmt.Sprint([]string{ReasonBackendProtocol, ReasonInvalidBackend})
 	if fmt.Sprint(reasons) != want {
 		t.Errorf("problems %v, want %v", reasons, want)
 	}

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // ProxyConfig tunes the connections to the backends. Zero values take the
@@ -35,6 +37,9 @@ type ProxyConfig struct {
 	// KeepaliveTimeout closes idle backend connections after this long
 	// (upstream-keepalive-timeout, 60s).
 	KeepaliveTimeout time.Duration
+	// HTTPSPort is the port redirects to HTTPS name (443, left out of the
+	// URL, by default).
+	HTTPSPort int
 }
 
 func (c *ProxyConfig) defaults() {
@@ -52,6 +57,9 @@ func (c *ProxyConfig) defaults() {
 	}
 	if c.KeepaliveTimeout <= 0 {
 		c.KeepaliveTimeout = 60 * time.Second
+	}
+	if c.HTTPSPort <= 0 {
+		c.HTTPSPort = 443
 	}
 }
 
@@ -128,6 +136,7 @@ type reqState struct {
 	query     string
 	status    int
 	body      *guardBody
+	hsts      bool // an HTTPS response of a host with TLS
 }
 
 func stateOf(r *http.Request) *reqState {
@@ -160,6 +169,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				"duration", time.Since(start))
 		}
 	}()
+	hasTLS := t.HasTLS(r.Host)
+	if r.TLS == nil && (rt.forceSSLRedirect || hasTLS && (rt.sslRedirect || rt.ingress == types.NamespacedName{})) &&
+		!strings.HasPrefix(r.URL.Path, acmeChallengePath) {
+		st.status = http.StatusPermanentRedirect
+		p.redirectToHTTPS(w, r)
+		return
+	}
+	if r.TLS != nil && hasTLS {
+		st.hsts = true
+		w.Header().Set("Strict-Transport-Security", hstsValue)
+	}
 	up := rt.upstream
 	if up == nil || len(up.endpoints) == 0 {
 		st.status = rt.status
@@ -180,6 +200,31 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
 	if st.status == 0 {
 		st.status = http.StatusBadGateway
+	}
+}
+
+// acmeChallengePath is never redirected to HTTPS (ingress-nginx leaves
+// ACME HTTP-01 challenges on plain HTTP).
+const acmeChallengePath = "/.well-known/acme-challenge/"
+
+// redirectToHTTPS answers a plain HTTP request with a 308 to the same URI
+// over HTTPS, as ingress-nginx's ssl-redirect does (its
+// http-redirect-code).
+func (p *Proxy) redirectToHTTPS(w http.ResponseWriter, r *http.Request) {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if p.cfg.HTTPSPort != 443 || strings.Contains(host, ":") {
+		host = net.JoinHostPort(host, strconv.Itoa(p.cfg.HTTPSPort))
+		host = strings.TrimSuffix(host, ":443")
+	}
+	w.Header().Set("Location", "https://"+host+r.RequestURI)
+	w.Header().Set("Content-Type", "text/html")
+	w.WriteHeader(http.StatusPermanentRedirect)
+	if r.Method != http.MethodHead {
+		_, _ = io.WriteString(w, "<html>\r\n<head><title>308 Permanent Redirect</title></head>\r\n<body>\r\n<center><h1>308 Permanent Redirect</h1></center>\r\n</body>\r\n</html>\r\n")
 	}
 }
 
@@ -229,9 +274,13 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	h.Set("X-Forwarded-For", client)
 	h.Set("X-Forwarded-Host", in.Host)
 	h.Set("X-Forwarded-Port", port)
-	h.Set("X-Forwarded-Proto", "http")
-	h.Set("X-Forwarded-Scheme", "http")
-	h.Set("X-Scheme", "http")
+	scheme := "http"
+	if in.TLS != nil {
+		scheme = "https"
+	}
+	h.Set("X-Forwarded-Proto", scheme)
+	h.Set("X-Forwarded-Scheme", scheme)
+	h.Set("X-Scheme", scheme)
 	h.Set("X-Original-URI", in.RequestURI)
 	if h.Get("X-Request-ID") == "" {
 		h.Set("X-Request-ID", requestID())
@@ -256,6 +305,9 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		return nil
 	}
 	st.status = resp.StatusCode
+	if st.hsts {
+		resp.Header.Set("Strict-Transport-Security", hstsValue)
+	}
 	if st.setCookie != nil {
 		resp.Header.Add("Set-Cookie", st.setCookie.String())
 	}

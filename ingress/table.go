@@ -37,6 +37,11 @@ type Table struct {
 	// that changes of other Services do not cause rebuilds.
 	referenced map[string]bool
 	upstreams  map[string]*upstream
+	// tls is the TLS of the hosts of spec.tls (wildcards as "*.foo.com"),
+	// by lower-case host; secrets are the Secrets ("namespace/name") it
+	// reads, so that changes of other Secrets do not cause rebuilds.
+	tls     map[string]*tlsHost
+	secrets map[string]bool
 }
 
 // server is the locations of one host (or of the rules without host).
@@ -86,6 +91,9 @@ type route struct {
 	rewrite       *regexp.Regexp // the location's expression; nil: no rewrite
 	rewriteTarget string
 	upstreamVhost string
+	// sslRedirect and forceSSLRedirect are the Ingress's ssl-redirect and
+	// force-ssl-redirect.
+	sslRedirect, forceSSLRedirect bool
 }
 
 // upstream is the ready endpoints of one Service port.
@@ -122,7 +130,6 @@ const (
 	ReasonServiceNotFound     = "ServiceNotFound"
 	ReasonPortNotFound        = "ServicePortNotFound"
 	ReasonResourceBackend     = "ResourceBackendNotSupported"
-	ReasonTLSNotSupported     = "TLSNotSupported"
 	ReasonBackendProtocol     = "BackendProtocolNotSupported"
 	ReasonInvalidPath         = "InvalidPath"
 	ReasonPathConflict        = "PathConflict"
@@ -146,6 +153,9 @@ type BuildInput struct {
 	// Prev is the table being replaced (nil for the first); its round-robin
 	// positions carry over.
 	Prev *Table
+	// Certificate returns the key pair of a TLS Secret (an error when the
+	// Secret does not exist or holds none); nil serves no TLS.
+	Certificate func(namespace, name string) (*Certificate, error)
 }
 
 // Build makes a routing table. It is a pure function of its input.
@@ -156,6 +166,8 @@ func Build(in BuildInput) *Table {
 		catchAll:   &server{},
 		referenced: map[string]bool{},
 		upstreams:  map[string]*upstream{},
+		tls:        map[string]*tlsHost{},
+		secrets:    map[string]bool{},
 	}, seen: map[string]bool{}}
 	return b.build()
 }
@@ -182,9 +194,6 @@ func (b *builder) build() *Table {
 		ann, warns := ParseAnnotations(b.in.AnnotationsPrefix, ing.Annotations)
 		for _, w := range warns {
 			b.problem(ing, ReasonInvalidAnnotation, w)
-		}
-		if len(ing.Spec.TLS) > 0 {
-			b.problem(ing, ReasonTLSNotSupported, "spec.tls is not supported by svcnet ingress (it serves plain HTTP only); the rules are served over HTTP")
 		}
 		if !ann.BackendProtocolSupported() {
 			b.problem(ing, ReasonBackendProtocol, fmt.Sprintf("backend-protocol %q is not supported (HTTP only); its backends answer 503", ann.BackendProtocol))
@@ -260,6 +269,7 @@ func (b *builder) build() *Table {
 	for _, s := range t.allServers() {
 		slices.SortStableFunc(s.locations, comparePrecedence)
 	}
+	b.buildTLS(ings)
 	return t
 }
 
@@ -365,7 +375,8 @@ func (b *builder) defaultRoute() *route {
 // cannot serve (a resource backend, a missing Service or port) answers 503.
 func (b *builder) backendRoute(ing *networkingv1.Ingress, ann *Annotations, be *networkingv1.IngressBackend, loc *location, cookiePath string) *route {
 	r := &route{ingress: types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}, status: http.StatusServiceUnavailable,
-		affinity: ann.Affinity, cookiePath: cookiePath, upstreamVhost: ann.UpstreamVhost}
+		affinity: ann.Affinity, cookiePath: cookiePath, upstreamVhost: ann.UpstreamVhost,
+		sslRedirect: ann.SSLRedirect, forceSSLRedirect: ann.ForceSSLRedirect}
 	if ann.Affinity != nil && ann.Affinity.Path != "" {
 		r.cookiePath = ann.Affinity.Path
 	}
@@ -559,3 +570,6 @@ func (t *Table) Route(host, path string) Match {
 
 // references reports whether the table reads the Service namespace/name.
 func (t *Table) references(key string) bool { return t.referenced[key] }
+
+// readsSecret reports whether the table reads the Secret namespace/name.
+func (t *Table) readsSecret(key string) bool { return t.secrets[key] }

@@ -205,7 +205,7 @@ func (p *DefaultPolicy) addExtras() {
 	p.ClusterRoles = append(p.ClusterRoles, rbacv1.ClusterRole{
 		ObjectMeta: svcnetMeta("svcnet:ingress"),
 		Rules: []rbacv1.PolicyRule{
-			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"services"}},
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"services", "secrets"}},
 			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}},
 			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"networking.k8s.io"}, Resources: []string{"ingresses", "ingressclasses"}},
 			{Verbs: []string{"update"}, APIGroups: []string{"networking.k8s.io"}, Resources: []string{"ingresses/status"}},

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +28,8 @@ func init() {
 type ingressArgs struct {
 	kubeconfig       string
 	httpPort         int
+	httpsPort        int
+	defaultCert      string
 	bindAddress      string
 	healthzPort      int
 	healthzHost      string
@@ -56,6 +59,8 @@ func parseIngressArgs(args []string) (*ingressArgs, error) {
 	}
 	fs.StringVar(&a.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)")
 	fs.IntVar(&a.httpPort, "http-port", 80, "port of the HTTP listener")
+	fs.IntVar(&a.httpsPort, "https-port", 443, "port of the HTTPS listener, which terminates TLS for the hosts of spec.tls (0: no TLS; the controller then reads no Secrets)")
+	fs.StringVar(&a.defaultCert, "default-ssl-certificate", "", "namespace/name of the TLS Secret whose certificate clients of hosts without one get (default: a self-signed one made at start)")
 	fs.StringVar(&a.bindAddress, "bind-address", "", "address of the HTTP listener (default: every address)")
 	fs.IntVar(&a.healthzPort, "healthz-port", 10254, "port of /healthz and /metrics (0 disables)")
 	fs.StringVar(&a.healthzHost, "healthz-host", "", "address of /healthz and /metrics (default: every address)")
@@ -90,6 +95,15 @@ func parseIngressArgs(args []string) (*ingressArgs, error) {
 	if a.httpPort <= 0 || a.httpPort > 65535 {
 		return nil, fmt.Errorf("--http-port must be between 1 and 65535")
 	}
+	if a.httpsPort < 0 || a.httpsPort > 65535 {
+		return nil, fmt.Errorf("--https-port must be between 0 and 65535")
+	}
+	if a.httpsPort > 0 && a.httpsPort == a.httpPort {
+		return nil, fmt.Errorf("--https-port and --http-port must differ")
+	}
+	if a.defaultCert != "" && a.httpsPort == 0 {
+		return nil, fmt.Errorf("--default-ssl-certificate needs an HTTPS listener (--https-port)")
+	}
 	if a.healthzPort < 0 || a.healthzPort > 65535 {
 		return nil, fmt.Errorf("--healthz-port must be between 0 and 65535")
 	}
@@ -102,7 +116,7 @@ func parseIngressArgs(args []string) (*ingressArgs, error) {
 	if a.minSync < 0 || a.statusInterval <= 0 {
 		return nil, fmt.Errorf("--min-sync-period must not be negative and --status-update-interval must be positive")
 	}
-	for _, f := range []string{a.defaultBackend, a.publishService} {
+	for _, f := range []string{a.defaultBackend, a.publishService, a.defaultCert} {
 		if _, err := ingress.ParseNamespacedName(f); err != nil {
 			return nil, err
 		}
@@ -129,6 +143,7 @@ func runIngress(ctx context.Context, args []string) error {
 	}
 	defaultBackend, _ := ingress.ParseNamespacedName(a.defaultBackend)
 	publishService, _ := ingress.ParseNamespacedName(a.publishService)
+	defaultCert, _ := ingress.ParseNamespacedName(a.defaultCert)
 	var addrs []string
 	for _, s := range strings.Split(a.publishAddresses, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -151,6 +166,11 @@ func runIngress(ctx context.Context, args []string) error {
 		Proxy:                  a.proxy,
 		Logger:                 log,
 		Metrics:                ingress.NewMetrics(reg),
+		TLS:                    a.httpsPort > 0,
+		DefaultCertificate:     defaultCert,
+	}
+	if a.httpsPort > 0 {
+		cfg.Proxy.HTTPSPort = a.httpsPort
 	}
 	if a.leaderElect {
 		id := os.Getenv("POD_NAME")
@@ -170,12 +190,32 @@ func runIngress(ctx context.Context, args []string) error {
 		IdleTimeout:       75 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("http: %w", err)
 		}
 	}()
+	var tlsSrv *http.Server
+	if a.httpsPort > 0 {
+		tln, err := net.Listen("tcp", net.JoinHostPort(a.bindAddress, strconv.Itoa(a.httpsPort)))
+		if err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("https listener: %w", err)
+		}
+		tlsSrv = &http.Server{
+			Handler:           ctrl.Handler(),
+			TLSConfig:         ctrl.TLSConfig(),
+			ReadHeaderTimeout: 60 * time.Second,
+			IdleTimeout:       75 * time.Second,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		}
+		go func() {
+			if err := tlsSrv.ServeTLS(tln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("https: %w", err)
+			}
+		}()
+	}
 	var health *http.Server
 	if a.healthzPort > 0 {
 		mux := http.NewServeMux()
@@ -190,6 +230,9 @@ func runIngress(ctx context.Context, args []string) error {
 		hln, err := net.Listen("tcp", net.JoinHostPort(a.healthzHost, strconv.Itoa(a.healthzPort)))
 		if err != nil {
 			_ = srv.Close()
+			if tlsSrv != nil {
+				_ = tlsSrv.Close()
+			}
 			return fmt.Errorf("healthz listener: %w", err)
 		}
 		health = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -199,7 +242,7 @@ func runIngress(ctx context.Context, args []string) error {
 			}
 		}()
 	}
-	log.Info("starting Ingress controller", "http", ln.Addr().String(), "controller-class", a.class.ControllerClass,
+	log.Info("starting Ingress controller", "http", ln.Addr().String(), "https-port", a.httpsPort, "controller-class", a.class.ControllerClass,
 		"ingress-class", a.class.IngressClass, "watch-namespace", a.watchNamespace, "annotations-prefix", a.annotationPrefix)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -219,9 +262,19 @@ func runIngress(ctx context.Context, args []string) error {
 	// Stop accepting, let requests in flight finish, then stop watching.
 	sctx, scancel := context.WithTimeout(context.Background(), a.shutdownTimeout)
 	defer scancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		_ = srv.Close()
+	servers := []*http.Server{srv}
+	if tlsSrv != nil {
+		servers = append(servers, tlsSrv)
 	}
+	var wg sync.WaitGroup
+	for _, s := range servers {
+		wg.Go(func() {
+			if err := s.Shutdown(sctx); err != nil {
+				_ = s.Close()
+			}
+		})
+	}
+	wg.Wait()
 	if health != nil {
 		_ = health.Close()
 	}

@@ -1,6 +1,7 @@
 package seeds
 
 import (
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -97,9 +98,38 @@ func ingressCookieAffinity(s *scenario) {
 		got := runningOn.FindStringSubmatch(out)
 		return []string{"curl -i -H 'Cookie: " + cookie + "' " + url}, out, err == nil && got != nil && got[1] != pod
 	})
+	ingressTLS(s, addr)
 	s.kubectl("delete", "-f", example, "--wait=true")
 	s.eventually(30*time.Second, "example.com is not served once the Ingress is gone", func() ([]string, string, bool) {
 		out, err := s.c.onLab("curl", "-sS", "-m", "3", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Host: example.com", url)
 		return []string{"curl -H 'Host: example.com' " + url}, out, err == nil && out == "404"
 	})
+}
+
+// ingressTLS is the tutorial's TLS step (docs/tutorial.md, section 13): a
+// self-signed certificate made with openssl, `kubectl create secret tls`,
+// `kubectl create ingress ... tls=SECRET`, then curl over HTTPS with that
+// certificate as its CA (SNI secure.example.com to the node's port 443),
+// and plain HTTP redirected to HTTPS.
+func ingressTLS(s *scenario, addr string) {
+	dir := s.TempDir()
+	crt, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	gen := []string{"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "30",
+		"-subj", "/CN=secure.example.com", "-addext", "subjectAltName=DNS:secure.example.com", "-keyout", key, "-out", crt}
+	if out, err := exec.Command(gen[0], gen[1:]...).CombinedOutput(); err != nil {
+		s.failf(gen, string(out), err, "openssl could not make a certificate")
+	}
+	s.kubectl("create", "secret", "tls", "secure-tls", "--cert", crt, "--key", key)
+	s.kubectl("create", "ingress", "secure", "--rule=secure.example.com/*=my-service:80,tls=secure-tls")
+	https := []string{"curl", "-sS", "-m", "3", "--cacert", crt, "--resolve", "secure.example.com:443:" + addr, "https://secure.example.com/"}
+	s.eventually(60*time.Second, "secure.example.com answers over HTTPS with its certificate", func() ([]string, string, bool) {
+		out, err := s.c.onLab(https...)
+		return https, out, err == nil && runningOn.MatchString(out)
+	})
+	redirect := []string{"curl", "-sS", "-m", "3", "-o", "/dev/null", "-w", "%{http_code} %{redirect_url}", "-H", "Host: secure.example.com", "http://" + addr + "/"}
+	if out, err := s.c.onLab(redirect...); err != nil || out != "308 https://secure.example.com/" {
+		s.errorf(redirect, out, "want plain HTTP for the TLS host redirected: 308 https://secure.example.com/")
+	}
+	s.kubectl("delete", "ingress", "secure")
+	s.kubectl("delete", "secret", "secure-tls")
 }
