@@ -300,6 +300,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if msg := deprecationWarning(res.Info.New(), res.Info.GVK()); msg != "" && !legacyWatch {
 		addWarning(w, msg)
 	}
+	// What strategies warn about while they prepare a written object goes
+	// out as it comes, ahead of the kind's create or update warnings.
+	r = r.WithContext(registry.WithWarningSink(r.Context(), func(text string) { addWarning(w, text) }))
 	var err error
 	switch r.Method {
 	case http.MethodGet:

@@ -2,6 +2,7 @@ package apiserver_e2e
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -54,6 +55,17 @@ func TestKubectlWarnings(t *testing.T) {
 	y = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: arch}\nspec:\n  selector: {matchLabels: {app: arch}}\n  template:\n    metadata: {labels: {app: arch}}\n    spec:\n      nodeSelector: {beta.kubernetes.io/arch: amd64}\n      containers: [{name: c, image: nginx}]\n"
 	mustMatch(t, k.ok("apply", "-f", writeTemp(t, y)),
 		`Warning: spec.template.spec.nodeSelector\[beta.kubernetes.io/arch\]: deprecated since v1.14; use "kubernetes.io/arch" instead`, `deployment.apps/arch created`)
+	// A deprecated AppArmor annotation: warned once (kube-apiserver's
+	// recorder drops repeated texts), and copied into the container's field.
+	y = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: aa\n  annotations: {container.apparmor.security.beta.kubernetes.io/c: runtime/default}\nspec:\n  containers: [{name: c, image: nginx}]\n"
+	out = k.ok("apply", "-f", writeTemp(t, y))
+	mustMatch(t, out, `Warning: metadata.annotations\[container.apparmor.security.beta.kubernetes.io/c\]: deprecated since v1.30; use the "appArmorProfile" field instead`, `pod/aa created`)
+	if n := strings.Count(out, "appArmorProfile"); n != 1 {
+		t.Errorf("the AppArmor warning came %d times:\n%s", n, out)
+	}
+	if got := k.ok("get", "pod", "aa", "-o", "jsonpath={.spec.containers[0].securityContext.appArmorProfile.type}"); got != "RuntimeDefault" {
+		t.Errorf("container appArmorProfile.type = %q, want RuntimeDefault", got)
+	}
 	// A Service without anything to warn about: no warning.
 	mustNotMatch(t, k.ok("create", "service", "clusterip", "plain", "--tcp=80:8080"), `Warning`)
 }

@@ -380,7 +380,8 @@ func compareCreate(in runtime.Object, group, resource string, namespaced, prepar
 	sv := in.DeepCopyObject()
 	st.Default(sv)
 	sDefaulted := sv.DeepCopyObject()
-	st.PrepareForCreate(ctx, sv)
+	var sPrepareWarnings []string
+	st.PrepareForCreate(registry.WithWarningSink(ctx, func(w string) { sPrepareWarnings = append(sPrepareWarnings, w) }), sv)
 	sErrs := registry.ValidateCreate(ctx, st, namespaced, sv)
 	preparedDiff := ""
 	if prepared {
@@ -388,7 +389,7 @@ func compareCreate(in runtime.Object, group, resource string, namespaced, prepar
 	}
 	warnDiff := ""
 	if len(kErrs) == 0 && len(sErrs) == 0 {
-		warnDiff = compareWarnings("create", append(rec.list, kst.WarningsOnCreate(ctx, ki)...), createWarnings(ctx, st, sv))
+		warnDiff = compareWarnings("create", append(rec.list, kst.WarningsOnCreate(ctx, ki)...), append(sPrepareWarnings, createWarnings(ctx, st, sv)...))
 	}
 	return withInput(joinDiffs(compareObjs("defaulted", kDefaulted, sDefaulted), preparedDiff, compareErrs("create", kErrs, sErrs), warnDiff), in)
 }

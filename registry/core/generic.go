@@ -45,6 +45,9 @@ type Basic struct {
 	Graceful func(obj runtime.Object, requested *int64) (int64, bool)
 	// OnCreate runs in PrepareForCreate after status is cleared.
 	OnCreate func(obj runtime.Object)
+	// OnCreateContext, when set, runs after OnCreate with the request's
+	// context (for registry.Warn).
+	OnCreateContext func(ctx context.Context, obj runtime.Object)
 	// NameFunc, when set, validates names instead of the DNS-subdomain rule.
 	NameFunc func(name string, prefix bool) []string
 	// CreateKeepsStatus: a create keeps the status it is given (Nodes).
@@ -187,12 +190,15 @@ func (b *Basic) Default(obj runtime.Object) {
 	}
 }
 
-func (b *Basic) PrepareForCreate(_ context.Context, obj runtime.Object) {
+func (b *Basic) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	if b.HasStatus && !b.CreateKeepsStatus {
 		clearField(obj, "Status")
 	}
 	if b.OnCreate != nil {
 		b.OnCreate(obj)
+	}
+	if b.OnCreateContext != nil {
+		b.OnCreateContext(ctx, obj)
 	}
 }
 

@@ -2,11 +2,8 @@ package core
 
 import (
 	"fmt"
-	"runtime"
 	"sort"
 	"strings"
-	"sync"
-	"weak"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -236,26 +233,4 @@ func applyAppArmorAnnotations(pod *corev1.Pod) []string {
 		}
 	})
 	return w
-}
-
-// prepareWarnings holds the warnings a Pod's PrepareForCreate gave (which
-// kube-apiserver records then) until WarningsOnCreate returns them, by the
-// object's identity (the store asks for the warnings of the object it
-// prepared); an entry goes away with its object.
-var prepareWarnings sync.Map // weak.Pointer[corev1.Pod] -> []string
-
-func rememberPrepareWarnings(pod *corev1.Pod, w []string) {
-	if len(w) == 0 {
-		return
-	}
-	k := weak.Make(pod)
-	prepareWarnings.Store(k, w)
-	runtime.AddCleanup(pod, func(k weak.Pointer[corev1.Pod]) { prepareWarnings.Delete(k) }, k)
-}
-
-func takePrepareWarnings(pod *corev1.Pod) []string {
-	if v, ok := prepareWarnings.LoadAndDelete(weak.Make(pod)); ok {
-		return v.([]string)
-	}
-	return nil
 }

@@ -8,11 +8,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/svcnet/svcnet/registry"
 )
 
 // A new Pod's AppArmor annotations become its containers' fields (unless
 // the container has its own or the pod's says the same), with
-// kube-apiserver's warnings, returned by WarningsOnCreate.
+// kube-apiserver's warnings, sent to the request's warning sink.
 func TestAppArmorAnnotationsBecomeFields(t *testing.T) {
 	key := func(c string) string { return corev1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix + c }
 	pod := &corev1.Pod{
@@ -31,7 +33,8 @@ func TestAppArmorAnnotationsBecomeFields(t *testing.T) {
 	}
 	st := NewPodStrategy()
 	st.Default(pod)
-	st.PrepareForCreate(context.Background(), pod)
+	var got []string
+	st.PrepareForCreate(registry.WithWarningSink(context.Background(), func(w string) { got = append(got, w) }), pod)
 	if p := pod.Spec.InitContainers[0].SecurityContext; p == nil || p.AppArmorProfile == nil || p.AppArmorProfile.Type != corev1.AppArmorProfileTypeLocalhost || *p.AppArmorProfile.LocalhostProfile != "p1" {
 		t.Errorf("init container: %+v", p)
 	}
@@ -40,7 +43,6 @@ func TestAppArmorAnnotationsBecomeFields(t *testing.T) {
 			t.Errorf("container %s got %+v", c.Name, c.SecurityContext.AppArmorProfile)
 		}
 	}
-	got := podCreateWarnings(pod)
 	want := []string{
 		`metadata.annotations[container.apparmor.security.beta.kubernetes.io/init]: deprecated since v1.30; use the "appArmorProfile" field instead`,
 		`metadata.annotations[container.apparmor.security.beta.kubernetes.io/bad]: deprecated since v1.30; use the "appArmorProfile" field instead`,
@@ -48,9 +50,7 @@ func TestAppArmorAnnotationsBecomeFields(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("warnings:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if again := podCreateWarnings(pod); len(again) != 0 {
-		t.Errorf("warnings given twice: %v", again)
-	}
+
 }
 
 // The deprecated annotations' values, and their agreement with the fields

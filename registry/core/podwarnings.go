@@ -28,8 +28,7 @@ import (
 // kube-apiserver gives none on updates of the pod itself.
 func podCreateWarnings(obj runtime.Object) []string {
 	pod := obj.(*corev1.Pod)
-	// What PrepareForCreate warned about first (AppArmor annotations).
-	w := takePrepareWarnings(pod)
+	var w []string
 	if msgs := utilvalidation.IsDNS1123Label(pod.Name); len(msgs) > 0 {
 		w = append(w, fmt.Sprintf("metadata.name: this is used in the Pod's hostname, which can result in surprising behavior; a DNS label is recommended: %v", msgs))
 	}

@@ -367,6 +367,13 @@ func NewPodStrategy() registry.Strategy {
 		Admit:     admitPod,
 		// kube-apiserver warns on creates and /status writes, never on
 		// updates of the pod itself (a frequent path nobody reads).
+		// AppArmor annotations become fields, with kube-apiserver's
+		// warning from its PrepareForCreate (ahead of WarningsOnCreate's).
+		OnCreateContext: func(ctx context.Context, obj runtime.Object) {
+			for _, w := range applyAppArmorAnnotations(obj.(*corev1.Pod)) {
+				registry.Warn(ctx, w)
+			}
+		},
 		CreateWarnings:       podCreateWarnings,
 		StatusUpdateWarnings: podStatusWarnings,
 		OnCreate: func(obj runtime.Object) {
@@ -376,9 +383,6 @@ func NewPodStrategy() registry.Strategy {
 			pod.Generation = 1
 			dropDisabledVolumeFields(&pod.Spec, nil)
 			mergeMatchLabelKeys(pod)
-			// AppArmor annotations become fields; kube-apiserver warns
-			// here, svcnet in WarningsOnCreate.
-			rememberPrepareWarnings(pod, applyAppArmorAnnotations(pod))
 			pod.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: podQOS(&pod.Spec)}
 			if len(pod.Spec.SchedulingGates) > 0 {
 				pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
