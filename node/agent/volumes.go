@@ -124,11 +124,18 @@ type podVolumes struct {
 	mu     sync.Mutex
 	tokens map[string]*podToken // by file path
 	warned map[string]bool      // unsupported volumes already logged
+	// written are the files each volume directory got from its last
+	// write (relative paths), so that a key gone from its ConfigMap or
+	// Secret goes from the volume too.
+	written map[string]map[string]bool
+	// syncErr is the last error of each volume's content sync, logged
+	// once.
+	syncErr map[string]string
 }
 
 func newPodVolumes(client kubernetes.Interface, pod *v1.Pod, hostIP string, log *slog.Logger) *podVolumes {
 	return &podVolumes{client: client, pod: pod.DeepCopy(), hostIP: hostIP, log: log,
-		tokens: map[string]*podToken{}, warned: map[string]bool{}}
+		tokens: map[string]*podToken{}, warned: map[string]bool{}, written: map[string]map[string]bool{}, syncErr: map[string]string{}}
 }
 
 // setUp writes the pod's volumes under dir (the pod's directory) for a pod
@@ -216,7 +223,10 @@ func (v *podVolumes) setUpVolume(ctx context.Context, root string, vol v1.Volume
 	if err != nil {
 		return err
 	}
-	if err := writeVolume(vdir, files); err != nil {
+	v.mu.Lock()
+	prev := v.written[vdir]
+	v.mu.Unlock()
+	if err := writeVolume(vdir, files, prev); err != nil {
 		return err
 	}
 	v.mu.Lock()
@@ -225,8 +235,66 @@ func (v *podVolumes) setUpVolume(ctx context.Context, root string, vol v1.Volume
 			t.written = true
 		}
 	}
+	names := make(map[string]bool, len(files))
+	for rel := range files {
+		names[rel] = true
+	}
+	v.written[vdir] = names
 	v.mu.Unlock()
 	return nil
+}
+
+// contentSyncPeriod is how often a running pod's configMap, secret,
+// downwardAPI and projected volumes are brought up to date with their
+// ConfigMaps, Secrets and the pod's labels and annotations (the kubelet
+// does it at its periodic pod sync, every minute or so).
+var contentSyncPeriod = 10 * time.Second
+
+// syncContents keeps the files of the pod's configMap, secret, downwardAPI
+// and projected volumes current until ctx ends, as the kubelet does: a
+// changed key is replaced atomically, a new key appears, a key removed
+// from its ConfigMap or Secret goes. A volume whose source cannot be read
+// now (a ConfigMap deleted, say) keeps its files; the failure is logged
+// once. Files mounted by subPath are separate bind mounts of the file as
+// it was and do not change, as with the kubelet. latest returns the pod as
+// the agent knows it now (its labels and annotations).
+func (v *podVolumes) syncContents(ctx context.Context, dir string, ip netip.Addr, latest func() *v1.Pod) {
+	root := filepath.Join(dir, volumesDir)
+	t := time.NewTicker(contentSyncPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if p := latest(); p != nil {
+			v.mu.Lock()
+			v.pod.Labels, v.pod.Annotations = maps.Clone(p.Labels), maps.Clone(p.Annotations)
+			v.mu.Unlock()
+		}
+		for _, vol := range v.pod.Spec.Volumes {
+			s := vol.VolumeSource
+			if s.ConfigMap == nil && s.Secret == nil && s.DownwardAPI == nil && s.Projected == nil {
+				continue
+			}
+			err := v.setUpVolume(ctx, root, vol, ip)
+			if ctx.Err() != nil {
+				return
+			}
+			msg := ""
+			if err != nil {
+				msg = err.Error()
+			}
+			v.mu.Lock()
+			changed := v.syncErr[vol.Name] != msg
+			v.syncErr[vol.Name] = msg
+			v.mu.Unlock()
+			if changed && err != nil {
+				v.log.Warn("volume not brought up to date; it keeps its files", "pod", v.pod.Namespace+"/"+v.pod.Name, "volume", vol.Name, "err", err)
+			}
+		}
+	}
 }
 
 // projectedFiles are the files of every source of a projected volume.
@@ -609,18 +677,33 @@ func validRelPath(p string) error {
 }
 
 // writeVolume writes files (path relative to vdir → content) into vdir,
-// each replaced atomically.
-func writeVolume(vdir string, files map[string]volumeFile) error {
+// each replaced atomically; a file that already holds its content and mode
+// is left as it is. The files of prev (the volume's last write) that files
+// lacks are removed.
+func writeVolume(vdir string, files map[string]volumeFile, prev map[string]bool) error {
 	if err := os.MkdirAll(vdir, 0o755); err != nil {
 		return err
 	}
 	for _, rel := range slices.Sorted(maps.Keys(files)) {
 		p := filepath.Join(vdir, rel)
+		f := files[rel]
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm() == f.mode.Perm() {
+			if b, err := os.ReadFile(p); err == nil && string(b) == string(f.data) {
+				continue
+			}
+		}
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(p, files[rel].data, files[rel].mode); err != nil {
+		if err := writeFileAtomic(p, f.data, f.mode); err != nil {
 			return err
+		}
+	}
+	for rel := range prev {
+		if _, ok := files[rel]; !ok {
+			if err := os.Remove(filepath.Join(vdir, rel)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
 		}
 	}
 	return nil

@@ -459,3 +459,63 @@ func TestTokenRefreshAfterAdoption(t *testing.T) {
 		t.Errorf("token requests %+v", r)
 	}
 }
+
+// A running pod's configMap, secret and downwardAPI volumes follow their
+// sources, as the kubelet's do: a changed key is rewritten, a new one
+// appears, a removed one goes, new labels reach the labels file; a
+// ConfigMap deleted leaves the files as they were.
+func TestVolumeContentsFollowSources(t *testing.T) {
+	defer func(p time.Duration) { contentSyncPeriod = p }(contentSyncPeriod)
+	contentSyncPeriod = 20 * time.Millisecond
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "cfg"}, Data: map[string]string{"a": "alpha", "b": "beta"}}
+	sec := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "sec"}, Data: map[string][]byte{"password": []byte("one")}}
+	client := fake.NewClientset(cm, sec)
+	e := startAgent(t, client, nil, nil)
+	ctx := context.Background()
+	c := sleeper
+	c.VolumeMounts = []v1.VolumeMount{{Name: "cfg", MountPath: "/etc/cfg"}, {Name: "sec", MountPath: "/etc/sec"}, {Name: "info", MountPath: "/etc/info"}}
+	p := newPod("follow", c)
+	p.Labels = map[string]string{"app": "web"}
+	p.Spec.Volumes = []v1.Volume{
+		{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}}}},
+		{Name: "sec", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "sec"}}},
+		{Name: "info", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{Items: []v1.DownwardAPIVolumeFile{
+			{Path: "labels", FieldRef: &v1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.labels"}}}}}},
+	}
+	if _, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("Running", func() (bool, string) {
+		p := e.pod("follow")
+		return p != nil && p.Status.Phase == v1.PodRunning, p.String()
+	})
+	vols := filepath.Join(e.rt.dir, "default_follow", "volumes")
+	checkFile(t, filepath.Join(vols, "cfg", "a"), "alpha", 0o644)
+	checkFile(t, filepath.Join(vols, "cfg", "b"), "beta", 0o644)
+
+	cm.Data = map[string]string{"a": "ALPHA", "c": "gamma"}
+	if _, err := client.CoreV1().ConfigMaps("default").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sec.Data["password"] = []byte("two")
+	if _, err := client.CoreV1().Secrets("default").Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cur := e.pod("follow")
+	cur.Labels["tier"] = "front"
+	if _, err := client.CoreV1().Pods("default").Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, bErr := os.Stat(filepath.Join(vols, "cfg", "b"))
+	e.eventually("volumes follow their sources", func() (bool, string) {
+		_, bErr = os.Stat(filepath.Join(vols, "cfg", "b"))
+		got := fmt.Sprintf("a=%q c=%q b gone=%v password=%q labels=%q", readFile(filepath.Join(vols, "cfg", "a")), readFile(filepath.Join(vols, "cfg", "c")),
+			os.IsNotExist(bErr), readFile(filepath.Join(vols, "sec", "password")), readFile(filepath.Join(vols, "info", "labels")))
+		return got == `a="ALPHA" c="gamma" b gone=true password="two" labels="app=\"web\"\ntier=\"front\""`, got
+	})
+	if err := client.CoreV1().ConfigMaps("default").Delete(ctx, "cfg", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * contentSyncPeriod)
+	checkFile(t, filepath.Join(vols, "cfg", "a"), "ALPHA", 0o644)
+}

@@ -161,11 +161,26 @@ func (w *podWorker) run(ctx context.Context) {
 	refreshCtx, stopRefresh := context.WithCancel(ctx)
 	defer stopRefresh()
 	refreshDone := make(chan struct{})
+	var syncDone chan struct{} // nil: no volume content sync runs
 	if err := w.setup(ctx, pod); err != nil {
 		w.log()("pod setup failed", "err", err)
 		close(refreshDone)
 	} else {
 		go func() { defer close(refreshDone); w.vols.refreshTokens(refreshCtx) }()
+		w.mu.Lock()
+		sb := w.sb
+		w.mu.Unlock()
+		if sb != nil {
+			syncDone = make(chan struct{})
+			go func() {
+				defer close(syncDone)
+				w.vols.syncContents(refreshCtx, sb.Dir(), sb.IP(), func() *v1.Pod {
+					w.mu.Lock()
+					defer w.mu.Unlock()
+					return w.pod.DeepCopy()
+				})
+			}()
+		}
 		for _, c := range pod.Spec.Containers {
 			wg.Add(1)
 			go func() { defer wg.Done(); w.containerLoop(ctx, c) }()
@@ -181,6 +196,9 @@ func (w *podWorker) run(ctx context.Context) {
 	wg.Wait()
 	stopRefresh()
 	<-refreshDone
+	if syncDone != nil {
+		<-syncDone
+	}
 	w.mu.Lock()
 	sb := w.sb
 	deleteAPI := w.deleteAPI
