@@ -209,6 +209,8 @@ func (v *podVolumes) setUpVolume(ctx context.Context, root string, vol v1.Volume
 			return err
 		}
 		return os.Chmod(vdir, 0o777)
+	case s.HostPath != nil:
+		return checkHostPath(s.HostPath)
 	case s.ConfigMap != nil:
 		files, err = v.configMapFiles(ctx, s.ConfigMap.Name, s.ConfigMap.Items, s.ConfigMap.Optional, fileMode(s.ConfigMap.DefaultMode, defaultFileMode))
 	case s.Secret != nil:
@@ -594,6 +596,9 @@ func podMounts(pod *v1.Pod, dir string) (mounts []sandbox.Mount, skipped []strin
 				return nil, nil, fail("mountPath %q: need an absolute path other than /", vm.MountPath)
 			}
 			vdir := filepath.Join(dir, volumesDir, vol.Name)
+			if vol.HostPath != nil {
+				vdir = filepath.Clean(vol.HostPath.Path)
+			}
 			src := vdir
 			if vm.SubPath != "" {
 				if err := validRelPath(vm.SubPath); err != nil {
@@ -639,7 +644,75 @@ func insideVolume(vdir, path string) bool {
 // mountable tells whether svcnet sets up and mounts the volume's type.
 func mountable(vol *v1.Volume) bool {
 	s := vol.VolumeSource
-	return s.EmptyDir != nil || s.ConfigMap != nil || s.Secret != nil || s.DownwardAPI != nil || s.Projected != nil
+	return s.EmptyDir != nil || s.ConfigMap != nil || s.Secret != nil || s.DownwardAPI != nil || s.Projected != nil || s.HostPath != nil
+}
+
+// checkHostPath is the kubelet's hostPath type check: DirectoryOrCreate
+// and FileOrCreate make a missing path (0755 directories, an empty 0644
+// file), the other types require what they name; without a type a missing
+// path becomes a directory, as container runtimes make a missing bind
+// mount source.
+func checkHostPath(hp *v1.HostPathVolumeSource) error {
+	p := filepath.Clean(hp.Path)
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("hostPath %q is not an absolute path", hp.Path)
+	}
+	typ := v1.HostPathUnset
+	if hp.Type != nil {
+		typ = *hp.Type
+	}
+	fi, err := os.Stat(p)
+	exists := err == nil
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("hostPath type check failed: %w", err)
+	}
+	fail := func(what string) error { return fmt.Errorf("hostPath type check failed: %s is not %s", p, what) }
+	switch typ {
+	case v1.HostPathUnset, v1.HostPathDirectoryOrCreate:
+		if !exists {
+			return os.MkdirAll(p, 0o755)
+		}
+		if typ == v1.HostPathDirectoryOrCreate && !fi.IsDir() {
+			return fail("a directory")
+		}
+	case v1.HostPathDirectory:
+		if !exists || !fi.IsDir() {
+			return fail("a directory")
+		}
+	case v1.HostPathFileOrCreate:
+		if !exists {
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+			if err != nil {
+				return err
+			}
+			return f.Close()
+		}
+		if !fi.Mode().IsRegular() {
+			return fail("a file")
+		}
+	case v1.HostPathFile:
+		if !exists || !fi.Mode().IsRegular() {
+			return fail("a file")
+		}
+	case v1.HostPathSocket:
+		if !exists || fi.Mode()&os.ModeSocket == 0 {
+			return fail("a socket file")
+		}
+	case v1.HostPathCharDev:
+		if !exists || fi.Mode()&os.ModeCharDevice == 0 {
+			return fail("a character device")
+		}
+	case v1.HostPathBlockDev:
+		if !exists || fi.Mode()&os.ModeDevice == 0 || fi.Mode()&os.ModeCharDevice != 0 {
+			return fail("a block device")
+		}
+	default:
+		return fmt.Errorf("hostPath type %q is not supported", typ)
+	}
+	return nil
 }
 
 // fileMode is m (a defaultMode or mode of the API, 0644 is 420) or def.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -152,6 +153,27 @@ func TestVolumesInSandboxes(t *testing.T) {
 				break
 			}
 		}
+	}
+	// A hostPath volume is the node's directory, bind-mounted where the
+	// container asks: it reads what the node put there and writes back.
+	hostDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(hostDir, "in"), []byte("from the node"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hp := newPod("host-path", v1.Container{Name: "c", Image: "busybox", Command: []string{"sh", "-c", "cat /mnt/node/in > /mnt/node/out && echo ok"},
+		VolumeMounts: []v1.VolumeMount{{Name: "node", MountPath: "/mnt/node"}}})
+	hp.Spec.RestartPolicy = v1.RestartPolicyNever
+	dirType := v1.HostPathDirectory
+	hp.Spec.Volumes = []v1.Volume{{Name: "node", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: hostDir, Type: &dirType}}}}
+	if _, err := client.CoreV1().Pods("default").Create(ctx, hp, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("host-path Succeeded", func() (bool, string) {
+		cur := e.pod("host-path")
+		return cur != nil && cur.Status.Phase == v1.PodSucceeded, cur.String()
+	})
+	if b, err := os.ReadFile(filepath.Join(hostDir, "out")); err != nil || string(b) != "from the node" {
+		t.Errorf("hostPath: the pod wrote %q (%v), want %q", b, err, "from the node")
 	}
 	if h, _ := os.Hostname(); h != myHost {
 		t.Errorf("the machine's hostname changed to %q", h)

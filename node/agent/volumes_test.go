@@ -306,7 +306,9 @@ func TestDownwardAPIAndOtherVolumes(t *testing.T) {
 		{Name: "cfg", MountPath: "/etc/a.txt", SubPath: "sub/a.txt"}}
 	c2 := sleeper
 	c2.Name = "side"
-	c2.VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch/", ReadOnly: true}, {Name: "host", MountPath: "/host"}}
+	c2.VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch/", ReadOnly: true}, {Name: "host", MountPath: "/host"},
+		{Name: "gone", MountPath: "/data"}}
+	hostDir := filepath.Join(t.TempDir(), "srv") // made by the agent (hostPath without type)
 	p := newPod("info", c1)
 	p.Spec.Containers = append(p.Spec.Containers, c2)
 	p.Labels = map[string]string{"app": "web", "tier": "front"}
@@ -320,7 +322,8 @@ func TestDownwardAPIAndOtherVolumes(t *testing.T) {
 		{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
 		{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"},
 			Items: []v1.KeyToPath{{Key: "a", Path: "sub/a.txt", Mode: m(0o400)}, {Key: "b", Path: "b.txt"}}}}},
-		{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/srv"}}},
+		{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: hostDir}}},
+		{Name: "gone", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}},
 	}
 	if _, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -343,12 +346,16 @@ func TestDownwardAPIAndOtherVolumes(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(vols, "host")); !os.IsNotExist(err) {
 		t.Errorf("hostPath volume written: %v", err)
 	}
+	if fi, err := os.Stat(hostDir); err != nil || !fi.IsDir() {
+		t.Errorf("hostPath directory not made: %v", err)
+	}
 	e.rt.mu.Lock()
 	mounts := e.rt.sbs["default/info"].spec.Mounts
 	e.rt.mu.Unlock()
 	want := []sandbox.Mount{
 		{Source: filepath.Join(vols, "cfg", "sub", "a.txt"), Target: "/etc/a.txt"},
 		{Source: filepath.Join(vols, "podinfo"), Target: "/etc/podinfo", ReadOnly: true},
+		{Source: hostDir, Target: "/host"},
 		{Source: filepath.Join(vols, "scratch"), Target: "/scratch"}, // read-only for one container only
 	}
 	if !reflect.DeepEqual(mounts, want) {
@@ -518,4 +525,48 @@ func TestVolumeContentsFollowSources(t *testing.T) {
 	}
 	time.Sleep(10 * contentSyncPeriod)
 	checkFile(t, filepath.Join(vols, "cfg", "a"), "ALPHA", 0o644)
+}
+
+// hostPath volumes: the kubelet's type checks, and the paths they make.
+func TestCheckHostPath(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	typ := func(s v1.HostPathType) *v1.HostPathType { return &s }
+	for _, c := range []struct {
+		path string
+		typ  *v1.HostPathType
+		want string // error; "" for none
+	}{
+		{dir, nil, ""},
+		{filepath.Join(dir, "new/a"), nil, ""},
+		{filepath.Join(dir, "new/b"), typ(v1.HostPathDirectoryOrCreate), ""},
+		{file, typ(v1.HostPathDirectoryOrCreate), "hostPath type check failed: " + file + " is not a directory"},
+		{dir, typ(v1.HostPathDirectory), ""},
+		{filepath.Join(dir, "missing"), typ(v1.HostPathDirectory), "hostPath type check failed: " + dir + "/missing is not a directory"},
+		{file, typ(v1.HostPathFile), ""},
+		{dir, typ(v1.HostPathFile), "hostPath type check failed: " + dir + " is not a file"},
+		{filepath.Join(dir, "made/f"), typ(v1.HostPathFileOrCreate), ""},
+		{file, typ(v1.HostPathSocket), "hostPath type check failed: " + file + " is not a socket file"},
+		{"/dev/null", typ(v1.HostPathCharDev), ""},
+		{"/dev/null", typ(v1.HostPathBlockDev), "hostPath type check failed: /dev/null is not a block device"},
+		{"relative", nil, `hostPath "relative" is not an absolute path`},
+	} {
+		err := checkHostPath(&v1.HostPathVolumeSource{Path: c.path, Type: c.typ})
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != c.want {
+			t.Errorf("%s %v: %q, want %q", c.path, c.typ, got, c.want)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "new/b")); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o755 {
+		t.Errorf("DirectoryOrCreate: %v %v", fi, err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "made/f")); err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 {
+		t.Errorf("FileOrCreate: %v %v", fi, err)
+	}
 }
