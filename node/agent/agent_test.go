@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ type hostRuntime struct {
 type hostSandbox struct {
 	dir       string
 	spec      sandbox.Spec
-	destroyed bool
+	destroyed atomic.Bool // Destroy runs in the pod's worker
 	adopted   bool
 }
 
@@ -75,7 +76,7 @@ func (s *hostSandbox) Exec(ctx context.Context, argv, env []string) (int, error)
 	}
 	return 0, err
 }
-func (s *hostSandbox) Destroy(context.Context) error { s.destroyed = true; return nil }
+func (s *hostSandbox) Destroy(context.Context) error { s.destroyed.Store(true); return nil }
 
 type env struct {
 	t      *testing.T
@@ -250,7 +251,7 @@ func TestPodLifecycle(t *testing.T) {
 	if got := string(sandbox.LogLines(logb, false)); got != "hello myapp-1\nbye\n" {
 		t.Errorf("log %q", got)
 	}
-	if !e.rt.sbs["default/myapp-1"].destroyed {
+	if !e.rt.sbs["default/myapp-1"].destroyed.Load() {
 		t.Error("sandbox not destroyed")
 	}
 }

@@ -122,6 +122,6 @@ func TestStaticPods(t *testing.T) {
 		e.rt.mu.Lock()
 		defer e.rt.mu.Unlock()
 		sb := e.rt.sbs["kube-system/web-node-1"]
-		return sb != nil && sb.destroyed, "not destroyed"
+		return sb != nil && sb.destroyed.Load(), "not destroyed"
 	})
 }
