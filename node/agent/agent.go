@@ -6,9 +6,11 @@
 // Per pod, one worker sets up the pod's volumes (volumes.go), creates the
 // sandbox (network namespace, address, resolv.conf, hosts, hostname, the
 // volumes' bind mounts), admits the pod's hostPorts (a port held by
-// another pod fails the pod), starts each container with the kubelet's
-// environment (Service variables computed from the Services that exist at
-// that start), restarts containers per restartPolicy with the kubelet's
+// another pod fails the pod), runs the init containers one at a time to
+// completion (sidecars, restartPolicy Always, kept running; see
+// initcontainers.go), then starts each app container, all with the
+// kubelet's environment (Service variables computed from the Services that
+// exist at that start), restarts containers per restartPolicy with the kubelet's
 // back-off (immediately, then 10s doubling to 5m, reset after 10 minutes of
 // running), runs probes, and writes status whenever it changes. When the pod
 // gets a deletionTimestamp, the worker sends SIGTERM, waits up to the

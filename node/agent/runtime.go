@@ -70,6 +70,9 @@ type ContainerAdopter interface {
 	// AdoptContainer returns the running instance whose log is logPath, or
 	// an error when it is not running.
 	AdoptContainer(logPath string) (Container, error)
+	// ContainerExit returns how the instance whose log is logPath ended,
+	// or an error when that is not known (it runs, or left no record).
+	ContainerExit(logPath string) (sandbox.ExitRecord, error)
 }
 
 // NamespaceRuntime runs pods in Linux namespaces on the node's bridge.
@@ -104,6 +107,11 @@ func (s *nsSandbox) AdoptContainer(logPath string) (Container, error) {
 		return nil, sandbox.ErrNotRunning
 	}
 	return sandbox.Adopt(logPath)
+}
+
+// ContainerExit implements ContainerAdopter.
+func (s *nsSandbox) ContainerExit(logPath string) (sandbox.ExitRecord, error) {
+	return sandbox.ReadExit(logPath)
 }
 
 // RunPodSandbox implements Runtime.

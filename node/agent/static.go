@@ -101,6 +101,12 @@ func staticPod(path, nodeName string) (*v1.Pod, error) {
 		}
 		seen[c.Name] = true
 	}
+	for i, c := range pod.Spec.InitContainers {
+		if c.Name == "" || seen[c.Name] {
+			return nil, fmt.Errorf("spec.initContainers[%d].name: a unique name is required", i)
+		}
+		seen[c.Name] = true
+	}
 	// The hash covers the manifest as decoded, the node and the source, so
 	// that an edit gives the pod a new UID.
 	canon, _ := json.Marshal(pod)

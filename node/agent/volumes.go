@@ -561,8 +561,8 @@ func (v *podVolumes) refreshDue(ctx context.Context) {
 	}
 }
 
-// podMounts are the bind mounts of the pod's containers' volumeMounts, for
-// a pod whose directory is dir, sorted by target. Containers share the
+// podMounts are the bind mounts of the pod's (init and app) containers'
+// volumeMounts, for a pod whose directory is dir, sorted by target. Containers share the
 // pod's mount namespace: two that mount the same volume path at one
 // target share the mount (read-only only if both ask for it), two that
 // mount different ones there are an error. skipped names the volumes of a
@@ -574,7 +574,7 @@ func podMounts(pod *v1.Pod, dir string) (mounts []sandbox.Mount, skipped []strin
 	}
 	byTarget := map[string]int{}
 	owner := map[string]string{}
-	for _, c := range pod.Spec.Containers {
+	for _, c := range allContainers(pod) {
 		for _, vm := range c.VolumeMounts {
 			fail := func(format string, args ...any) error {
 				return &mountError{volume: vm.Name, err: fmt.Errorf("container %s: "+format, append([]any{c.Name}, args...)...)}

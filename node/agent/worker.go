@@ -64,6 +64,7 @@ type podWorker struct {
 	term      chan struct{} // closed on deletion request
 	termOnce  sync.Once
 	grace     time.Duration
+	termAt    time.Time     // when termination began
 	stopped   chan struct{} // closed when containers must stop now
 	stopOnce  sync.Once
 	deleteAPI bool // delete the pod object when done
@@ -108,7 +109,7 @@ func (w *podWorker) update(pod *v1.Pod) {
 func (w *podWorker) terminate(grace time.Duration, deleteAPI bool) {
 	w.termOnce.Do(func() {
 		w.mu.Lock()
-		w.grace, w.deleteAPI = grace, deleteAPI
+		w.grace, w.deleteAPI, w.termAt = grace, deleteAPI, time.Now()
 		w.mu.Unlock()
 		close(w.term)
 	})
@@ -181,10 +182,8 @@ func (w *podWorker) run(ctx context.Context) {
 				})
 			}()
 		}
-		for _, c := range pod.Spec.Containers {
-			wg.Add(1)
-			go func() { defer wg.Done(); w.containerLoop(ctx, c) }()
-		}
+		wg.Add(1)
+		go func() { defer wg.Done(); w.runContainers(ctx) }()
 	}
 
 	select {
@@ -243,7 +242,7 @@ func (w *podWorker) setup(ctx context.Context, pod *v1.Pod) error {
 	host, domain := dnsconfig.Hostname(pod, w.a.cfg.ClusterDomain)
 	resolv := dnsconfig.ForPod(pod, w.a.dns).ResolvConf()
 	nginx := false
-	for _, c := range pod.Spec.Containers {
+	for _, c := range allContainers(pod) {
 		if b := images.Lookup(c.Image); b != nil && b.Name == "nginx" {
 			nginx = true
 		}
@@ -311,9 +310,13 @@ func (w *podWorker) setup(ctx context.Context, pod *v1.Pod) error {
 				w.a.event(pod, v1.EventTypeWarning, "FailedMount", msg)
 			}
 		}
+		reason := "ContainerCreating"
+		if len(pod.Spec.InitContainers) > 0 {
+			reason = "PodInitializing"
+		}
 		w.mu.Lock()
-		for _, c := range pod.Spec.Containers {
-			w.containers[c.Name] = &podstatus.Container{Name: c.Name, WaitingReason: "ContainerCreating", WaitingMessage: msg}
+		for _, c := range allContainers(pod) {
+			w.containers[c.Name] = &podstatus.Container{Name: c.Name, WaitingReason: reason, WaitingMessage: msg}
 		}
 		w.mu.Unlock()
 		w.markDirty()
@@ -328,6 +331,8 @@ func (w *podWorker) setup(ctx context.Context, pod *v1.Pod) error {
 	w.mu.Lock()
 	w.sb = sb
 	w.sandboxReady = true
+	// The sandbox's errors are over; no container has started yet.
+	clear(w.containers)
 	w.mu.Unlock()
 	// A host-network pod's ports are the node's own: nothing to map.
 	if maps := hostport.FromPod(pod, sb.IP()); len(maps) > 0 && !pod.Spec.HostNetwork {
@@ -373,6 +378,11 @@ func (w *podWorker) setContainer(name string, f func(c *podstatus.Container)) {
 
 // wait returns false when the pod is stopping.
 func (w *podWorker) wait(ctx context.Context, d time.Duration) bool {
+	return w.waitOr(ctx, d, nil)
+}
+
+// waitOr is wait that also ends (false) when stop is closed.
+func (w *podWorker) waitOr(ctx context.Context, d time.Duration, stop <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -380,9 +390,31 @@ func (w *podWorker) wait(ctx context.Context, d time.Duration) bool {
 		return true
 	case <-w.stopped:
 	case <-w.term:
+	case <-stop:
 	case <-ctx.Done():
 	}
 	return false
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// podStopping tells whether the pod's containers are being stopped.
+func (w *podWorker) podStopping() bool {
+	select {
+	case <-w.stopped:
+		return true
+	case <-w.term:
+		return true
+	default:
+		return false
+	}
 }
 
 func (w *podWorker) stopGrace() time.Duration {
@@ -391,7 +423,7 @@ func (w *podWorker) stopGrace() time.Duration {
 	return w.grace
 }
 
-func (w *podWorker) containerLoop(ctx context.Context, spec v1.Container) {
+func (w *podWorker) containerLoop(ctx context.Context, spec v1.Container, o loopOpts) bool {
 	name := spec.Name
 	w.mu.Lock()
 	pod := w.pod.DeepCopy()
@@ -401,20 +433,31 @@ func (w *podWorker) containerLoop(ctx context.Context, spec v1.Container) {
 	if policy == "" {
 		policy = v1.RestartPolicyAlways
 	}
-	restarts := 0
+	var startedOnce sync.Once
+	markStarted := func() {
+		if o.started != nil {
+			startedOnce.Do(func() { close(o.started) })
+		}
+	}
+	// A sidecar stops when told to (after the app containers); the others
+	// when the pod stops.
+	stoppedC, termC := w.stopped, w.term
+	if o.role == sidecarRole {
+		stoppedC, termC = nil, nil
+	}
 	var delay time.Duration
-	adopted, adoptedRestarts, adoptedReady := w.adoptContainer(spec, sb)
+	adopted, restarts, adoptedReady := w.adoptContainer(spec, sb)
 	for {
 		var proc Container
 		var env []string
 		if adopted != nil {
-			proc, restarts, adopted = adopted, adoptedRestarts, nil
+			proc, adopted = adopted, nil
 			b, _ := os.ReadFile(filepath.Join(sb.Dir(), "env", name))
 			env = strings.Split(string(b), "\x00")
 		} else {
 			var ok bool
-			if proc, env, ok = w.startContainer(ctx, spec, pod, sb, restarts, &delay); !ok {
-				return
+			if proc, env, ok = w.startContainer(ctx, spec, pod, sb, restarts, &delay, o.stop); !ok {
+				return false
 			} else if proc == nil {
 				continue
 			}
@@ -422,25 +465,39 @@ func (w *podWorker) containerLoop(ctx context.Context, spec v1.Container) {
 		}
 		id := containerID(w.uid, name, restarts)
 		w.setContainer(name, func(c *podstatus.Container) {
+			if c.Terminated != nil {
+				c.LastTermination = c.Terminated
+			}
 			c.ID, c.Running, c.StartedAt, c.Terminated = id, true, proc.StartedAt(), nil
 			c.WaitingReason, c.WaitingMessage = "", ""
 			c.RestartCount = int32(restarts)
-			c.Ready = (spec.ReadinessProbe == nil && spec.StartupProbe == nil) || adoptedReady
+			c.Ready = ((spec.ReadinessProbe == nil && spec.StartupProbe == nil) || adoptedReady) && o.role != initRole
 			c.Started = spec.StartupProbe == nil || adoptedReady
 		})
+		if spec.StartupProbe == nil || adoptedReady {
+			markStarted()
+		}
 		pctx, cancelProbes := context.WithCancel(ctx)
-		go w.probeLoop(pctx, spec, sb, proc, env, id)
+		if o.role != initRole {
+			// Regular init containers have no probes (the API refuses them).
+			go w.probeLoop(pctx, spec, sb, proc, env, id, markStarted)
+		}
 		stopping := false
 		select {
 		case <-proc.Done():
-		case <-w.stopped:
+		case <-stoppedC:
 			stopping = true
-		case <-w.term:
+		case <-termC:
+			stopping = true
+		case <-o.stop:
 			stopping = true
 		}
 		cancelProbes()
 		if stopping {
 			grace := w.stopGrace()
+			if o.role == sidecarRole {
+				grace = w.sidecarGrace(pod)
+			}
 			if w.deleting() {
 				grace = w.preStop(spec, sb, proc, env, grace)
 			}
@@ -448,32 +505,52 @@ func (w *podWorker) containerLoop(ctx context.Context, spec v1.Container) {
 		}
 		code, sig, fin := proc.Exit()
 		term := &podstatus.Termination{ExitCode: int32(code), Signal: int32(sig), StartedAt: proc.StartedAt(), FinishedAt: fin}
-		restart := !stopping && (policy == v1.RestartPolicyAlways || (policy == v1.RestartPolicyOnFailure && code != 0))
-		if !restart {
+		var restart bool
+		switch o.role {
+		case appRole:
+			restart = policy == v1.RestartPolicyAlways || (policy == v1.RestartPolicyOnFailure && code != 0)
+		case initRole:
+			// Run to completion: a failure is retried unless the pod's
+			// policy is Never (the pod fails then).
+			restart = code != 0 && policy != v1.RestartPolicyNever
+		case sidecarRole:
+			// Whatever the pod's policy, until the pod stops.
+			restart = !w.podStopping() && !isClosed(o.stop)
+		}
+		if stopping || !restart {
 			w.setContainer(name, func(c *podstatus.Container) {
 				c.Running, c.Ready, c.Started, c.Terminated = false, false, false, term
 			})
-			if !stopping {
+			if o.role == appRole && !stopping {
+				if o.finished != nil {
+					o.finished <- struct{}{}
+				}
 				w.wait(ctx, 1<<62)
 			}
-			return
+			return !stopping && code == 0
 		}
 		if fin.Sub(proc.StartedAt()) >= 10*time.Minute {
 			delay = 0
 		}
 		w.setContainer(name, func(c *podstatus.Container) {
 			c.Running, c.Ready, c.Started = false, false, false
-			c.LastTermination = term
-			if delay > 0 {
+			switch {
+			case delay > 0:
+				c.LastTermination = term
 				c.WaitingReason = "CrashLoopBackOff"
 				c.WaitingMessage = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", delay, name, pod.Name, pod.Namespace, pod.UID)
-			} else {
+			case o.role != appRole:
+				// As the kubelet shows it until the next instance runs
+				// (Init:Error in kubectl's STATUS).
+				c.Terminated = term
+			default:
+				c.LastTermination = term
 				c.WaitingReason, c.WaitingMessage = "ContainerCreating", ""
 			}
 		})
-		if delay > 0 && !w.wait(ctx, delay) {
+		if delay > 0 && !w.waitOr(ctx, delay, o.stop) {
 			w.setContainer(name, func(c *podstatus.Container) { c.Terminated = term })
-			return
+			return false
 		}
 		restarts++
 		delay = w.nextDelay(delay)
@@ -484,12 +561,12 @@ func (w *podWorker) containerLoop(ctx context.Context, spec v1.Container) {
 // ok=false when the pod is stopping (or the container cannot ever start),
 // and a nil Container when the caller should try again (after a wait it
 // has done).
-func (w *podWorker) startContainer(ctx context.Context, spec v1.Container, pod *v1.Pod, sb PodSandbox, restarts int, delay *time.Duration) (Container, []string, bool) {
+func (w *podWorker) startContainer(ctx context.Context, spec v1.Container, pod *v1.Pod, sb PodSandbox, restarts int, delay *time.Duration, stop <-chan struct{}) (Container, []string, bool) {
 	name := spec.Name
 	plan, err := images.Resolve(&spec)
 	if err != nil {
-		w.setContainer(name, func(c *podstatus.Container) { c.WaitingReason, c.WaitingMessage = images.Reason, err.Error() })
-		w.wait(ctx, 1<<62)
+		w.setContainer(name, func(c *podstatus.Container) { setWaiting(c, images.Reason, err.Error()) })
+		w.waitOr(ctx, 1<<62, stop)
 		return nil, nil, false
 	}
 	host, _ := dnsconfig.Hostname(pod, w.a.cfg.ClusterDomain)
@@ -499,10 +576,8 @@ func (w *podWorker) startContainer(ctx context.Context, spec v1.Container, pod *
 	env, lookup, err := containerEnv(ctx, envInput{pod: pod, c: &spec, services: w.a.servicesNow(), hostname: host,
 		podIP: sb.IP().String(), hostIP: w.a.cfg.NodeIP.String(), client: w.a.client})
 	if err != nil {
-		w.setContainer(name, func(c *podstatus.Container) {
-			c.WaitingReason, c.WaitingMessage = "CreateContainerConfigError", err.Error()
-		})
-		return nil, nil, w.wait(ctx, 5*time.Second)
+		w.setContainer(name, func(c *podstatus.Container) { setWaiting(c, "CreateContainerConfigError", err.Error()) })
+		return nil, nil, w.waitOr(ctx, 5*time.Second, stop)
 	}
 	var argv []string
 	if plan.Builtin != nil {
@@ -516,8 +591,8 @@ func (w *podWorker) startContainer(ctx context.Context, spec v1.Container, pod *
 	_ = os.WriteFile(filepath.Join(sb.Dir(), "env", name), []byte(strings.Join(env, "\x00")), 0o600)
 	proc, err := sb.StartContainer(argv, env, spec.WorkingDir, sandbox.LogPath(sb.Dir(), name, restarts))
 	if err != nil {
-		w.setContainer(name, func(c *podstatus.Container) { c.WaitingReason, c.WaitingMessage = "RunContainerError", err.Error() })
-		if !w.wait(ctx, max(*delay, time.Second)) {
+		w.setContainer(name, func(c *podstatus.Container) { setWaiting(c, "RunContainerError", err.Error()) })
+		if !w.waitOr(ctx, max(*delay, time.Second), stop) {
 			return nil, nil, false
 		}
 		*delay = w.nextDelay(*delay)
@@ -526,42 +601,63 @@ func (w *podWorker) startContainer(ctx context.Context, spec v1.Container, pod *
 	return proc, env, true
 }
 
+// setWaiting makes the container wait for the reason (a terminated instance
+// becomes the last termination).
+func setWaiting(c *podstatus.Container, reason, msg string) {
+	if c.Terminated != nil {
+		c.LastTermination, c.Terminated = c.Terminated, nil
+	}
+	c.Running, c.WaitingReason, c.WaitingMessage = false, reason, msg
+}
+
 // adoptContainer takes over the newest instance of the container an
 // earlier agent started in an adopted sandbox, if it still runs: its
 // restart count, and its readiness as the pod's status last reported it
 // (the kubelet also keeps a running container's readiness across its
-// restarts), so that the pod stays an endpoint.
+// restarts), so that the pod stays an endpoint. When the newest instance
+// has ended, the restart number of the next one is returned (its log and
+// ID are new).
 func (w *podWorker) adoptContainer(spec v1.Container, sb PodSandbox) (Container, int, bool) {
 	w.mu.Lock()
 	adopted := w.adopted
 	pod := w.pod.DeepCopy()
 	w.mu.Unlock()
 	ca, ok := sb.(ContainerAdopter)
-	if !adopted || !ok {
+	if !adopted {
 		return nil, 0, false
 	}
-	logs, _ := filepath.Glob(filepath.Join(sb.Dir(), "logs", spec.Name, "*.log"))
-	last := -1
-	for _, l := range logs {
-		if n, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(l), ".log")); err == nil && n > last {
-			last = n
-		}
-	}
+	last := lastInstance(sb.Dir(), spec.Name)
 	if last < 0 {
 		return nil, 0, false
 	}
+	if !ok {
+		return nil, last + 1, false
+	}
 	proc, err := ca.AdoptContainer(sandbox.LogPath(sb.Dir(), spec.Name, last))
 	if err != nil {
-		return nil, 0, false
+		return nil, last + 1, false
 	}
 	ready := false
-	for _, cs := range pod.Status.ContainerStatuses {
+	for _, cs := range append(append([]v1.ContainerStatus(nil), pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
 		if cs.Name == spec.Name && cs.ContainerID == RuntimeScheme+containerID(w.uid, spec.Name, last) {
 			ready = cs.Ready
 		}
 	}
 	w.log()("adopted a running container", "container", spec.Name, "restartCount", last, "ready", ready)
 	return proc, last, ready
+}
+
+// lastInstance is the restart number of the container's newest instance
+// in the pod directory dir (the newest log), -1 if it never started.
+func lastInstance(dir, name string) int {
+	logs, _ := filepath.Glob(filepath.Join(dir, "logs", name, "*.log"))
+	last := -1
+	for _, l := range logs {
+		if n, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(l), ".log")); err == nil && n > last {
+			last = n
+		}
+	}
+	return last
 }
 
 // deleting tells whether the pod stops because it is being deleted (not
@@ -627,7 +723,7 @@ func (w *podWorker) nextDelay(d time.Duration) time.Duration {
 
 // probeLoop runs the container instance's probes. A startup probe gates
 // the others; a liveness or startup failure kills the instance.
-func (w *podWorker) probeLoop(ctx context.Context, spec v1.Container, sb PodSandbox, proc Container, env []string, id string) {
+func (w *podWorker) probeLoop(ctx context.Context, spec v1.Container, sb PodSandbox, proc Container, env []string, id string, onStarted func()) {
 	w.mu.Lock()
 	grace := graceOf(w.pod)
 	w.mu.Unlock()
@@ -689,6 +785,7 @@ func (w *podWorker) probeLoop(ctx context.Context, spec v1.Container, sb PodSand
 					}
 				})
 				close(started)
+				onStarted()
 			case probe.Failure:
 				go proc.Stop(grace)
 			}

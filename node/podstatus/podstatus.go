@@ -134,8 +134,13 @@ func Compute(in Input) v1.PodStatus {
 		t := metav1.NewTime(in.StartTime.Truncate(time.Second))
 		st.StartTime = &t
 	}
-	var unready []string
-	for _, spec := range pod.Spec.Containers {
+	// A pod with init containers shows PodInitializing for the containers
+	// not started yet (init and app ones), as the kubelet does.
+	defaultWaiting := "ContainerCreating"
+	if len(pod.Spec.InitContainers) > 0 {
+		defaultWaiting = "PodInitializing"
+	}
+	convert := func(spec v1.Container) v1.ContainerStatus {
 		c, ok := byName[spec.Name]
 		cs := v1.ContainerStatus{Name: spec.Name, Image: spec.Image, ImageID: "", RestartCount: c.RestartCount}
 		if ok && c.ID != "" {
@@ -152,7 +157,7 @@ func Compute(in Input) v1.PodStatus {
 			f := false
 			cs.Started = &f
 		default:
-			reason, msg := "ContainerCreating", ""
+			reason, msg := defaultWaiting, ""
 			if ok && c.WaitingReason != "" {
 				reason, msg = c.WaitingReason, c.WaitingMessage
 			}
@@ -163,12 +168,45 @@ func Compute(in Input) v1.PodStatus {
 		if ok && c.LastTermination != nil {
 			cs.LastTerminationState.Terminated = terminated(c.LastTermination, "")
 		}
+		return cs
+	}
+	// Init containers: a regular one is ready once it has completed (exit
+	// code 0), and done then; a sidecar (restartPolicy Always) is done once
+	// it has started, and its readiness counts for the pod's, as an app
+	// container's does.
+	var unready, incomplete []string
+	for _, spec := range pod.Spec.InitContainers {
+		cs := convert(spec)
+		if IsSidecar(&spec) {
+			if !cs.Ready {
+				unready = append(unready, spec.Name)
+			}
+			if cs.Started == nil || !*cs.Started {
+				incomplete = append(incomplete, spec.Name)
+			}
+		} else {
+			cs.Ready = cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
+			if !cs.Ready {
+				incomplete = append(incomplete, spec.Name)
+			}
+		}
+		st.InitContainerStatuses = append(st.InitContainerStatuses, cs)
+	}
+	// Once an app container has started, the pod has been initialized (a
+	// sidecar restarting later does not take that back).
+	appStarted := false
+	for _, spec := range pod.Spec.Containers {
+		cs := convert(spec)
+		if c, ok := byName[spec.Name]; ok && c.ID != "" {
+			appStarted = true
+		}
 		if !cs.Ready {
 			unready = append(unready, spec.Name)
 		}
 		st.ContainerStatuses = append(st.ContainerStatuses, cs)
 	}
-	st.Phase = phase(pod, st.ContainerStatuses)
+	initialized := appStarted || len(incomplete) == 0
+	st.Phase = phase(pod, st.InitContainerStatuses, st.ContainerStatuses, initialized)
 	if in.FailedReason != "" {
 		st.Phase = v1.PodFailed
 		st.Reason, st.Message = in.FailedReason, in.FailedMessage
@@ -193,9 +231,21 @@ func Compute(in Input) v1.PodStatus {
 		readyReason = "ContainersNotReady"
 		readyMsg = fmt.Sprintf("containers with unready status: [%s]", strings.Join(unready, " "))
 	}
-	if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed {
+	switch st.Phase {
+	case v1.PodSucceeded:
 		containersReady = false
 		readyReason, readyMsg = "PodCompleted", ""
+	case v1.PodFailed:
+		containersReady = false
+		readyReason, readyMsg = "PodFailed", ""
+	}
+	initReason, initMsg := "", ""
+	switch {
+	case st.Phase == v1.PodSucceeded:
+		initialized, initReason = true, "PodCompleted"
+	case !initialized:
+		initReason = "ContainersNotInitialized"
+		initMsg = fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(incomplete, " "))
 	}
 	podReady := containersReady && readinessGatesPass(pod)
 	podReadyReason, podReadyMsg := readyReason, readyMsg
@@ -204,7 +254,7 @@ func Compute(in Input) v1.PodStatus {
 	}
 	st.Conditions = []v1.PodCondition{
 		cond(v1.PodReadyToStartContainers, in.SandboxReady, "", ""),
-		cond(v1.PodInitialized, true, "", ""),
+		cond(v1.PodInitialized, initialized, initReason, initMsg),
 		cond(v1.PodReady, podReady, podReadyReason, podReadyMsg),
 		cond(v1.ContainersReady, containersReady, readyReason, readyMsg),
 		cond(v1.PodScheduled, true, "", ""),
@@ -249,12 +299,54 @@ func readinessGatesPass(pod *v1.Pod) bool {
 	return true
 }
 
-// phase follows the kubelet's getPhase for pods without init containers: a
-// container waiting for its first start keeps the pod Pending; a running one
-// makes it Running; when all have stopped, the restart policy decides
-// between Running (they will restart), Succeeded and Failed.
-func phase(pod *v1.Pod, statuses []v1.ContainerStatus) v1.PodPhase {
+// IsSidecar tells whether an init container is a sidecar: restartPolicy
+// Always, kept running for the pod's life (Kubernetes' native sidecars).
+func IsSidecar(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+// phase follows the kubelet's getPhase. Regular init containers: one that
+// has not completed keeps the pod Pending, one that failed makes it Failed
+// under restartPolicy Never (it is restarted otherwise). Sidecars count as
+// app containers, except that one not started yet keeps a pod not yet
+// initialized Pending and a stopped one is not counted. App containers: one
+// waiting for its first start keeps the pod Pending; a running one makes it
+// Running; when all have stopped, the restart policy decides between
+// Running (they will restart), Succeeded and Failed.
+func phase(pod *v1.Pod, inits, statuses []v1.ContainerStatus, initialized bool) v1.PodPhase {
+	policy := pod.Spec.RestartPolicy
+	if policy == "" {
+		policy = v1.RestartPolicyAlways
+	}
+	pendingInit, failedInit, pendingSidecars := 0, 0, 0
 	var running, waiting, stopped, succeeded int
+	for i, cs := range inits {
+		if IsSidecar(&pod.Spec.InitContainers[i]) {
+			switch {
+			case cs.State.Running != nil:
+				running++
+				if cs.Started == nil || !*cs.Started {
+					pendingSidecars++
+				}
+			case cs.State.Waiting != nil && cs.LastTerminationState.Terminated == nil:
+				waiting++
+				pendingSidecars++
+			}
+			continue
+		}
+		switch {
+		case cs.State.Terminated != nil:
+			if cs.State.Terminated.ExitCode != 0 {
+				failedInit++
+			}
+		case cs.State.Waiting != nil && cs.LastTerminationState.Terminated != nil:
+			if cs.LastTerminationState.Terminated.ExitCode != 0 {
+				failedInit++
+			}
+		default:
+			pendingInit++
+		}
+	}
 	for _, cs := range statuses {
 		switch {
 		case cs.State.Running != nil:
@@ -275,17 +367,14 @@ func phase(pod *v1.Pod, statuses []v1.ContainerStatus) v1.PodPhase {
 			}
 		}
 	}
-	n := len(pod.Spec.Containers)
-	policy := pod.Spec.RestartPolicy
-	if policy == "" {
-		policy = v1.RestartPolicyAlways
-	}
 	switch {
-	case waiting > 0:
+	case failedInit > 0 && policy == v1.RestartPolicyNever:
+		return v1.PodFailed
+	case pendingInit > 0 || (pendingSidecars > 0 && !initialized) || waiting > 0:
 		return v1.PodPending
-	case running > 0 && running+stopped == n && (stopped == 0 || policy != v1.RestartPolicyNever || running > 0):
+	case running > 0:
 		return v1.PodRunning
-	case stopped == n && n > 0:
+	case stopped > 0:
 		if policy == v1.RestartPolicyAlways {
 			return v1.PodRunning
 		}
@@ -304,7 +393,7 @@ func phase(pod *v1.Pod, statuses []v1.ContainerStatus) v1.PodPhase {
 // memory requests and limits; BestEffort when none has any; else Burstable.
 func qosClass(pod *v1.Pod) v1.PodQOSClass {
 	any, guaranteed := false, true
-	for _, c := range pod.Spec.Containers {
+	for _, c := range append(append([]v1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
 		if len(c.Resources.Requests) > 0 || len(c.Resources.Limits) > 0 {
 			any = true
 		}

@@ -1,6 +1,7 @@
 package podstatus
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -41,7 +42,7 @@ func TestPhaseAndConditions(t *testing.T) {
 		{"running one unready", pod("", "a", "b"), []Container{run("a", true), run("b", false)}, v1.PodRunning, v1.ConditionFalse, "ContainersNotReady", "containers with unready status: [b]"},
 		{"crash loop is Running", pod("", "a"), []Container{crash("a")}, v1.PodRunning, v1.ConditionFalse, "ContainersNotReady", "containers with unready status: [a]"},
 		{"never: all ok", pod(v1.RestartPolicyNever, "a"), []Container{done("a", 0)}, v1.PodSucceeded, v1.ConditionFalse, "PodCompleted", ""},
-		{"never: one failed", pod(v1.RestartPolicyNever, "a", "b"), []Container{done("a", 0), done("b", 2)}, v1.PodFailed, v1.ConditionFalse, "PodCompleted", ""},
+		{"never: one failed", pod(v1.RestartPolicyNever, "a", "b"), []Container{done("a", 0), done("b", 2)}, v1.PodFailed, v1.ConditionFalse, "PodFailed", ""},
 		{"onfailure: failed restarts", pod(v1.RestartPolicyOnFailure, "a"), []Container{done("a", 1)}, v1.PodRunning, v1.ConditionFalse, "ContainersNotReady", "containers with unready status: [a]"},
 		{"never: one still running", pod(v1.RestartPolicyNever, "a", "b"), []Container{run("a", true), done("b", 0)}, v1.PodRunning, v1.ConditionFalse, "ContainersNotReady", "containers with unready status: [b]"},
 	}
@@ -151,5 +152,118 @@ func TestReadyTransition(t *testing.T) {
 	p2.Status = notReady
 	if v, ok := ReadyTransition(p2, notReady, t1); ok {
 		t.Fatalf("no transition, no stored value: got %q", v)
+	}
+}
+
+// Init containers, as the kubelet reports them: not started yet they and
+// the app containers wait in PodInitializing; a regular one is ready once
+// completed; the Initialized condition names the incomplete ones; the phase
+// is Pending until the app containers run, Failed when one failed under
+// restartPolicy Never; a sidecar is done once started and counts for
+// readiness.
+func TestInitContainers(t *testing.T) {
+	now := time.Unix(2000, 0)
+	always := v1.ContainerRestartPolicyAlways
+	withInit := func(policy v1.RestartPolicy, sidecar bool) *v1.Pod {
+		p := pod(policy, "app")
+		p.Spec.InitContainers = []v1.Container{{Name: "a", Image: "busybox"}, {Name: "b", Image: "busybox"}}
+		if sidecar {
+			p.Spec.InitContainers[0].RestartPolicy = &always
+		}
+		return p
+	}
+	run := func(n string, ready bool) Container {
+		return Container{Name: n, ID: n + "1", Running: true, StartedAt: now, Ready: ready, Started: true}
+	}
+	done := func(n string, code int32) Container {
+		return Container{Name: n, ID: n + "1", Terminated: &Termination{ExitCode: code, StartedAt: now, FinishedAt: now}}
+	}
+	crash := Container{Name: "a", ID: "a1", WaitingReason: "CrashLoopBackOff", LastTermination: &Termination{ExitCode: 1}, RestartCount: 2}
+	notStarted := run("a", false)
+	notStarted.Started = false
+	cases := []struct {
+		name        string
+		pod         *v1.Pod
+		cs          []Container
+		phase       v1.PodPhase
+		initialized v1.ConditionStatus
+		initMsg     string
+		states      string // init a, init b, app
+		ready       [2]bool
+		podReady    string // Ready's reason
+	}{
+		{"nothing started", withInit("", false), nil, v1.PodPending, v1.ConditionFalse, "containers with incomplete status: [a b]",
+			"PodInitializing PodInitializing PodInitializing", [2]bool{}, "ContainersNotReady"},
+		{"first running", withInit("", false), []Container{run("a", true)}, v1.PodPending, v1.ConditionFalse, "containers with incomplete status: [a b]",
+			"running PodInitializing PodInitializing", [2]bool{}, "ContainersNotReady"},
+		{"second running", withInit("", false), []Container{done("a", 0), run("b", false)}, v1.PodPending, v1.ConditionFalse, "containers with incomplete status: [b]",
+			"Completed running PodInitializing", [2]bool{true, false}, "ContainersNotReady"},
+		{"crash loop", withInit(v1.RestartPolicyOnFailure, false), []Container{crash}, v1.PodPending, v1.ConditionFalse, "containers with incomplete status: [a b]",
+			"CrashLoopBackOff PodInitializing PodInitializing", [2]bool{}, "ContainersNotReady"},
+		{"failed under Never", withInit(v1.RestartPolicyNever, false), []Container{done("a", 1)}, v1.PodFailed, v1.ConditionFalse, "containers with incomplete status: [a b]",
+			"Error PodInitializing PodInitializing", [2]bool{}, "PodFailed"},
+		{"initialized", withInit("", false), []Container{done("a", 0), done("b", 0), run("app", true)}, v1.PodRunning, v1.ConditionTrue, "",
+			"Completed Completed running", [2]bool{true, true}, ""},
+		{"succeeded", withInit(v1.RestartPolicyNever, false), []Container{done("a", 0), done("b", 0), done("app", 0)}, v1.PodSucceeded, v1.ConditionTrue, "",
+			"Completed Completed Completed", [2]bool{true, true}, "PodCompleted"},
+		{"sidecar not started", withInit("", true), []Container{notStarted}, v1.PodPending, v1.ConditionFalse, "containers with incomplete status: [a b]",
+			"running PodInitializing PodInitializing", [2]bool{}, "ContainersNotReady"},
+		{"sidecar started", withInit("", true), []Container{run("a", false), run("b", false)}, v1.PodPending, v1.ConditionFalse, "containers with incomplete status: [b]",
+			"running running PodInitializing", [2]bool{}, "ContainersNotReady"},
+		{"sidecar unready", withInit("", true), []Container{run("a", false), done("b", 0), run("app", true)}, v1.PodRunning, v1.ConditionTrue, "",
+			"running Completed running", [2]bool{false, true}, "ContainersNotReady"},
+		{"sidecar ready", withInit("", true), []Container{run("a", true), done("b", 0), run("app", true)}, v1.PodRunning, v1.ConditionTrue, "",
+			"running Completed running", [2]bool{true, true}, ""},
+		{"sidecar restarting after init", withInit("", true), []Container{{Name: "a", ID: "a2", WaitingReason: "CrashLoopBackOff", LastTermination: &Termination{ExitCode: 1}}, done("b", 0), run("app", true)},
+			v1.PodRunning, v1.ConditionTrue, "", "CrashLoopBackOff Completed running", [2]bool{false, true}, "ContainersNotReady"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := Compute(Input{Pod: c.pod, Containers: c.cs, SandboxReady: true, Now: now, RuntimeScheme: "svcnet://"})
+			if st.Phase != c.phase {
+				t.Errorf("phase %s, want %s", st.Phase, c.phase)
+			}
+			var states []string
+			for _, cs := range append(append([]v1.ContainerStatus(nil), st.InitContainerStatuses...), st.ContainerStatuses...) {
+				switch {
+				case cs.State.Running != nil:
+					states = append(states, "running")
+				case cs.State.Terminated != nil:
+					states = append(states, cs.State.Terminated.Reason)
+				default:
+					states = append(states, cs.State.Waiting.Reason)
+				}
+			}
+			if got := strings.Join(states, " "); got != c.states {
+				t.Errorf("states %q, want %q", got, c.states)
+			}
+			if len(st.InitContainerStatuses) != 2 || st.InitContainerStatuses[0].Name != "a" || st.InitContainerStatuses[1].Name != "b" {
+				t.Fatalf("init container statuses %+v", st.InitContainerStatuses)
+			}
+			for i, want := range c.ready {
+				if st.InitContainerStatuses[i].Ready != want {
+					t.Errorf("init container %d ready %v, want %v", i, st.InitContainerStatuses[i].Ready, want)
+				}
+			}
+			for _, cd := range st.Conditions {
+				switch cd.Type {
+				case v1.PodInitialized:
+					reason := ""
+					switch {
+					case c.initialized == v1.ConditionFalse:
+						reason = "ContainersNotInitialized"
+					case c.phase == v1.PodSucceeded:
+						reason = "PodCompleted"
+					}
+					if cd.Status != c.initialized || cd.Message != c.initMsg || cd.Reason != reason {
+						t.Errorf("Initialized %s %q %q, want %s %q %q", cd.Status, cd.Reason, cd.Message, c.initialized, reason, c.initMsg)
+					}
+				case v1.PodReady:
+					if cd.Reason != c.podReady {
+						t.Errorf("Ready %s %q %q, want reason %q", cd.Status, cd.Reason, cd.Message, c.podReady)
+					}
+				}
+			}
+		})
 	}
 }

@@ -202,3 +202,27 @@ func TestSandboxInNodeNamespace(t *testing.T) {
 		t.Errorf("IPAM owners after destroy: %v", owners)
 	}
 }
+
+// ReadExit reads what the shim recorded of an instance that ended: its
+// exit status and end, and its start from the shim record; an instance
+// without an exit record is an error.
+func TestReadExit(t *testing.T) {
+	log := LogPath(t.TempDir(), "init", 2)
+	if _, err := ReadExit(log); err == nil {
+		t.Fatal("no record: no error")
+	}
+	started := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := os.MkdirAll(filepath.Dir(log), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(log+".shim", []byte(`{"shimPID":1,"pid":2,"startedAt":"2026-01-02T03:04:05Z"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(log+".exit", []byte(`{"exitCode":3,"signal":0,"finishedAt":"2026-01-02T03:04:07Z"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ReadExit(log)
+	if err != nil || r.ExitCode != 3 || !r.StartedAt.Equal(started) || !r.FinishedAt.Equal(started.Add(2*time.Second)) {
+		t.Errorf("got %+v %v", r, err)
+	}
+}

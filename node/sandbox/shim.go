@@ -200,3 +200,31 @@ func Adopt(logPath string) (*Process, error) {
 	}()
 	return p, nil
 }
+
+// ExitRecord is how a container instance run under a shim ended.
+type ExitRecord struct {
+	ExitCode, Signal      int
+	StartedAt, FinishedAt time.Time
+}
+
+// ReadExit returns how the instance whose log is logPath ended, from the
+// exit status its shim wrote (and the start recorded with the shim), so
+// that a restarted agent knows which containers an earlier one saw
+// complete. An instance without an exit record (still running, or killed
+// with its shim) is an error.
+func ReadExit(logPath string) (ExitRecord, error) {
+	var e shimExit
+	b, err := os.ReadFile(logPath + ".exit")
+	if err == nil {
+		err = json.Unmarshal(b, &e)
+	}
+	if err != nil {
+		return ExitRecord{}, fmt.Errorf("exit record of %s: %w", logPath, err)
+	}
+	r := ExitRecord{ExitCode: e.ExitCode, Signal: e.Signal, FinishedAt: e.FinishedAt, StartedAt: e.FinishedAt}
+	var st shimState
+	if b, err := os.ReadFile(logPath + ".shim"); err == nil && json.Unmarshal(b, &st) == nil && !st.StartedAt.IsZero() {
+		r.StartedAt = st.StartedAt
+	}
+	return r, nil
+}
