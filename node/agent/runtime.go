@@ -123,9 +123,9 @@ func (r *NamespaceRuntime) RunPodSandbox(ctx context.Context, uid, namespace, na
 	dir := sandbox.PodDir(r.Config.DataDir, namespace, name)
 	s, err := spec(ip, dir)
 	if err != nil {
-		// As a failed sandbox.Create: nothing is left (the next attempt
-		// gets the same address again).
-		_ = r.Config.IPAM.Release(uid)
+		// As a failed sandbox.Create: nothing is left, and the next
+		// attempt gets the same address again.
+		_ = r.Config.IPAM.ReleaseUnused(uid)
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}

@@ -124,6 +124,27 @@ func (m *IPAM) Release(owner string) error {
 	return m.save()
 }
 
+// ReleaseUnused frees owner's address when nothing used it yet (setting the
+// sandbox up failed before its network existed, say while a volume's
+// ConfigMap is not there yet): if it was the last one handed out, the
+// round-robin steps back, so the owner's next attempt gets the same address
+// again. Without that, a pod whose first attempt failed took the next
+// address, and the node's first pods got addresses that depended on the
+// timing of their start.
+func (m *IPAM) ReleaseUnused(owner string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, ok := m.byOwner[owner]
+	if !ok {
+		return nil
+	}
+	delete(m.byOwner, owner)
+	if a.Next() == m.next {
+		m.next = a
+	}
+	return m.save()
+}
+
 // Owners lists the owners holding an address, sorted.
 func (m *IPAM) Owners() []string {
 	m.mu.Lock()

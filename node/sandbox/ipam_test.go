@@ -90,3 +90,37 @@ func TestIPAMIPv6(t *testing.T) {
 		t.Errorf("/64: %v %v", a, err)
 	}
 }
+
+// A pod whose sandbox could not be set up gets the same address on its next
+// attempt (ReleaseUnused steps the round-robin back); an address released
+// after use is not handed out again at once.
+func TestIPAMReleaseUnused(t *testing.T) {
+	m, err := NewIPAM(netip.MustParsePrefix("10.244.1.0/24"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := m.Allocate("dns")
+	if err := m.ReleaseUnused("dns"); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := m.Allocate("dns"); again != a || a.String() != "10.244.1.2" {
+		t.Errorf("retry got %s, first attempt %s", again, a)
+	}
+	b, _ := m.Allocate("web") // .3
+	c, _ := m.Allocate("api") // .4
+	if err := m.ReleaseUnused("web"); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := m.Allocate("db"); d.String() != "10.244.1.5" {
+		t.Errorf("an unused address that was not the last one handed out: next is %s (web had %s, api %s)", d, b, c)
+	}
+	if err := m.Release("db"); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := m.Allocate("cache"); e.String() != "10.244.1.6" {
+		t.Errorf("a released address was reused at once: %s", e)
+	}
+	if err := m.ReleaseUnused("nobody"); err != nil {
+		t.Errorf("releasing an owner without an address: %v", err)
+	}
+}
