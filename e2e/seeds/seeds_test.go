@@ -95,6 +95,7 @@ var scenarios = []struct {
 	{"21-host-network-pod", false, hostNetworkPod},
 	{"22-service-account-token", false, serviceAccountPod},
 	{"23-ingress-cookie-affinity", false, ingressCookieAffinity},
+	{"24-init-containers-wait-for-services", false, initContainersWaitForServices},
 }
 
 // 0 (issue 17): first thing after the export line, a Deployment and its
