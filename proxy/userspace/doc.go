@@ -28,7 +28,8 @@
 // through a pipe, so bulk payload never enters user space. Half-closes are
 // passed on. UDP is
 // proxied per client address: a session owns a connected socket to its
-// endpoint and ends after UDPIdleTimeout without traffic. ClientIP session affinity pins a
+// endpoint and ends after UDPIdleTimeout without traffic (not while the
+// client's last datagram awaits its reply, up to 5 s). ClientIP session affinity pins a
 // client address to its endpoint until timeoutSeconds pass without a new
 // connection. Removing an endpoint only stops new connections to it;
 // established TCP connections run to their end (UDP sessions to it are

@@ -502,6 +502,50 @@ func TestUDPSessionsAndIdleTimeout(t *testing.T) {
 	}
 }
 
+// A reply later than the idle timeout still reaches the client while its
+// datagram awaits it (a DNS server answering slowly on a loaded node); once
+// answered, the session ends after the idle timeout as before.
+func TestUDPLateReply(t *testing.T) {
+	ctx := context.Background()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			msg := string(buf[:n])
+			time.Sleep(400 * time.Millisecond) // four idle timeouts
+			pc.WriteTo([]byte("slow:"+msg), from)
+		}
+	}()
+	slow := pc.LocalAddr().(*net.UDPAddr).AddrPort()
+	p, _ := newTestProxier(t, Options{UDPIdleTimeout: 100 * time.Millisecond})
+	if err := p.Sync(ctx, []ServiceConfig{svc("kube-system/dns:dns", "udp", eps(slow))}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("udp", proxyAddr(p, "kube-system/dns:dns", "udp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := udpAsk(t, c, "q"); got != "slow:q" {
+		t.Fatalf("late reply: %q", got)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(p.Dump(), "active 0") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if d := p.Dump(); !strings.Contains(d, "active 0") {
+		t.Errorf("answered session not closed after the idle timeout:\n%s", d)
+	}
+}
+
 func TestUDPFollowsEndpointChange(t *testing.T) {
 	ctx := context.Background()
 	a, b := startUDPBackend(t, "127.0.0.1", "a"), startUDPBackend(t, "127.0.0.1", "b")

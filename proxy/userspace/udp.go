@@ -158,13 +158,44 @@ func openUDP(a netip.Addr, port int) (*udpSock, error) {
 type udpSession struct {
 	backend *lb.Backend
 	conn    *net.UDPConn
-	lastNs  atomic.Int64
-	once    sync.Once
+	lastNs  atomic.Int64 // last datagram either way
+	// askedNs and answeredNs are the last client datagram and the last
+	// reply: a session whose client spoke after the last reply awaits one.
+	askedNs, answeredNs atomic.Int64
+	once                sync.Once
 }
 
-func (u *udpSession) touch()              { u.lastNs.Store(time.Now().UnixNano()) }
+// udpReplyWait is how long a session whose client's last datagram has no
+// reply yet is kept, however short the idle timeout: the reply of a busy
+// server (a DNS answer on a loaded node) still reaches the client. It is
+// the resolvers' default timeout, after which they ask again.
+const udpReplyWait = 5 * time.Second
+
+func (u *udpSession) asked() {
+	now := time.Now().UnixNano()
+	u.lastNs.Store(now)
+	u.askedNs.Store(now)
+}
+
+func (u *udpSession) answered() {
+	now := time.Now().UnixNano()
+	u.lastNs.Store(now)
+	u.answeredNs.Store(now)
+}
+
 func (u *udpSession) idle() time.Duration { return time.Since(time.Unix(0, u.lastNs.Load())) }
-func (u *udpSession) close()              { u.once.Do(func() { u.conn.Close() }) }
+
+// awaiting is how long the client's unanswered datagram has waited, and
+// whether there is one.
+func (u *udpSession) awaiting() (time.Duration, bool) {
+	asked := u.askedNs.Load()
+	if asked <= u.answeredNs.Load() {
+		return 0, false
+	}
+	return time.Since(time.Unix(0, asked)), true
+}
+
+func (u *udpSession) close() { u.once.Do(func() { u.conn.Close() }) }
 
 func (s *service) serveUDP(sock *udpSock) {
 	defer s.wg.Done()
@@ -181,7 +212,7 @@ func (s *service) serveUDP(sock *udpSock) {
 		if sess == nil {
 			continue // no endpoints: the datagram is dropped
 		}
-		sess.touch()
+		sess.asked()
 		if _, err := sess.conn.Write(buf[:n]); err != nil {
 			s.p.log.Debug("udp forward failed", "service", s.cfg().Name, "endpoint", sess.backend.ID, "err", err)
 		}
@@ -212,7 +243,7 @@ func (s *service) udpSession(sock *udpSock, client netip.AddrPort, local netip.A
 		}
 		be.Acquire()
 		sess = &udpSession{backend: be, conn: c}
-		sess.touch()
+		sess.lastNs.Store(time.Now().UnixNano())
 		s.mu.Lock()
 		if s.closing.Load() || s.set.Load().ids[be.ID] != be {
 			// Closed or re-synced meanwhile; let the next datagram retry.
@@ -236,8 +267,13 @@ func (s *service) udpSession(sock *udpSock, client netip.AddrPort, local netip.A
 }
 
 // relayUDP sends the endpoint's replies back to the client from the address
-// the client sent to, until the session has been idle for UDPIdleTimeout,
-// the endpoint refuses (ICMP port unreachable), or the session is closed.
+// the client sent to, until the session has been idle for UDPIdleTimeout
+// (and no datagram of the client has waited less than udpReplyWait for its
+// reply), the endpoint refuses (ICMP port unreachable), or the session is
+// closed. kube-proxy's userspace mode closed it UDPIdleTimeout (250ms by
+// default) after the last datagram either way, so a reply later than that
+// was lost: a DNS answer delayed by a busy node cost the client its
+// resolver's 5 s timeout.
 func (s *service) relayUDP(sock *udpSock, client netip.AddrPort, local netip.Addr, u *udpSession) {
 	defer func() {
 		s.mu.Lock()
@@ -255,12 +291,18 @@ func (s *service) relayUDP(sock *udpSock, client netip.AddrPort, local netip.Add
 		n, err := u.conn.Read(buf)
 		if err != nil {
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() && u.idle() < timeout {
+			if !errors.As(err, &ne) || !ne.Timeout() {
+				return
+			}
+			if u.idle() < timeout {
 				continue // the client spoke meanwhile
+			}
+			if waited, ok := u.awaiting(); ok && waited < udpReplyWait {
+				continue // a datagram still awaits its reply
 			}
 			return
 		}
-		u.touch()
+		u.answered()
 		if err := sock.write(buf[:n], client, local); err != nil {
 			s.p.log.Debug("udp reply failed", "service", s.cfg().Name, "client", client, "err", err)
 		}
