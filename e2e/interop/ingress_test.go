@@ -2,8 +2,16 @@ package interop
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -167,7 +175,64 @@ func (c *realCluster) ingress(t *testing.T) {
 		}
 		return nil
 	})
+	// TLS: a kubernetes.io/tls Secret stored by kube-apiserver and an
+	// Ingress naming it; svcnet ingress (watching Secrets with the RBAC
+	// above) serves the host on its HTTPS listener with that certificate.
+	certPEM, keyPEM := selfSignedPair(t, "secure.example.com")
+	must(c.admin.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "secure-tls"}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM},
+	}, metav1.CreateOptions{}))
+	must(c.admin.NetworkingV1().Ingresses("default").Create(ctx, &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Name: "secure"},
+		Spec: networkingv1.IngressSpec{
+			TLS: []networkingv1.IngressTLS{{Hosts: []string{"secure.example.com"}, SecretName: "secure-tls"}},
+			Rules: []networkingv1.IngressRule{{Host: "secure.example.com", IngressRuleValue: networkingv1.IngressRuleValue{
+				HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &prefix,
+					Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "my-service",
+						Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}}},
+		},
+	}, metav1.CreateOptions{}))
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(certPEM)
+	hs := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "secure.example.com"},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return nsDialer(c.cp)(ctx, network, "127.0.0.1:443")
+		}}}
+	waitFor(t, time.Minute, "secure.example.com over HTTPS with its Secret's certificate", func() error {
+		resp, err := hs.Get("https://secure.example.com/")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(b), "10.3.0.") {
+			return fmt.Errorf("%s: %q", resp.Status, b)
+		}
+		return nil
+	})
 	checkLog(t, logPath)
+}
+
+// selfSignedPair is a self-signed certificate for host and its key, PEM.
+func selfSignedPair(t *testing.T, host string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kd, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
 }
 
 // serveHTTP answers every HTTP request with ip on ip:8080 in the control
