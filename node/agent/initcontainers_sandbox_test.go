@@ -7,11 +7,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -32,28 +30,8 @@ import (
 // logs of the init container (the node's log endpoint) shows its output.
 func TestInitContainersInSandbox(t *testing.T) {
 	testbed.RequireCommand(t, "ip", "nsenter", "sh", "cat", "hostname")
-	node := testbed.NewNetNS(t, "aginit")
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dataDir := t.TempDir()
-	ipam, err := sandbox.NewIPAM(netip.MustParsePrefix("10.244.4.0/24"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tool := "aginit" + strconv.Itoa(os.Getpid()%100000)
-	cfg := sandbox.Config{DataDir: dataDir, Bridge: "cni0", NSPrefix: testbed.Prefix + tool + "-", Exe: exe,
-		InitArgs: []string{"sandbox-init"}, IPAM: ipam}
-	t.Cleanup(func() {
-		_ = node.Do(func() error { _, err := sandbox.CleanupStale(context.Background(), cfg); return err })
-		testbed.SweepPrefix(tool)
-	})
-	if err := node.Do(func() error {
-		return sandbox.EnsureBridge(context.Background(), "cni0", netip.MustParsePrefix("10.244.4.1/24"))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	node, cfg := sandboxNode(t, "aginit", "10.244.4.1/24")
+	dataDir := cfg.DataDir
 	before := mountPointsOf(t)
 	client := fake.NewClientset()
 	e := startAgent(t, client, func(*hostRuntime) Runtime { return &nodeRuntime{rt: &NamespaceRuntime{Config: cfg}, node: node} },

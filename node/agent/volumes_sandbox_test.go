@@ -80,30 +80,8 @@ func mountPointsOf(t *testing.T) map[string]bool {
 // created on the machine (an empty directory; see node/README.md).
 func TestVolumesInSandboxes(t *testing.T) {
 	testbed.RequireCommand(t, "ip", "nsenter", "sh", "cat", "hostname", "readlink")
-	node := testbed.NewNetNS(t, "agvol")
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dataDir := t.TempDir()
-	ipam, err := sandbox.NewIPAM(netip.MustParsePrefix("10.244.3.0/24"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tool := "agvol" + strconv.Itoa(os.Getpid()%100000)
-	cfg := sandbox.Config{DataDir: dataDir, Bridge: "cni0", NSPrefix: testbed.Prefix + tool + "-", Exe: exe,
-		InitArgs: []string{"sandbox-init"}, IPAM: ipam}
-	// Registered before the agent starts, so run after it stopped: whatever
-	// sandbox a failure left goes, then any pod network namespace.
-	t.Cleanup(func() {
-		_ = node.Do(func() error { _, err := sandbox.CleanupStale(context.Background(), cfg); return err })
-		testbed.SweepPrefix(tool)
-	})
-	if err := node.Do(func() error {
-		return sandbox.EnsureBridge(context.Background(), "cni0", netip.MustParsePrefix("10.244.3.1/24"))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	node, cfg := sandboxNode(t, "agvol", "10.244.3.1/24")
+	dataDir := cfg.DataDir
 	before := mountPointsOf(t)
 	myHost, _ := os.Hostname()
 
@@ -183,4 +161,35 @@ func TestVolumesInSandboxes(t *testing.T) {
 			t.Errorf("mount point %s appeared in the machine's mount namespace", m)
 		}
 	}
+}
+
+// sandboxNode is a test network namespace playing a node (name is its
+// prefix), with the bridge cni0 holding gateway (the first address of the
+// pod CIDR, as "10.244.3.1/24"), and the sandbox configuration of pods in
+// it. Its cleanup, registered before the test starts an agent and so run
+// after the agent stopped, removes whatever sandbox a failure left, then
+// any pod network namespace.
+func sandboxNode(t *testing.T, name, gateway string) (*testbed.NetNS, sandbox.Config) {
+	t.Helper()
+	node := testbed.NewNetNS(t, name)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := netip.MustParsePrefix(gateway)
+	ipam, err := sandbox.NewIPAM(gw.Masked(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := name + strconv.Itoa(os.Getpid()%100000)
+	cfg := sandbox.Config{DataDir: t.TempDir(), Bridge: "cni0", NSPrefix: testbed.Prefix + tool + "-", Exe: exe,
+		InitArgs: []string{"sandbox-init"}, IPAM: ipam}
+	t.Cleanup(func() {
+		_ = node.Do(func() error { _, err := sandbox.CleanupStale(context.Background(), cfg); return err })
+		testbed.SweepPrefix(tool)
+	})
+	if err := node.Do(func() error { return sandbox.EnsureBridge(context.Background(), "cni0", gw) }); err != nil {
+		t.Fatal(err)
+	}
+	return node, cfg
 }

@@ -54,6 +54,13 @@ func startTCPBackend(t *testing.T, host, name string) *tcpBackend {
 
 func startUDPBackend(t *testing.T, host, name string) netip.AddrPort {
 	t.Helper()
+	return startSlowUDPBackend(t, host, name, 0)
+}
+
+// startSlowUDPBackend is startUDPBackend answering each datagram delay
+// after it arrived.
+func startSlowUDPBackend(t *testing.T, host, name string, delay time.Duration) netip.AddrPort {
+	t.Helper()
 	pc, err := net.ListenPacket("udp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +73,7 @@ func startUDPBackend(t *testing.T, host, name string) netip.AddrPort {
 			if err != nil {
 				return
 			}
+			time.Sleep(delay)
 			pc.WriteTo([]byte(name+":"+string(buf[:n])), from)
 		}
 	}()
@@ -507,24 +515,7 @@ func TestUDPSessionsAndIdleTimeout(t *testing.T) {
 // answered, the session ends after the idle timeout as before.
 func TestUDPLateReply(t *testing.T) {
 	ctx := context.Background()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pc.Close() })
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			msg := string(buf[:n])
-			time.Sleep(400 * time.Millisecond) // four idle timeouts
-			pc.WriteTo([]byte("slow:"+msg), from)
-		}
-	}()
-	slow := pc.LocalAddr().(*net.UDPAddr).AddrPort()
+	slow := startSlowUDPBackend(t, "127.0.0.1", "slow", 400*time.Millisecond) // four idle timeouts
 	p, _ := newTestProxier(t, Options{UDPIdleTimeout: 100 * time.Millisecond})
 	if err := p.Sync(ctx, []ServiceConfig{svc("kube-system/dns:dns", "udp", eps(slow))}); err != nil {
 		t.Fatal(err)

@@ -156,12 +156,7 @@ func validateOneSource(v *corev1.VolumeSource, typ, volName string, p *field.Pat
 		errs = append(errs, partition(v.AWSElasticBlockStore.Partition, ap.Child("partition"))...)
 	case "secret":
 		sp := p.Child("secret")
-		errs = append(errs, required(v.Secret.SecretName, sp.Child("secretName"))...)
-		errs = append(errs, validateFileMode(v.Secret.DefaultMode, sp.Child("defaultMode"))...)
-		errs = append(errs, validateUserID(v.Secret.DefaultUser, sp.Child("defaultUser"))...)
-		for i := range v.Secret.Items {
-			errs = append(errs, validateKeyToPath(&v.Secret.Items[i], sp.Child("items").Index(i))...)
-		}
+		errs = append(errs, validateKeyVolume(v.Secret.SecretName, sp.Child("secretName"), v.Secret.DefaultMode, v.Secret.DefaultUser, v.Secret.Items, sp)...)
 	case "nfs":
 		np := p.Child("nfs")
 		errs = append(errs, required(v.NFS.Server, np.Child("server"))...)
@@ -221,12 +216,7 @@ func validateOneSource(v *corev1.VolumeSource, typ, volName string, p *field.Pat
 		errs = append(errs, validateFlexVolume(v.FlexVolume, p.Child("flexVolume"))...)
 	case "configMap":
 		cp := p.Child("configMap")
-		errs = append(errs, required(v.ConfigMap.Name, cp.Child("name"))...)
-		errs = append(errs, validateFileMode(v.ConfigMap.DefaultMode, cp.Child("defaultMode"))...)
-		errs = append(errs, validateUserID(v.ConfigMap.DefaultUser, cp.Child("defaultUser"))...)
-		for i := range v.ConfigMap.Items {
-			errs = append(errs, validateKeyToPath(&v.ConfigMap.Items[i], cp.Child("items").Index(i))...)
-		}
+		errs = append(errs, validateKeyVolume(v.ConfigMap.Name, cp.Child("name"), v.ConfigMap.DefaultMode, v.ConfigMap.DefaultUser, v.ConfigMap.Items, cp)...)
 	case "azureFile":
 		ap := p.Child("azureFile")
 		errs = append(errs, required(v.AzureFile.SecretName, ap.Child("secretName"))...)
@@ -1052,4 +1042,16 @@ func volumeUsersInUse(spec *corev1.PodSpec) bool {
 		}
 	}
 	return false
+}
+
+// validateKeyVolume is a secret or configMap volume source: its object's
+// name (at namePath), defaultMode, defaultUser and items.
+func validateKeyVolume(name string, namePath *field.Path, mode *int32, user *int64, items []corev1.KeyToPath, p *field.Path) field.ErrorList {
+	errs := required(name, namePath)
+	errs = append(errs, validateFileMode(mode, p.Child("defaultMode"))...)
+	errs = append(errs, validateUserID(user, p.Child("defaultUser"))...)
+	for i := range items {
+		errs = append(errs, validateKeyToPath(&items[i], p.Child("items").Index(i))...)
+	}
+	return errs
 }
