@@ -52,11 +52,16 @@ func NodesWithServingEndpoint(slices []*discoveryv1.EndpointSlice) map[string]bo
 // condition is not True, and it is not labelled
 // node.kubernetes.io/exclude-from-external-load-balancers (MetalLB's rules,
 // plus Ready, which the issue asks for). why says which rule failed.
-func NodeUsable(n *corev1.Node) (ok bool, why string) {
+func NodeUsable(n *corev1.Node) (ok bool, why string) { return NodeUsableWith(n, false) }
+
+// NodeUsableWith is NodeUsable where ignoreExcludeLB (the speaker's
+// --ignore-exclude-lb, as MetalLB's) disregards the
+// exclude-from-external-load-balancers label; the other rules still apply.
+func NodeUsableWith(n *corev1.Node, ignoreExcludeLB bool) (ok bool, why string) {
 	if n == nil {
 		return false, "no Node object"
 	}
-	if _, excluded := n.Labels[corev1.LabelNodeExcludeBalancers]; excluded {
+	if _, excluded := n.Labels[corev1.LabelNodeExcludeBalancers]; excluded && !ignoreExcludeLB {
 		return false, "labelled " + corev1.LabelNodeExcludeBalancers
 	}
 	ready := false
