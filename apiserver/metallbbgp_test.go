@@ -152,6 +152,62 @@ spec:
 	if _, err := l2ads.Create(ctx, obj(t, "apiVersion: metallb.io/v1beta1\nkind: L2Advertisement\nmetadata:\n  name: example-advertisement\n  namespace: metallb-system\nspec:\n  ipAddressPools:\n    - first-pool\n"), metav1.CreateOptions{}); err != nil {
 		t.Errorf("seed L2Advertisement: %v", err)
 	}
+	// serviceSelectors and preferredNodeSelectors (MetalLB 0.16.2): the
+	// schema refuses a weight outside 1-100 (422), the webhook a selector
+	// that does not parse (403); nothing is stored.
+	const l2Prefix = `admission webhook "l2advertisementvalidationwebhook.metallb.io" denied the request: `
+	for _, tc := range []struct {
+		name, yaml string
+		code       int32
+		msg        string
+	}{
+		{"weight 0", "apiVersion: metallb.io/v1beta1\nkind: L2Advertisement\nmetadata: {name: bad}\nspec: {preferredNodeSelectors: [{weight: 0, preference: {matchLabels: {zone: a}}}]}",
+			422, `L2Advertisement.metallb.io "bad" is invalid: spec.preferredNodeSelectors[0].weight: Invalid value: 0: spec.preferredNodeSelectors[0].weight in body should be greater than or equal to 1`},
+		{"weight 101", "apiVersion: metallb.io/v1beta1\nkind: L2Advertisement\nmetadata: {name: bad}\nspec: {preferredNodeSelectors: [{weight: 101, preference: {}}]}",
+			422, `L2Advertisement.metallb.io "bad" is invalid: spec.preferredNodeSelectors[0].weight: Invalid value: 101: spec.preferredNodeSelectors[0].weight in body should be less than or equal to 100`},
+		{"no preference", "apiVersion: metallb.io/v1beta1\nkind: L2Advertisement\nmetadata: {name: bad}\nspec: {preferredNodeSelectors: [{weight: 10}]}",
+			422, `L2Advertisement.metallb.io "bad" is invalid: spec.preferredNodeSelectors[0].preference: Required value`},
+		{"bad preference", "apiVersion: metallb.io/v1beta1\nkind: L2Advertisement\nmetadata: {name: bad}\nspec: {preferredNodeSelectors: [{weight: 10, preference: {matchExpressions: [{key: zone, operator: Near, values: [a]}]}}]}",
+			403, l2Prefix + "\"Near\" is not a valid label selector operator\ninvalid preferred node selector {map[] [{zone Near [a]}]}\nfailed to parse preferred node selectors for bad"},
+		{"bad service selector", "apiVersion: metallb.io/v1beta1\nkind: L2Advertisement\nmetadata: {name: bad}\nspec: {serviceSelectors: [{matchExpressions: [{key: app, operator: In}]}]}",
+			403, l2Prefix + "invalid service selector {map[] [{app In []}]}: values: Invalid value: null: for 'in', 'notin' operators, values set can't be empty\nfailed to parse service selector for bad"},
+		{"duplicate service selector", "apiVersion: metallb.io/v1beta1\nkind: L2Advertisement\nmetadata: {name: bad}\nspec: {serviceSelectors: [{matchLabels: {app: web}}, {matchLabels: {app: web}}]}",
+			403, l2Prefix + `duplicate definition of serviceSelectors {map["app":"web"] []}`},
+	} {
+		_, err := l2ads.Create(ctx, obj(t, tc.yaml), metav1.CreateOptions{})
+		st, ok := err.(apierrors.APIStatus)
+		if !ok || st.Status().Code != tc.code || st.Status().Message != tc.msg {
+			t.Errorf("L2Advertisement %s: %v, want %d %s", tc.name, err, tc.code, tc.msg)
+		}
+	}
+	if _, err := l2ads.Get(ctx, "bad", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a refused L2Advertisement was stored: %v", err)
+	}
+	prefer, err := l2ads.Create(ctx, obj(t, `
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata:
+  name: prefer-a
+spec:
+  ipAddressPools: [first-pool]
+  serviceSelectors:
+  - matchLabels: {app: web}
+  preferredNodeSelectors:
+  - weight: 100
+    preference:
+      matchLabels: {kubernetes.io/hostname: node-a}
+`), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, _, _ := unstructured.NestedSlice(prefer.Object, "spec", "preferredNodeSelectors"); len(w) != 1 {
+		t.Errorf("preferredNodeSelectors not stored: %v", prefer.Object["spec"])
+	}
+	// An update is checked by the schema too.
+	_ = unstructured.SetNestedSlice(prefer.Object, []any{map[string]any{"weight": int64(-3), "preference": map[string]any{}}}, "spec", "preferredNodeSelectors")
+	if _, err := l2ads.Update(ctx, prefer, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "spec.preferredNodeSelectors[0].weight in body should be greater than or equal to 1") {
+		t.Errorf("update to weight -3: %v", err)
+	}
 
 	// Status kinds: create drops status, /status sets it, the node is
 	// immutable once set.

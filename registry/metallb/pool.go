@@ -57,12 +57,14 @@ func admitPool(ctx context.Context, s *Strategy, u *unstructured.Unstructured) e
 	return nil
 }
 
-// NewL2AdvertisementStrategy returns L2Advertisement's strategy: MetalLB's
-// webhook checks of the advertisement itself (apis/metallb/validation).
+// NewL2AdvertisementStrategy returns L2Advertisement's strategy: the CRD
+// schema's checks (preferredNodeSelectors' weight from 1 to 100) and
+// MetalLB's webhook checks of the advertisement itself (package
+// apis/metallb/validation).
 // Served without a status subresource, as IPAddressPools.
 func NewL2AdvertisementStrategy() *PoolStrategy {
 	return &PoolStrategy{&Strategy{
-		Basic:   core.Basic{Namespaced: true},
+		Basic:   schemaFuncs(nil, validation.SchemaL2Advertisement),
 		webhook: "l2advertisementvalidationwebhook.metallb.io",
 		admit:   admitL2Advertisement,
 	}}

@@ -100,6 +100,14 @@ func (in *L2AdvertisementSpec) DeepCopyInto(out *L2AdvertisementSpec) {
 	out.IPAddressPoolSelectors = copySelectors(in.IPAddressPoolSelectors)
 	out.NodeSelectors = copySelectors(in.NodeSelectors)
 	out.Interfaces = copyStrings(in.Interfaces)
+	out.ServiceSelectors = copySelectors(in.ServiceSelectors)
+	out.PreferredNodeSelectors = copyItems(in.PreferredNodeSelectors)
+}
+
+// DeepCopyInto copies the receiver into out.
+func (in *PreferredNodeSelector) DeepCopyInto(out *PreferredNodeSelector) {
+	*out = *in
+	in.Preference.DeepCopyInto(&out.Preference)
 }
 
 // DeepCopyInto copies the receiver into out.

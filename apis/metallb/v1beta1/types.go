@@ -104,6 +104,25 @@ type L2AdvertisementSpec struct {
 	IPAddressPoolSelectors []metav1.LabelSelector `json:"ipAddressPoolSelectors,omitempty"`
 	NodeSelectors          []metav1.LabelSelector `json:"nodeSelectors,omitempty"`
 	Interfaces             []string               `json:"interfaces,omitempty"`
+	// ServiceSelectors limits the Services the advertisement applies to
+	// (any selector matching the Service's labels); none means every
+	// Service of the selected pools. A Service with the allow-shared-ip
+	// annotation whose advertisements have serviceSelectors is announced by
+	// no node.
+	ServiceSelectors []metav1.LabelSelector `json:"serviceSelectors,omitempty"`
+	// PreferredNodeSelectors are soft preferences in the layer-2
+	// election: a node eligible under NodeSelectors scores the weights of
+	// the preferences its labels match, summed over every advertisement
+	// applying to the Service, and the highest score announces.
+	PreferredNodeSelectors []PreferredNodeSelector `json:"preferredNodeSelectors,omitempty"`
+}
+
+// PreferredNodeSelector is one weighted preference (weight 1 to 100, as in
+// a Pod's preferred node affinity term); an empty preference selects every
+// node.
+type PreferredNodeSelector struct {
+	Weight     int32                `json:"weight"`
+	Preference metav1.LabelSelector `json:"preference"`
 }
 
 // L2AdvertisementStatus is empty, as in MetalLB.

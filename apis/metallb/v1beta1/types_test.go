@@ -106,3 +106,54 @@ func TestListDeepCopy(t *testing.T) {
 		t.Errorf("an empty list copied to %+v", c)
 	}
 }
+
+// An L2Advertisement with MetalLB 0.16's serviceSelectors and
+// preferredNodeSelectors decodes field for field and copies deeply.
+func TestL2AdvertisementSelectors(t *testing.T) {
+	const y = `
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata: {name: prefer-a, namespace: metallb-system}
+spec:
+  serviceSelectors:
+  - matchLabels: {app: web}
+  preferredNodeSelectors:
+  - weight: 50
+    preference:
+      matchExpressions: [{key: zone, operator: In, values: [a]}]
+  - weight: 1
+    preference: {}
+`
+	var u unstructured.Unstructured
+	if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	var a L2Advertisement
+	if err := FromUnstructured(&u, &a); err != nil {
+		t.Fatal(err)
+	}
+	want := L2AdvertisementSpec{
+		ServiceSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"app": "web"}}},
+		PreferredNodeSelectors: []PreferredNodeSelector{
+			{Weight: 50, Preference: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "zone", Operator: "In", Values: []string{"a"}}}}},
+			{Weight: 1},
+		},
+	}
+	if !reflect.DeepEqual(a.Spec, want) {
+		t.Fatalf("spec %+v, want %+v", a.Spec, want)
+	}
+	back, err := ToUnstructured(&a, "L2Advertisement")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, _, _ := unstructured.NestedSlice(back.Object, "spec", "preferredNodeSelectors"); len(w) != 2 || w[1].(map[string]any)["weight"] != int64(1) {
+		t.Errorf("preferredNodeSelectors back: %v", w)
+	}
+	c := a.DeepCopy()
+	c.Spec.ServiceSelectors[0].MatchLabels["app"] = "x"
+	c.Spec.PreferredNodeSelectors[0].Preference.MatchExpressions[0].Values[0] = "x"
+	c.Spec.PreferredNodeSelectors[1].Weight = 9
+	if !reflect.DeepEqual(a.Spec, want) {
+		t.Errorf("DeepCopy shares memory with the original: %+v", a.Spec)
+	}
+}

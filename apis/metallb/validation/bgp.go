@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sort"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -318,24 +319,33 @@ func equalAdvSpec(a, b *metallbv1beta1.BGPAdvertisementSpec) bool {
 	return ja == jb
 }
 
-func selectorsDuplicate(sels []metav1.LabelSelector, what string) error {
-	for i := range sels {
+// selectorsDuplicate is MetalLB's check that no selector is given twice
+// and that no selector repeats a match expression or one of its values.
+// Values are compared sorted, and the messages print the selectors as Go
+// values (%q), as MetalLB does.
+func selectorsDuplicate(in []metav1.LabelSelector, what string) error {
+	sels := make([]metav1.LabelSelector, len(in))
+	for i := range in {
+		in[i].DeepCopyInto(&sels[i])
 		for _, me := range sels[i].MatchExpressions {
-			if err := validateDuplicate(me.Values, "match expression value in label selector"); err != nil {
-				return err
-			}
+			sort.Strings(me.Values)
 		}
+	}
+	for i := range sels {
 		mes := sels[i].MatchExpressions
 		for x := range mes {
+			if err := validateDuplicate(mes[x].Values, "match expression value in label selector"); err != nil {
+				return err
+			}
 			for y := x + 1; y < len(mes); y++ {
 				if mes[x].String() == mes[y].String() {
-					return fmt.Errorf("duplicate definition of %s %q", "match expressions", mes[x].String())
+					return fmt.Errorf("duplicate definition of %s %q", "match expressions", mes[x])
 				}
 			}
 		}
 		for j := i + 1; j < len(sels); j++ {
 			if sels[i].String() == sels[j].String() {
-				return fmt.Errorf("duplicate definition of %s %q", what, sels[i].String())
+				return fmt.Errorf("duplicate definition of %s %q", what, sels[i])
 			}
 		}
 	}
@@ -343,23 +353,46 @@ func selectorsDuplicate(sels []metav1.LabelSelector, what string) error {
 }
 
 // L2Advertisement is MetalLB's L2Advertisement webhook for one
-// advertisement: no pool named twice, no selector given twice, and node
-// selectors that parse.
+// advertisement, in MetalLB's order: no pool named twice, no selector
+// given twice (ipAddressPoolSelectors, nodeSelectors, serviceSelectors),
+// then node selectors, service selectors, preferred node selectors and
+// pool selectors that parse. Weights (1 to 100) are the schema's
+// (SchemaL2Advertisement), not the webhook's.
 func L2Advertisement(a *metallbv1beta1.L2Advertisement) error {
 	s := &a.Spec
 	if err := validateDuplicate(s.IPAddressPools, "ipAddressPools"); err != nil {
 		return err
 	}
-	if err := selectorsDuplicate(s.IPAddressPoolSelectors, "ipAddressPoolSelectors"); err != nil {
-		return err
-	}
-	if err := selectorsDuplicate(s.NodeSelectors, "nodeSelectors"); err != nil {
-		return err
+	for _, sel := range []struct {
+		s    []metav1.LabelSelector
+		name string
+	}{{s.IPAddressPoolSelectors, "ipAddressPoolSelectors"}, {s.NodeSelectors, "nodeSelectors"}, {s.ServiceSelectors, "serviceSelectors"}} {
+		if err := selectorsDuplicate(sel.s, sel.name); err != nil {
+			return err
+		}
 	}
 	for i := range s.NodeSelectors {
 		if _, err := metav1.LabelSelectorAsSelector(&s.NodeSelectors[i]); err != nil {
-			return errors.Join(fmt.Errorf("invalid label selector %v: %w", s.NodeSelectors[i], err),
+			return errors.Join(errors.Join(err, fmt.Errorf("invalid label selector %v", s.NodeSelectors[i])),
 				fmt.Errorf("failed to parse node selector for %s", a.Name))
+		}
+	}
+	for i := range s.ServiceSelectors {
+		if _, err := metav1.LabelSelectorAsSelector(&s.ServiceSelectors[i]); err != nil {
+			return errors.Join(fmt.Errorf("invalid service selector %v: %w", s.ServiceSelectors[i], err),
+				fmt.Errorf("failed to parse service selector for %s", a.Name))
+		}
+	}
+	for i := range s.PreferredNodeSelectors {
+		p := s.PreferredNodeSelectors[i].Preference
+		if _, err := metav1.LabelSelectorAsSelector(&p); err != nil {
+			return errors.Join(errors.Join(err, fmt.Errorf("invalid preferred node selector %v", p)),
+				fmt.Errorf("failed to parse preferred node selectors for %s", a.Name))
+		}
+	}
+	for i := range s.IPAddressPoolSelectors {
+		if _, err := metav1.LabelSelectorAsSelector(&s.IPAddressPoolSelectors[i]); err != nil {
+			return errors.Join(err, fmt.Errorf("invalid label selector %v", s.IPAddressPoolSelectors[i]))
 		}
 	}
 	return nil

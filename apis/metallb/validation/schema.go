@@ -69,6 +69,50 @@ func SchemaBGPAdvertisement(obj map[string]any) field.ErrorList {
 	return errs
 }
 
+// SchemaL2Advertisement checks an L2Advertisement against its schema:
+// each preferredNodeSelectors item needs a weight, an integer from 1 to
+// 100, and a preference object.
+func SchemaL2Advertisement(obj map[string]any) field.ErrorList {
+	spec, errs := specOf(obj)
+	if spec == nil {
+		return errs
+	}
+	p := field.NewPath("spec", "preferredNodeSelectors")
+	v, ok := spec["preferredNodeSelectors"]
+	if !ok || v == nil {
+		return errs
+	}
+	items, ok := v.([]any)
+	if !ok {
+		return append(errs, typeErr(p, v, "array"))
+	}
+	for i, it := range items {
+		ip := p.Index(i)
+		m, ok := it.(map[string]any)
+		if !ok {
+			errs = append(errs, typeErr(ip, it, "object"))
+			continue
+		}
+		// kube-apiserver prunes nulls of fields that are not nullable
+		// before validating: a null weight or preference is a missing one.
+		present := map[string]any{}
+		for k, x := range m {
+			if x != nil {
+				present[k] = x
+			}
+		}
+		errs = append(errs, checkInts(present, ip, preferredIntRules)...)
+		if pref, ok := present["preference"]; !ok {
+			errs = append(errs, field.Required(ip.Child("preference"), ""))
+		} else if _, isObj := pref.(map[string]any); !isObj {
+			errs = append(errs, typeErr(ip.Child("preference"), pref, "object"))
+		}
+	}
+	return errs
+}
+
+var preferredIntRules = []intRule{{name: "weight", min: 1, max: 100, required: true}}
+
 // DefaultBGPPeer applies the schema's defaults (peerPort 179, disableMP
 // and dualStackAddressFamily false), as kube-apiserver does for the CRD.
 func DefaultBGPPeer(obj map[string]any) {

@@ -265,3 +265,114 @@ func TestSchemaBGPPeer(t *testing.T) {
 		t.Errorf("peerPort default: %v", m)
 	}
 }
+
+func l2adv(mutate func(*metallbv1beta1.L2AdvertisementSpec)) *metallbv1beta1.L2Advertisement {
+	a := &metallbv1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Namespace: "metallb-system", Name: "l2"}}
+	if mutate != nil {
+		mutate(&a.Spec)
+	}
+	return a
+}
+
+// TestL2Advertisement: MetalLB 0.16.2's webhook checks of an
+// L2Advertisement's selectors, serviceSelectors and preferredNodeSelectors
+// included, with its messages.
+func TestL2Advertisement(t *testing.T) {
+	sel := func(k, v string) metav1.LabelSelector {
+		return metav1.LabelSelector{MatchLabels: map[string]string{k: v}}
+	}
+	badOp := metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "zone", Operator: "Near", Values: []string{"a"}}}}
+	noValues := metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "In"}}}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*metallbv1beta1.L2AdvertisementSpec)
+		err    string
+	}{
+		{"empty", nil, ""},
+		{"valid selectors and preferences", func(s *metallbv1beta1.L2AdvertisementSpec) {
+			s.NodeSelectors = []metav1.LabelSelector{sel("zone", "a")}
+			s.ServiceSelectors = []metav1.LabelSelector{sel("app", "web"), sel("app", "api")}
+			s.PreferredNodeSelectors = []metallbv1beta1.PreferredNodeSelector{{Weight: 100, Preference: sel("rack", "1")}, {Weight: 1}}
+		}, ""},
+		{"weight out of range is the schema's business", func(s *metallbv1beta1.L2AdvertisementSpec) {
+			s.PreferredNodeSelectors = []metallbv1beta1.PreferredNodeSelector{{Weight: 0}, {Weight: 500}}
+		}, ""},
+		{"duplicate pool", func(s *metallbv1beta1.L2AdvertisementSpec) { s.IPAddressPools = []string{"p", "p"} },
+			`duplicate definition of ipAddressPools "p"`},
+		{"duplicate service selector", func(s *metallbv1beta1.L2AdvertisementSpec) {
+			s.ServiceSelectors = []metav1.LabelSelector{sel("app", "web"), sel("app", "web")}
+		}, `duplicate definition of serviceSelectors {map["app":"web"] []}`},
+		{"duplicate selector up to value order", func(s *metallbv1beta1.L2AdvertisementSpec) {
+			s.ServiceSelectors = []metav1.LabelSelector{
+				{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "In", Values: []string{"web", "api"}}}},
+				{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "In", Values: []string{"api", "web"}}}},
+			}
+		}, `duplicate definition of serviceSelectors {map[] [{"app" "In" ["api" "web"]}]}`},
+		{"duplicate match expression", func(s *metallbv1beta1.L2AdvertisementSpec) {
+			r := metav1.LabelSelectorRequirement{Key: "app", Operator: "Exists"}
+			s.ServiceSelectors = []metav1.LabelSelector{{MatchExpressions: []metav1.LabelSelectorRequirement{r, r}}}
+		}, `duplicate definition of match expressions {"app" "Exists" []}`},
+		{"duplicate node selector before service selectors", func(s *metallbv1beta1.L2AdvertisementSpec) {
+			s.NodeSelectors = []metav1.LabelSelector{sel("zone", "a"), sel("zone", "a")}
+			s.ServiceSelectors = []metav1.LabelSelector{sel("app", "web"), sel("app", "web")}
+		}, `duplicate definition of nodeSelectors {map["zone":"a"] []}`},
+		{"bad node selector", func(s *metallbv1beta1.L2AdvertisementSpec) { s.NodeSelectors = []metav1.LabelSelector{badOp} },
+			"\"Near\" is not a valid label selector operator\ninvalid label selector {map[] [{zone Near [a]}]}\nfailed to parse node selector for l2"},
+		{"bad service selector", func(s *metallbv1beta1.L2AdvertisementSpec) { s.ServiceSelectors = []metav1.LabelSelector{noValues} },
+			"invalid service selector {map[] [{app In []}]}: values: Invalid value: null: for 'in', 'notin' operators, values set can't be empty\nfailed to parse service selector for l2"},
+		{"bad service label key", func(s *metallbv1beta1.L2AdvertisementSpec) {
+			s.ServiceSelectors = []metav1.LabelSelector{sel("no spaces", "x")}
+		}, "invalid service selector {map[no spaces:x] []}: key: Invalid value: \"no spaces\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')\nfailed to parse service selector for l2"},
+		{"bad preferred node selector", func(s *metallbv1beta1.L2AdvertisementSpec) {
+			s.PreferredNodeSelectors = []metallbv1beta1.PreferredNodeSelector{{Weight: 10, Preference: badOp}}
+		}, "\"Near\" is not a valid label selector operator\ninvalid preferred node selector {map[] [{zone Near [a]}]}\nfailed to parse preferred node selectors for l2"},
+		{"bad service selector reported before bad preference", func(s *metallbv1beta1.L2AdvertisementSpec) {
+			s.ServiceSelectors = []metav1.LabelSelector{noValues}
+			s.PreferredNodeSelectors = []metallbv1beta1.PreferredNodeSelector{{Weight: 10, Preference: badOp}}
+		}, "invalid service selector {map[] [{app In []}]}: values: Invalid value: null: for 'in', 'notin' operators, values set can't be empty\nfailed to parse service selector for l2"},
+		{"bad pool selector", func(s *metallbv1beta1.L2AdvertisementSpec) { s.IPAddressPoolSelectors = []metav1.LabelSelector{badOp} },
+			"\"Near\" is not a valid label selector operator\ninvalid label selector {map[] [{zone Near [a]}]}"},
+	} {
+		err := L2Advertisement(l2adv(tc.mutate))
+		if (err == nil) != (tc.err == "") || err != nil && err.Error() != tc.err {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.err)
+		}
+	}
+}
+
+func TestSchemaL2Advertisement(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want []string
+	}{
+		{"spec: {}", nil},
+		{"spec: {ipAddressPools: [a]}", nil},
+		{"spec: {preferredNodeSelectors: [{weight: 1, preference: {}}, {weight: 100, preference: {matchLabels: {a: b}}}]}", nil},
+		{"spec: {preferredNodeSelectors: [{weight: 0, preference: {}}]}",
+			[]string{"spec.preferredNodeSelectors[0].weight: Invalid value: 0: spec.preferredNodeSelectors[0].weight in body should be greater than or equal to 1"}},
+		{"spec: {preferredNodeSelectors: [{weight: 50, preference: {}}, {weight: 101, preference: {}}]}",
+			[]string{"spec.preferredNodeSelectors[1].weight: Invalid value: 101: spec.preferredNodeSelectors[1].weight in body should be less than or equal to 100"}},
+		{"spec: {preferredNodeSelectors: [{weight: '5', preference: {}}]}",
+			[]string{`spec.preferredNodeSelectors[0].weight: Invalid value: "string": spec.preferredNodeSelectors[0].weight in body must be of type integer: "string"`}},
+		{"spec: {preferredNodeSelectors: [{preference: {}}]}", []string{"spec.preferredNodeSelectors[0].weight: Required value"}},
+		{"spec: {preferredNodeSelectors: [{weight: 5}]}", []string{"spec.preferredNodeSelectors[0].preference: Required value"}},
+		{"spec: {preferredNodeSelectors: [{weight: null, preference: null}]}",
+			[]string{"spec.preferredNodeSelectors[0].weight: Required value", "spec.preferredNodeSelectors[0].preference: Required value"}},
+		{"spec: {preferredNodeSelectors: [{weight: 5, preference: zone}]}",
+			[]string{`spec.preferredNodeSelectors[0].preference: Invalid value: "string": spec.preferredNodeSelectors[0].preference in body must be of type object: "string"`}},
+		{"spec: {preferredNodeSelectors: {weight: 5}}",
+			[]string{`spec.preferredNodeSelectors: Invalid value: "object": spec.preferredNodeSelectors in body must be of type array: "object"`}},
+	} {
+		var u unstructured.Unstructured
+		if err := yaml.Unmarshal([]byte(tc.yaml), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range SchemaL2Advertisement(u.Object) {
+			got = append(got, e.Error())
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s:\n got %q\nwant %q", tc.yaml, got, tc.want)
+		}
+	}
+}
