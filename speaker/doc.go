@@ -19,8 +19,10 @@
 // Service's EndpointSlices, every Node, the set of nodes whose speaker is
 // alive, and this node's name. The helpers a protocol needs to decide as
 // MetalLB does are exported: EndpointCanServe, NodesWithServingEndpoint,
-// NodeUsable, NodeSelectorsMatch and SortCandidates (the sha256(node+"#"+ip)
-// ordering every speaker computes identically).
+// NodeUsable, NodeSelectorsMatch, L2AdsForService (an L2Advertisement's
+// serviceSelectors), PreferenceScores (its preferredNodeSelectors) and
+// SortCandidates / SortCandidatesByScore (preference first, then the
+// sha256(node+"#"+ip) ordering every speaker computes identically).
 //
 // Layer2 (layer2.go) is the L2 protocol: on exactly one elected node it hands
 // the addresses to an L2Responder, implemented by package speaker/l2 with

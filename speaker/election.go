@@ -107,9 +107,17 @@ func NodeSelectorsMatch(sels []metav1.LabelSelector, n *corev1.Node) bool {
 // MetalLB speaker does: by sha256(node + "#" + ip), smallest first. The
 // first one announces. Every node computes the same order from the same
 // inputs, so no coordination is needed beyond agreeing on the candidates.
-func SortCandidates(nodes []string, ip netip.Addr) {
+func SortCandidates(nodes []string, ip netip.Addr) { SortCandidatesByScore(nodes, ip, nil) }
+
+// SortCandidatesByScore is SortCandidates with preference scores first:
+// a higher score sorts earlier, and nodes of equal score (a node missing
+// from scores has 0) keep the sha256 order among themselves.
+func SortCandidatesByScore(nodes []string, ip netip.Addr, scores map[string]int64) {
 	key := ip.String()
 	sort.Slice(nodes, func(i, j int) bool {
+		if si, sj := scores[nodes[i]], scores[nodes[j]]; si != sj {
+			return si > sj
+		}
 		hi := sha256.Sum256([]byte(nodes[i] + "#" + key))
 		hj := sha256.Sum256([]byte(nodes[j] + "#" + key))
 		if c := bytes.Compare(hi[:], hj[:]); c != 0 {
@@ -117,4 +125,19 @@ func SortCandidates(nodes []string, ip netip.Addr) {
 		}
 		return nodes[i] < nodes[j]
 	})
+}
+
+// LabelSelectorsMatch reports whether any of sels matches the labels; no
+// selector matches everything. An invalid selector matches nothing.
+func LabelSelectorsMatch(sels []metav1.LabelSelector, l map[string]string) bool {
+	if len(sels) == 0 {
+		return true
+	}
+	for i := range sels {
+		s, err := metav1.LabelSelectorAsSelector(&sels[i])
+		if err == nil && s.Matches(labels.Set(l)) {
+			return true
+		}
+	}
+	return false
 }

@@ -73,7 +73,50 @@ func TestElectL2(t *testing.T) {
 		}
 		return m
 	}
+	last := order[2]
 	alive := map[string]bool{"n1": true, "n2": true, "n3": true}
+	// zoneA labels one node zone=a; hostnames labels every node
+	// kubernetes.io/hostname=<name>.
+	zoneA := func(name string) func(map[string]*corev1.Node) {
+		return func(m map[string]*corev1.Node) {
+			if m[name].Labels == nil {
+				m[name].Labels = map[string]string{}
+			}
+			m[name].Labels["zone"] = "a"
+		}
+	}
+	hostnames := func(m map[string]*corev1.Node) {
+		for name, n := range m {
+			if n.Labels == nil {
+				n.Labels = map[string]string{}
+			}
+			n.Labels[corev1.LabelHostname] = name
+		}
+	}
+	prefer := func(name string, w int32) metallbv1beta1.PreferredNodeSelector {
+		return metallbv1beta1.PreferredNodeSelector{Weight: w, Preference: metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelHostname: name}}}
+	}
+	prefAd := func(name string, nodeSels []metav1.LabelSelector, prefs ...metallbv1beta1.PreferredNodeSelector) *metallbv1beta1.L2Advertisement {
+		return &metallbv1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "metallb-system"},
+			Spec: metallbv1beta1.L2AdvertisementSpec{NodeSelectors: nodeSels, PreferredNodeSelectors: prefs}}
+	}
+	// forWebOnLast applies to Services labelled app=web, from zone=a
+	// nodes; forAPI to Services labelled app=api, from every node.
+	forWebOnLast := &metallbv1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "metallb-system"},
+		Spec: metallbv1beta1.L2AdvertisementSpec{NodeSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"zone": "a"}}},
+			ServiceSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"app": "web"}}}}}
+	forAPI := &metallbv1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: "metallb-system"},
+		Spec: metallbv1beta1.L2AdvertisementSpec{ServiceSelectors: []metav1.LabelSelector{
+			{MatchLabels: map[string]string{"app": "other"}}, {MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"api"}}}}}}}
+	labelled := func(k, v string) func(*corev1.Service) {
+		return func(s *corev1.Service) { s.Labels = map[string]string{k: v} }
+	}
+	shared := func(annotation, k, v string) func(*corev1.Service) {
+		return func(s *corev1.Service) {
+			s.Labels = map[string]string{k: v}
+			s.Annotations = map[string]string{annotation: "key"}
+		}
+	}
 	without := func(n string) map[string]bool {
 		m := map[string]bool{}
 		for k := range alive {
@@ -92,44 +135,106 @@ func TestElectL2(t *testing.T) {
 		speakers   map[string]bool
 		wantWinner string
 		wantReason string
+		svc        func(*corev1.Service) // labels, annotations
 	}{
 		{"cluster: first by hash", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{all},
-			slice(ep("n1", true)), nodes(nil), alive, first, ""},
+			slice(ep("n1", true)), nodes(nil), alive, first, "", nil},
 		{"no serving endpoint: nobody", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{all},
-			slice(ep("n1", false)), nodes(nil), alive, "", "notOwner"},
+			slice(ep("n1", false)), nodes(nil), alive, "", "notOwner", nil},
 		{"no endpoints at all: nobody", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{all},
-			nil, nodes(nil), alive, "", "notOwner"},
+			nil, nodes(nil), alive, "", "notOwner", nil},
 		{"no advertisement: nobody", corev1.ServiceExternalTrafficPolicyCluster, nil,
-			slice(ep("n1", true)), nodes(nil), alive, "", "noMatchingAdvertisement"},
+			slice(ep("n1", true)), nodes(nil), alive, "", "noMatchingAdvertisement", nil},
 		{"winner's speaker dead: next by hash", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{all},
-			slice(ep("n1", true)), nodes(nil), without(first), second, ""},
+			slice(ep("n1", true)), nodes(nil), without(first), second, "", nil},
 		{"winner NotReady: next by hash", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{all},
-			slice(ep("n1", true)), nodes(func(m map[string]*corev1.Node) { m[first] = node(first, false, m[first].Labels) }), alive, second, ""},
+			slice(ep("n1", true)), nodes(func(m map[string]*corev1.Node) { m[first] = node(first, false, m[first].Labels) }), alive, second, "", nil},
 		{"winner excluded by label: next by hash", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{all},
 			slice(ep("n1", true)), nodes(func(m map[string]*corev1.Node) {
 				m[first].Labels = map[string]string{corev1.LabelNodeExcludeBalancers: ""}
-			}), alive, second, ""},
+			}), alive, second, "", nil},
 		{"winner NetworkUnavailable: next by hash", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{all},
 			slice(ep("n1", true)), nodes(func(m map[string]*corev1.Node) {
 				m[first].Status.Conditions = append(m[first].Status.Conditions, corev1.NodeCondition{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionTrue})
-			}), alive, second, ""},
+			}), alive, second, "", nil},
 		{"node without Node object is no candidate", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{all},
-			slice(ep("n1", true)), nodes(func(m map[string]*corev1.Node) { delete(m, first) }), alive, second, ""},
+			slice(ep("n1", true)), nodes(func(m map[string]*corev1.Node) { delete(m, first) }), alive, second, "", nil},
 		{"nodeSelectors restrict candidates", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{onlyB},
-			slice(ep("n1", true)), nodes(nil), alive, "n2", ""},
+			slice(ep("n1", true)), nodes(nil), alive, "n2", "", nil},
 		{"local: only nodes with a ready endpoint", corev1.ServiceExternalTrafficPolicyLocal, []*metallbv1beta1.L2Advertisement{all},
-			slice(ep(second, true), ep(first, false)), nodes(nil), alive, second, ""},
+			slice(ep(second, true), ep(first, false)), nodes(nil), alive, second, "", nil},
 		{"local: serving-while-terminating counts", corev1.ServiceExternalTrafficPolicyLocal, []*metallbv1beta1.L2Advertisement{all},
 			slice(discoveryv1.Endpoint{NodeName: ptr(second), Conditions: discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}}),
-			nodes(nil), alive, second, ""},
+			nodes(nil), alive, second, "", nil},
 		{"local: endpoint's node has no live speaker", corev1.ServiceExternalTrafficPolicyLocal, []*metallbv1beta1.L2Advertisement{all},
-			slice(ep(second, true)), nodes(nil), without(second), "", "notOwner"},
+			slice(ep(second, true)), nodes(nil), without(second), "", "notOwner", nil},
 		{"no live speaker", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{all},
-			slice(ep("n1", true)), nodes(nil), map[string]bool{}, "", "notOwner"},
+			slice(ep("n1", true)), nodes(nil), map[string]bool{}, "", "notOwner", nil},
+
+		// serviceSelectors: an advertisement applies only to the Services
+		// its selectors match (none: every Service).
+		{"serviceSelectors match the Service", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{forWebOnLast},
+			slice(ep("n1", true)), nodes(zoneA(last)), alive, last, "", labelled("app", "web")},
+		{"serviceSelectors do not match: no advertisement", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{forWebOnLast},
+			slice(ep("n1", true)), nodes(zoneA(last)), alive, "", "noMatchingAdvertisement", labelled("app", "api")},
+		{"unlabelled Service: only advertisements without serviceSelectors", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{forWebOnLast},
+			slice(ep("n1", true)), nodes(zoneA(last)), alive, "", "noMatchingAdvertisement", nil},
+		{"candidates come only from the advertisements matching the Service", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{forWebOnLast, forAPI},
+			slice(ep("n1", true)), nodes(zoneA(last)), alive, last, "", labelled("app", "web")},
+		{"the other Service gets the other advertisement's nodes", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{forWebOnLast, forAPI},
+			slice(ep("n1", true)), nodes(zoneA(last)), alive, first, "", labelled("app", "api")},
+
+		// allow-shared-ip with serviceSelectors: nobody announces.
+		{"shared IP and a serviceSelector: nobody", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{forWebOnLast},
+			slice(ep("n1", true)), nodes(zoneA(last)), alive, "", "sharedIPWithServiceSelector", shared("metallb.io/allow-shared-ip", "app", "web")},
+		{"shared IP (old annotation prefix) and a serviceSelector: nobody", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{all, forWebOnLast},
+			slice(ep("n1", true)), nodes(zoneA(last)), alive, "", "sharedIPWithServiceSelector", shared("metallb.universe.tf/allow-shared-ip", "app", "web")},
+		{"shared IP, advertisements without serviceSelectors: elected as usual", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{all},
+			slice(ep("n1", true)), nodes(nil), alive, first, "", shared("metallb.io/allow-shared-ip", "app", "web")},
+		{"shared IP, the selecting advertisement does not match the Service: elected as usual", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{all, forWebOnLast},
+			slice(ep("n1", true)), nodes(zoneA(last)), alive, first, "", shared("metallb.io/allow-shared-ip", "app", "api")},
+		{"shared IP without serving endpoints: notOwner first", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{forWebOnLast},
+			slice(ep("n1", false)), nodes(zoneA(last)), alive, "", "notOwner", shared("metallb.io/allow-shared-ip", "app", "web")},
+
+		// preferredNodeSelectors: the highest summed weight wins.
+		{"a preferred node wins over hash order", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{prefAd("p", nil, prefer(last, 10))},
+			slice(ep("n1", true)), nodes(hostnames), alive, last, "", nil},
+		{"weights are summed over two advertisements", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{
+			prefAd("p1", nil, prefer(last, 40), prefer(second, 30)), prefAd("p2", nil, prefer(second, 30), prefer(last, 10))},
+			slice(ep("n1", true)), nodes(hostnames), alive, second, "", nil},
+		{"weights of one advertisement's selectors are summed", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{
+			prefAd("p", nil, prefer(last, 40), prefer(second, 30), metallbv1beta1.PreferredNodeSelector{Weight: 20, Preference: metav1.LabelSelector{MatchLabels: map[string]string{"zone": "a"}}})},
+			slice(ep("n1", true)), nodes(func(m map[string]*corev1.Node) { hostnames(m); m[second].Labels["zone"] = "a" }), alive, second, "", nil},
+		{"a preference for a node the advertisement does not select counts for nothing", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{
+			all, prefAd("p", []metav1.LabelSelector{{MatchLabels: map[string]string{"zone": "a"}}}, prefer(second, 100), prefer(last, 1))},
+			slice(ep("n1", true)), nodes(func(m map[string]*corev1.Node) { hostnames(m); zoneA(last)(m) }), alive, last, "", nil},
+		{"an ineligible preference alone: hash order", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{
+			all, prefAd("p", []metav1.LabelSelector{{MatchLabels: map[string]string{"zone": "a"}}}, prefer(second, 100))},
+			slice(ep("n1", true)), nodes(func(m map[string]*corev1.Node) { hostnames(m); zoneA(last)(m) }), alive, first, "", nil},
+		{"an empty preference weighs every node the advertisement selects", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{
+			all, prefAd("p", []metav1.LabelSelector{{MatchLabels: map[string]string{"zone": "a"}}}, metallbv1beta1.PreferredNodeSelector{Weight: 5})},
+			slice(ep("n1", true)), nodes(zoneA(last)), alive, last, "", nil},
+		{"equal weights fall back to hash order", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{
+			prefAd("p", nil, prefer(last, 20), prefer(second, 20))},
+			slice(ep("n1", true)), nodes(hostnames), alive, second, "", nil},
+		{"preferred node's speaker dead: hash order among the rest", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{prefAd("p", nil, prefer(last, 50))},
+			slice(ep("n1", true)), nodes(hostnames), without(last), first, "", nil},
+		{"local: a preferred node without an endpoint is no candidate", corev1.ServiceExternalTrafficPolicyLocal, []*metallbv1beta1.L2Advertisement{prefAd("p", nil, prefer(last, 50), prefer(second, 5))},
+			slice(ep(first, true), ep(second, true)), nodes(hostnames), alive, second, "", nil},
+		{"preferences of an advertisement not matching the Service count for nothing", corev1.ServiceExternalTrafficPolicyCluster, []*metallbv1beta1.L2Advertisement{
+			all, func() *metallbv1beta1.L2Advertisement {
+				ad := prefAd("p", nil, prefer(last, 50))
+				ad.Spec.ServiceSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"app": "web"}}}
+				return ad
+			}()},
+			slice(ep("n1", true)), nodes(hostnames), alive, first, "", labelled("app", "api")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			svc := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: tc.policy}}
+			if tc.svc != nil {
+				tc.svc(svc)
+			}
 			in := &ServiceInput{Key: types.NamespacedName{Namespace: "default", Name: "s"}, Service: svc, IPs: []netip.Addr{ip},
 				Pool: pool, L2Advertisements: tc.ads, Slices: tc.slices, Nodes: tc.nodes, Speakers: tc.speakers}
 			w, r := ElectL2(in)
@@ -187,6 +292,47 @@ func TestLayer2InterfacesAndNoOpUpdates(t *testing.T) {
 	_ = l2.DeleteBalancer(ctx, in.Key, "x")
 	if want := []string{"set d/s", "set d/s", "delete d/s"}; !slices.Equal(f.calls, want) {
 		t.Fatalf("responder calls %v, want %v", f.calls, want)
+	}
+}
+
+// TestL2InterfacesOfServiceAds: the interfaces come from this node's
+// advertisements that apply to the Service (serviceSelectors), as in
+// MetalLB; an advertisement for other Services adds none.
+func TestL2InterfacesOfServiceAds(t *testing.T) {
+	ad := func(name, app string, ifs ...string) *metallbv1beta1.L2Advertisement {
+		a := &metallbv1beta1.L2Advertisement{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: metallbv1beta1.L2AdvertisementSpec{Interfaces: ifs}}
+		if app != "" {
+			a.Spec.ServiceSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"app": app}}}
+		}
+		return a
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}}
+	in := &ServiceInput{Service: svc, Nodes: map[string]*corev1.Node{"n1": node("n1", true, nil)}, MyNode: "n1",
+		L2Advertisements: []*metallbv1beta1.L2Advertisement{ad("web", "web", "eth1"), ad("api", "api"), ad("web2", "web", "eth2")}}
+	if got := L2Interfaces(in); !slices.Equal(got, []string{"eth1", "eth2"}) {
+		t.Fatalf("interfaces %v, want [eth1 eth2] (the api advertisement, all interfaces, does not apply)", got)
+	}
+	svc.Labels["app"] = "api"
+	if got := L2Interfaces(in); got != nil {
+		t.Fatalf("interfaces for app=api %v, want all (nil)", got)
+	}
+}
+
+// TestSortCandidatesByScore: higher scores first, equal scores (missing
+// ones are 0) in SortCandidates' order; nil scores are SortCandidates.
+func TestSortCandidatesByScore(t *testing.T) {
+	ip := netip.MustParseAddr("172.18.0.200")
+	nodes := []string{"node-a", "node-b", "node-c", "node-d"}
+	hash := expectedOrder(nodes, ip.String()) // node-d node-b node-a node-c
+	got := slices.Clone(nodes)
+	SortCandidatesByScore(got, ip, nil)
+	if !slices.Equal(got, hash) {
+		t.Fatalf("nil scores: %v, want %v", got, hash)
+	}
+	got = slices.Clone(nodes)
+	SortCandidatesByScore(got, ip, map[string]int64{"node-c": 150, "node-a": 7, "node-b": 7})
+	if want := []string{"node-c", "node-b", "node-a", "node-d"}; !slices.Equal(got, want) {
+		t.Fatalf("scored: %v, want %v", got, want)
 	}
 }
 
