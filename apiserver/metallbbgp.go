@@ -14,9 +14,10 @@ import (
 var metallbV1beta2 = schema.GroupVersion{Group: "metallb.io", Version: "v1beta2"}
 
 // metallbBGPResources are the MetalLB kinds beyond IPAddressPool and
-// L2Advertisement: BGPPeer is served as v1beta2 only (MetalLB's storage
-// version; v1beta1 would need MetalLB's conversion webhook), listed first
-// so that discovery prefers v1beta2 for metallb.io as kube-apiserver does.
+// L2Advertisement: BGPPeer is stored as v1beta2 (MetalLB's storage
+// version), listed first so that discovery prefers v1beta2 for metallb.io
+// as kube-apiserver does, and served as v1beta1 too, converted
+// (peerV1beta1Codec).
 func metallbBGPResources() []resourceDef {
 	u := func(gv schema.GroupVersion, resource, kind, singular string, strategy func() *metallbreg.Strategy) resourceDef {
 		return resourceDef{registry.ResourceInfo{GVR: gv.WithResource(resource), Kind: kind, Singular: singular, Namespaced: true, Generation: true, Status: true,
@@ -24,8 +25,11 @@ func metallbBGPResources() []resourceDef {
 	}
 	return []resourceDef{
 		u(metallbV1beta2, "bgppeers", "BGPPeer", "bgppeer", metallbreg.NewBGPPeerStrategy),
+		u(metallbGV, "bgppeers", "BGPPeer", "bgppeer", metallbreg.NewBGPPeerV1beta1Strategy),
 		u(metallbGV, "bgpadvertisements", "BGPAdvertisement", "bgpadvertisement", metallbreg.NewBGPAdvertisementStrategy),
 		u(metallbGV, "communities", "Community", "community", metallbreg.NewCommunityStrategy),
+		u(metallbGV, "bfdprofiles", "BFDProfile", "bfdprofile", metallbreg.NewBFDProfileStrategy),
+		u(metallbGV, "configurationstates", "ConfigurationState", "configurationstate", metallbreg.NewConfigurationStateStrategy),
 		u(metallbGV, "servicel2statuses", "ServiceL2Status", "servicel2status", metallbreg.NewStatusKindStrategy),
 		u(metallbGV, "servicebgpstatuses", "ServiceBGPStatus", "servicebgpstatus", metallbreg.NewStatusKindStrategy),
 	}

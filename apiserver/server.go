@@ -38,6 +38,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/svcnet/svcnet/allocator"
+	metallbv1beta1 "github.com/svcnet/svcnet/apis/metallb/v1beta1"
 	"github.com/svcnet/svcnet/apiserver/authz"
 	"github.com/svcnet/svcnet/registry"
 	"github.com/svcnet/svcnet/registry/core"
@@ -272,6 +273,10 @@ func (s *Server) buildStores() error {
 			st.KeyResource = schema.GroupResource{Resource: "events"}
 			st.Storage = storage.NewStore(s.etcd, info.GroupResource(), eventsV1Codec{core: eventsCoreCodec()}, info.New)
 		}
+		if info.GVR == metallbv1beta1.BGPPeersResource {
+			// v1beta1 BGPPeers are the v1beta2 ones, converted.
+			st.Storage = storage.NewStore(s.etcd, info.GroupResource(), peerV1beta1Codec{}, info.New)
+		}
 		if _, isTyped := info.New().(interface{ Marshal() ([]byte, error) }); isTyped {
 			// Whole LISTs (and the initial state of a watch) are answered
 			// from memory, as kube-apiserver answers them from its watch
@@ -300,7 +305,11 @@ func (s *Server) buildStores() error {
 			st.NamespaceExists = s.namespaceActive
 		}
 		s.stores[info.GVR] = st
-		s.byGR[info.GroupResource()] = st
+		if _, second := s.byGR[info.GroupResource()]; !second {
+			// A kind served in two versions (metallb.io BGPPeer) is
+			// known by its preferred one, listed first.
+			s.byGR[info.GroupResource()] = st
+		}
 		s.order = append(s.order, st)
 	}
 	if _, overridden := s.cfg.Strategies[ServicesResource]; !overridden {

@@ -91,6 +91,17 @@ func NewBGPPeerStrategy() *Strategy {
 	}
 }
 
+// NewBGPPeerV1beta1Strategy is BGPPeer's in metallb.io/v1beta1: that
+// version's schema, and the webhook's checks on the peer converted to the
+// stored version.
+func NewBGPPeerV1beta1Strategy() *Strategy {
+	return &Strategy{
+		Basic:   schemaFuncs(nil, validation.SchemaBGPPeerV1beta1),
+		webhook: "bgppeersvalidationwebhook.metallb.io",
+		admit:   admitPeerV1beta1,
+	}
+}
+
 // NewBGPAdvertisementStrategy is BGPAdvertisement's.
 func NewBGPAdvertisementStrategy() *Strategy {
 	return &Strategy{
@@ -107,6 +118,20 @@ func NewCommunityStrategy() *Strategy {
 		webhook: "communityvalidationwebhook.metallb.io",
 		admit:   admitCommunity,
 	}
+}
+
+// NewBFDProfileStrategy is BFDProfile's: the schema's ranges. MetalLB's
+// webhook also refuses to delete a profile a BGPPeer names, but in native
+// BGP mode, which svcnet validates peers for, no peer may name one.
+func NewBFDProfileStrategy() *Strategy {
+	return &Strategy{Basic: schemaFuncs(nil, validation.SchemaBFDProfile)}
+}
+
+// NewConfigurationStateStrategy is ConfigurationState's (MetalLB v0.16's
+// report of whether a component's configuration loaded): no webhook, the
+// schema's enum on status.result.
+func NewConfigurationStateStrategy() *Strategy {
+	return &Strategy{Basic: schemaFuncs(nil, validation.SchemaConfigurationState)}
 }
 
 // NewStatusKindStrategy is for ServiceL2Status and ServiceBGPStatus: no
@@ -160,7 +185,11 @@ func (s *statusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Ob
 }
 
 func (s *statusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
-	return immutableStatus(unstructuredOf(obj), unstructuredOf(old))
+	errs := immutableStatus(unstructuredOf(obj), unstructuredOf(old))
+	if s.Validator != nil {
+		errs = append(errs, s.Validator(obj)...)
+	}
+	return errs
 }
 
 // BeginCreate, BeginUpdate are not called for /status.
@@ -271,6 +300,17 @@ func admitPeer(_ context.Context, s *Strategy, u *unstructured.Unstructured) err
 		return err
 	}
 	if err := validation.Peer(p); err != nil {
+		return s.deny(err)
+	}
+	return nil
+}
+
+func admitPeerV1beta1(_ context.Context, s *Strategy, u *unstructured.Unstructured) error {
+	p, err := decode[metallbv1beta1.BGPPeer](s, u)
+	if err != nil {
+		return err
+	}
+	if err := validation.Peer(metallbv1beta1.PeerToV1beta2(p)); err != nil {
 		return s.deny(err)
 	}
 	return nil

@@ -3,6 +3,7 @@ package validation
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -23,6 +24,18 @@ var (
 		{name: "peerASN", min: 0, max: math.MaxUint32},
 		{name: "localASN", min: 1, max: math.MaxUint32},
 		{name: "peerPort", min: 1, max: 16384},
+	}
+	peerV1beta1IntRules = []intRule{
+		{name: "myASN", min: 0, max: math.MaxUint32, required: true},
+		{name: "peerASN", min: 0, max: math.MaxUint32, required: true},
+		{name: "peerPort", min: 0, max: 16384},
+	}
+	bfdIntRules = []intRule{
+		{name: "receiveInterval", min: 10, max: 60000},
+		{name: "transmitInterval", min: 10, max: 60000},
+		{name: "detectMultiplier", min: 2, max: 255},
+		{name: "echoInterval", min: 10, max: 60000},
+		{name: "minimumTtl", min: 1, max: 254},
 	}
 	advIntRules = []intRule{
 		{name: "aggregationLength", min: 1, max: math.MaxInt64},
@@ -112,6 +125,74 @@ func SchemaL2Advertisement(obj map[string]any) field.ErrorList {
 }
 
 var preferredIntRules = []intRule{{name: "weight", min: 1, max: 100, required: true}}
+
+// SchemaBGPPeerV1beta1 checks a metallb.io/v1beta1 BGPPeer against that
+// version's schema: myASN, peerASN and peerAddress required.
+func SchemaBGPPeerV1beta1(obj map[string]any) field.ErrorList {
+	spec, errs := specOf(obj)
+	if spec == nil {
+		return errs
+	}
+	p := field.NewPath("spec")
+	errs = append(errs, checkInts(spec, p, peerV1beta1IntRules)...)
+	if v, ok := spec["peerAddress"]; !ok {
+		errs = append(errs, field.Required(p.Child("peerAddress"), ""))
+	} else if _, isStr := v.(string); !isStr {
+		errs = append(errs, typeErr(p.Child("peerAddress"), v, "string"))
+	}
+	return errs
+}
+
+// SchemaBFDProfile checks a BFDProfile against its schema: the intervals,
+// multiplier and TTL in their ranges, echoMode and passiveMode booleans.
+func SchemaBFDProfile(obj map[string]any) field.ErrorList {
+	spec, errs := specOf(obj)
+	if spec == nil {
+		return errs
+	}
+	p := field.NewPath("spec")
+	errs = append(errs, checkInts(spec, p, bfdIntRules)...)
+	for _, name := range []string{"echoMode", "passiveMode"} {
+		if v, ok := spec[name]; ok {
+			if _, isBool := v.(bool); !isBool {
+				errs = append(errs, typeErr(p.Child(name), v, "boolean"))
+			}
+		}
+	}
+	return errs
+}
+
+// ConfigurationResults are the values of a ConfigurationState's
+// status.result (the schema's enum).
+var ConfigurationResults = []string{"Valid", "Invalid", "Unknown"}
+
+// SchemaConfigurationState checks a ConfigurationState's status against
+// its schema: result one of ConfigurationResults, errorSummary a string.
+func SchemaConfigurationState(obj map[string]any) field.ErrorList {
+	v, ok := obj["status"]
+	if !ok || v == nil {
+		return nil
+	}
+	p := field.NewPath("status")
+	st, ok := v.(map[string]any)
+	if !ok {
+		return field.ErrorList{typeErr(p, v, "object")}
+	}
+	var errs field.ErrorList
+	if r, ok := st["result"]; ok {
+		if s, isStr := r.(string); !isStr {
+			errs = append(errs, typeErr(p.Child("result"), r, "string"))
+		} else if !slices.Contains(ConfigurationResults, s) {
+			errs = append(errs, field.NotSupported(p.Child("result"), s, ConfigurationResults))
+		}
+	}
+	if e, ok := st["errorSummary"]; ok {
+		if _, isStr := e.(string); !isStr {
+			errs = append(errs, typeErr(p.Child("errorSummary"), e, "string"))
+		}
+	}
+	return errs
+}
 
 // DefaultBGPPeer applies the schema's defaults (peerPort 179, disableMP
 // and dualStackAddressFamily false), as kube-apiserver does for the CRD.
