@@ -107,9 +107,9 @@ func builtinResources() []resourceDef {
 		{registry.ResourceInfo{GVR: networkingv1.SchemeGroupVersion.WithResource("ipaddresses"), Kind: "IPAddress", Singular: "ipaddress", ShortNames: []string{"ip"},
 			New: typed[networkingv1.IPAddress](), NewList: typed[networkingv1.IPAddressList]()}, networking.NewIPAddressStrategy},
 	}, append(append(rbacResources(), metallbBGPResources()...), []resourceDef{
-		{registry.ResourceInfo{GVR: metallbGV.WithResource("ipaddresspools"), Kind: "IPAddressPool", Singular: "ipaddresspool", Namespaced: true, Generation: true,
+		{registry.ResourceInfo{GVR: metallbGV.WithResource("ipaddresspools"), Kind: "IPAddressPool", Singular: "ipaddresspool", Namespaced: true, Generation: true, Status: true,
 			New: unstructuredNew(metallbGV, "IPAddressPool"), NewList: unstructuredNewList(metallbGV, "IPAddressPool")}, func() registry.Strategy { return metallbreg.NewIPAddressPoolStrategy() }},
-		{registry.ResourceInfo{GVR: metallbGV.WithResource("l2advertisements"), Kind: "L2Advertisement", Singular: "l2advertisement", Namespaced: true, Generation: true,
+		{registry.ResourceInfo{GVR: metallbGV.WithResource("l2advertisements"), Kind: "L2Advertisement", Singular: "l2advertisement", Namespaced: true, Generation: true, Status: true,
 			New: unstructuredNew(metallbGV, "L2Advertisement"), NewList: unstructuredNewList(metallbGV, "L2Advertisement")}, func() registry.Strategy { return metallbreg.NewL2AdvertisementStrategy() }},
 	}...)...)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	metallbv1beta1 "github.com/svcnet/svcnet/apis/metallb/v1beta1"
 	"github.com/svcnet/svcnet/apis/metallb/validation"
@@ -17,8 +16,8 @@ import (
 // overlaps another (package apis/metallb/validation), denied with
 // kube-apiserver's wording for a webhook denial. Pools are compared with
 // those of every namespace, because svcnet's LoadBalancer IPAM reads pools
-// from all of them. svcnet serves IPAddressPools without a status
-// subresource, so a write keeps the status it carries.
+// from all of them. Status is a subresource, as in MetalLB's CRD: the
+// controller counts the pool's addresses there.
 type PoolStrategy struct{ *Strategy }
 
 var (
@@ -34,12 +33,6 @@ func NewIPAddressPoolStrategy() *PoolStrategy {
 		admit:   admitPool,
 	}}
 }
-
-// PrepareForCreate keeps status: there is no status subresource.
-func (p *PoolStrategy) PrepareForCreate(context.Context, runtime.Object) {}
-
-// PrepareForUpdate keeps status: there is no status subresource.
-func (p *PoolStrategy) PrepareForUpdate(context.Context, runtime.Object, runtime.Object) {}
 
 func admitPool(ctx context.Context, s *Strategy, u *unstructured.Unstructured) error {
 	pool, err := decode[metallbv1beta1.IPAddressPool](s, u)
@@ -61,7 +54,6 @@ func admitPool(ctx context.Context, s *Strategy, u *unstructured.Unstructured) e
 // schema's checks (preferredNodeSelectors' weight from 1 to 100) and
 // MetalLB's webhook checks of the advertisement itself (package
 // apis/metallb/validation).
-// Served without a status subresource, as IPAddressPools.
 func NewL2AdvertisementStrategy() *PoolStrategy {
 	return &PoolStrategy{&Strategy{
 		Basic:   schemaFuncs(nil, validation.SchemaL2Advertisement),

@@ -118,6 +118,70 @@ func AdsFor(in *speaker.ServiceInput, ads []*metallbv1beta1.BGPAdvertisement) []
 	return out
 }
 
+// poolAdsSelectNode reports whether an advertisement of the Service's pool
+// selects this node, whatever its serviceSelectors.
+func poolAdsSelectNode(in *speaker.ServiceInput, ads []*metallbv1beta1.BGPAdvertisement) bool {
+	for _, ad := range ads {
+		if speaker.AdvertisementSelectsPool(ad.Namespace, ad.Spec.IPAddressPools, ad.Spec.IPAddressPoolSelectors, in.Pool) &&
+			speaker.NodeSelectorsMatch(ad.Spec.NodeSelectors, in.Nodes[in.MyNode]) {
+			return true
+		}
+	}
+	return false
+}
+
+// ConflictingAds checks the advertisements applying to one Service from
+// one node (AdsFor) as MetalLB's speaker does: two of them with different
+// localPref conflict when they can send the same update, that is when
+// their aggregation lengths are the same for the pool's address families
+// and their peers overlap (no peers means every peer). The webhook cannot
+// refuse this when serviceSelectors are involved, since which Services an
+// advertisement will carry is not known then.
+func ConflictingAds(pool *speaker.Pool, ads []*metallbv1beta1.BGPAdvertisement) error {
+	for i, a := range ads {
+		for _, b := range ads[i+1:] {
+			if a.Spec.LocalPref != b.Spec.LocalPref && sameUpdate(pool, a, b) {
+				return fmt.Errorf("advertisements '%s' and '%s' have conflicting LOCAL_PREF (%d vs %d)", a.Name, b.Name, a.Spec.LocalPref, b.Spec.LocalPref)
+			}
+		}
+	}
+	return nil
+}
+
+// sameUpdate: both advertisements apply on this node already, so they
+// share a node; they make the same route unless an aggregation length
+// differs in every family the pool has (a pool without addresses counts as
+// differing), and reach the same peer unless their peer lists are disjoint.
+func sameUpdate(pool *speaker.Pool, a, b *metallbv1beta1.BGPAdvertisement) bool {
+	var has4, has6 bool
+	if pool != nil && pool.Pool != nil {
+		for _, r := range pool.Ranges {
+			if r.From.Is4() {
+				has4 = true
+			} else {
+				has6 = true
+			}
+		}
+	}
+	a4, a6 := validation.AggregationLengths(&a.Spec)
+	b4, b6 := validation.AggregationLengths(&b.Spec)
+	switch {
+	case !has4 && !has6:
+		return false
+	case !has6 && a4 != b4, !has4 && a6 != b6, a4 != b4 && a6 != b6:
+		return false
+	}
+	if len(a.Spec.Peers) == 0 || len(b.Spec.Peers) == 0 {
+		return true
+	}
+	for _, p := range a.Spec.Peers {
+		if slices.Contains(b.Spec.Peers, p) {
+			return true
+		}
+	}
+	return false
+}
+
 func selectorsMatch(sels []metav1.LabelSelector, l map[string]string) bool {
 	if len(sels) == 0 {
 		return true
@@ -131,8 +195,12 @@ func selectorsMatch(sels []metav1.LabelSelector, l map[string]string) bool {
 	return false
 }
 
-// ShouldAnnounce is MetalLB's BGP decision for one node, with its reasons:
-// an advertisement must apply ("noMatchingAdvertisement"); the node must
+// ShouldAnnounce is MetalLB's BGP decision for one node, with its reasons,
+// in MetalLB's order: some advertisement of the pool must select this node
+// ("notOwner"), and one of those must apply to the Service by its
+// serviceSelectors ("noMatchingAdvertisement"); the advertisements
+// applying must not send one route with two LOCAL_PREFs
+// ("conflictingAdvertisements", see ConflictingAds); the node must
 // not be NetworkUnavailable ("nodeNetworkUnavailable") or labelled
 // node.kubernetes.io/exclude-from-external-load-balancers
 // ("nodeLabeledExcludeBalancers"); with externalTrafficPolicy Local the
@@ -141,8 +209,15 @@ func selectorsMatch(sels []metav1.LabelSelector, l map[string]string) bool {
 // there is no election: every node that passes announces, and the router
 // spreads traffic over them (ECMP).
 func ShouldAnnounce(in *speaker.ServiceInput, ads []*metallbv1beta1.BGPAdvertisement) string {
-	if len(AdsFor(in, ads)) == 0 {
+	if !poolAdsSelectNode(in, ads) {
+		return "notOwner"
+	}
+	svcAds := AdsFor(in, ads)
+	if len(svcAds) == 0 {
 		return "noMatchingAdvertisement"
+	}
+	if ConflictingAds(in.Pool, svcAds) != nil {
+		return "conflictingAdvertisements"
 	}
 	n := in.Nodes[in.MyNode]
 	if n != nil {

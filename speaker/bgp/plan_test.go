@@ -58,8 +58,21 @@ func ad(name string, f func(*v1beta1.BGPAdvertisementSpec)) *v1beta1.BGPAdvertis
 	return a
 }
 
+func ptr[T any](v T) *T { return &v }
+
 func TestShouldAnnounce(t *testing.T) {
 	all := []*v1beta1.BGPAdvertisement{ad("all", nil)}
+	// sel is an advertisement for Services labelled app=<app>.
+	sel := func(name, app string, localPref uint32) *v1beta1.BGPAdvertisement {
+		return ad(name, func(s *v1beta1.BGPAdvertisementSpec) {
+			s.ServiceSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"app": app}}}
+			s.LocalPref = localPref
+		})
+	}
+	peers := func(a *v1beta1.BGPAdvertisement, names ...string) *v1beta1.BGPAdvertisement {
+		a.Spec.Peers = names
+		return a
+	}
 	for _, tc := range []struct {
 		name string
 		in   *speaker.ServiceInput
@@ -70,23 +83,64 @@ func TestShouldAnnounce(t *testing.T) {
 		{"cluster, no endpoints", input(t, corev1.ServiceExternalTrafficPolicyCluster), all, "noEndpoints"},
 		{"local, endpoint here", input(t, corev1.ServiceExternalTrafficPolicyLocal, "n1"), all, ""},
 		{"local, endpoint elsewhere", input(t, corev1.ServiceExternalTrafficPolicyLocal, "n2"), all, "noLocalEndpoints"},
-		{"no advertisement", input(t, corev1.ServiceExternalTrafficPolicyCluster, "n1"), nil, "noMatchingAdvertisement"},
+		// No advertisement of the pool selects this node: "notOwner", as
+		// MetalLB's poolMatchesNodeBGP.
+		{"no advertisement", input(t, corev1.ServiceExternalTrafficPolicyCluster, "n1"), nil, "notOwner"},
 		{"other pool", input(t, corev1.ServiceExternalTrafficPolicyCluster, "n1"),
-			[]*v1beta1.BGPAdvertisement{ad("a", func(s *v1beta1.BGPAdvertisementSpec) { s.IPAddressPools = []string{"other"} })}, "noMatchingAdvertisement"},
+			[]*v1beta1.BGPAdvertisement{ad("a", func(s *v1beta1.BGPAdvertisementSpec) { s.IPAddressPools = []string{"other"} })}, "notOwner"},
 		{"other nodes", input(t, corev1.ServiceExternalTrafficPolicyCluster, "n1"),
 			[]*v1beta1.BGPAdvertisement{ad("a", func(s *v1beta1.BGPAdvertisementSpec) {
 				s.NodeSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"rack": "b"}}}
-			})}, "noMatchingAdvertisement"},
+			})}, "notOwner"},
 		{"other services", input(t, corev1.ServiceExternalTrafficPolicyCluster, "n1"),
 			[]*v1beta1.BGPAdvertisement{ad("a", func(s *v1beta1.BGPAdvertisementSpec) {
 				s.ServiceSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"app": "db"}}}
 			})}, "noMatchingAdvertisement"},
+		{"other services here, this one's advertisement on other nodes", input(t, corev1.ServiceExternalTrafficPolicyCluster, "n1"),
+			[]*v1beta1.BGPAdvertisement{sel("db", "db", 0), ad("web", func(s *v1beta1.BGPAdvertisementSpec) {
+				s.ServiceSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"app": "web"}}}
+				s.NodeSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"rack": "b"}}}
+			})}, "noMatchingAdvertisement"},
+		{"serviceSelectors match", input(t, corev1.ServiceExternalTrafficPolicyCluster, "n1"),
+			[]*v1beta1.BGPAdvertisement{sel("web", "web", 0)}, ""},
+		// The webhook lets advertisements with serviceSelectors differ in
+		// localPref; the speaker refuses the Services they both carry.
+		{"two advertisements of the Service with different localPref", input(t, corev1.ServiceExternalTrafficPolicyCluster, "n1"),
+			[]*v1beta1.BGPAdvertisement{sel("a", "web", 100), sel("b", "web", 200)}, "conflictingAdvertisements"},
+		{"conflict checked before the node's conditions", func() *speaker.ServiceInput {
+			in := input(t, corev1.ServiceExternalTrafficPolicyCluster, "n1")
+			in.Nodes["n1"].Labels[corev1.LabelNodeExcludeBalancers] = ""
+			return in
+		}(), []*v1beta1.BGPAdvertisement{sel("a", "web", 100), all[0]}, "conflictingAdvertisements"},
+		{"same localPref: no conflict", input(t, corev1.ServiceExternalTrafficPolicyCluster, "n1"),
+			[]*v1beta1.BGPAdvertisement{sel("a", "web", 100), sel("b", "web", 100)}, ""},
+		{"different localPref for other Services only", input(t, corev1.ServiceExternalTrafficPolicyCluster, "n1"),
+			[]*v1beta1.BGPAdvertisement{sel("a", "web", 100), sel("b", "db", 200)}, ""},
+		{"different localPref, different IPv4 aggregation: no conflict", input(t, corev1.ServiceExternalTrafficPolicyCluster, "n1"),
+			[]*v1beta1.BGPAdvertisement{sel("a", "web", 100), ad("b", func(s *v1beta1.BGPAdvertisementSpec) { s.LocalPref = 200; s.AggregationLength = ptr(int32(28)) })}, ""},
+		{"different localPref, only the IPv6 aggregation differs on an IPv4 pool: conflict", input(t, corev1.ServiceExternalTrafficPolicyCluster, "n1"),
+			[]*v1beta1.BGPAdvertisement{sel("a", "web", 100), ad("b", func(s *v1beta1.BGPAdvertisementSpec) { s.LocalPref = 200; s.AggregationLengthV6 = ptr(int32(64)) })}, "conflictingAdvertisements"},
+		{"different localPref, disjoint peers: no conflict", input(t, corev1.ServiceExternalTrafficPolicyCluster, "n1"),
+			[]*v1beta1.BGPAdvertisement{peers(sel("a", "web", 100), "edge"), peers(sel("b", "web", 200), "core")}, ""},
+		{"different localPref, a shared peer: conflict", input(t, corev1.ServiceExternalTrafficPolicyCluster, "n1"),
+			[]*v1beta1.BGPAdvertisement{peers(sel("a", "web", 100), "edge", "core"), peers(sel("b", "web", 200), "core")}, "conflictingAdvertisements"},
+		{"different localPref, one for every peer: conflict", input(t, corev1.ServiceExternalTrafficPolicyCluster, "n1"),
+			[]*v1beta1.BGPAdvertisement{peers(sel("a", "web", 100), "edge"), sel("b", "web", 200)}, "conflictingAdvertisements"},
+		{"different localPref, the other advertisement not on this node", input(t, corev1.ServiceExternalTrafficPolicyCluster, "n1"),
+			[]*v1beta1.BGPAdvertisement{sel("a", "web", 100), ad("b", func(s *v1beta1.BGPAdvertisementSpec) {
+				s.LocalPref = 200
+				s.NodeSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"rack": "b"}}}
+			})}, ""},
 	} {
 		if got := ShouldAnnounce(tc.in, tc.ads); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
 	in := input(t, corev1.ServiceExternalTrafficPolicyCluster, "n1")
+	if err := ConflictingAds(in.Pool, []*v1beta1.BGPAdvertisement{sel("a", "web", 100), sel("b", "web", 200)}); err == nil ||
+		err.Error() != "advertisements 'a' and 'b' have conflicting LOCAL_PREF (100 vs 200)" {
+		t.Errorf("ConflictingAds: %v", err)
+	}
 	in.Nodes["n1"].Labels[corev1.LabelNodeExcludeBalancers] = ""
 	if got := ShouldAnnounce(in, all); got != "nodeLabeledExcludeBalancers" {
 		t.Errorf("excluded node: %q", got)
