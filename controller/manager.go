@@ -38,6 +38,7 @@ import (
 	"github.com/svcnet/svcnet/controller/scheduler"
 	"github.com/svcnet/svcnet/controller/serviceaccount"
 	"github.com/svcnet/svcnet/controller/servicecidrs"
+	"github.com/svcnet/svcnet/internal/metallbmetrics"
 )
 
 // Names of the controllers, for Options.Controllers.
@@ -85,6 +86,10 @@ type Options struct {
 	// namespace (kube-controller-manager's --root-ca-file); without it that
 	// controller does not run.
 	RootCA []byte
+	// LBIPAMMetrics and LBIPAMClientMetrics, when set, receive the lbipam
+	// controller's MetalLB allocator and metallb_k8s_client_* metrics.
+	LBIPAMMetrics       *lbipam.Metrics
+	LBIPAMClientMetrics *metallbmetrics.K8sClient
 }
 
 // Run starts the enabled controllers and blocks until ctx is cancelled or
@@ -191,6 +196,7 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	}
 	if on(LBIPAM) {
 		l := lbipam.New(client, dyn, factory, dynFactory, recorder(lbipam.ControllerName), log)
+		l.SetMetrics(opts.LBIPAMMetrics, opts.LBIPAMClientMetrics)
 		runs = append(runs, l.Run)
 	}
 	factory.Start(ctx.Done())

@@ -175,11 +175,80 @@ type Allocator struct {
 	pools []*Pool
 	bySvc map[string]*Allocation
 	byIP  map[netip.Addr][]string
+
+	metrics *Metrics
+	usage   map[string]*poolUsage // pool name -> what its Services hold
 }
 
 // NewAllocator returns an allocator with no pools.
 func NewAllocator() *Allocator {
-	return &Allocator{bySvc: map[string]*Allocation{}, byIP: map[netip.Addr][]string{}}
+	return &Allocator{bySvc: map[string]*Allocation{}, byIP: map[netip.Addr][]string{}, usage: map[string]*poolUsage{}}
+}
+
+// SetMetrics makes the allocator keep MetalLB's allocator gauges in m
+// (nil: none), starting with the pools it has now.
+func (a *Allocator) SetMetrics(m *Metrics) {
+	a.metrics = m
+	for _, p := range a.pools {
+		m.set(p, a.usage[p.Name])
+	}
+}
+
+// StopMetrics deletes every pool's series and records no more.
+func (a *Allocator) StopMetrics() {
+	for _, p := range a.pools {
+		a.metrics.forget(p.Name)
+	}
+	a.metrics = nil
+}
+
+// account adds (d = 1) or removes (d = -1) an allocation from the per-pool
+// usage, attributing each address to the pool containing it now, and
+// publishes the pools it touched.
+func (a *Allocator) account(al *Allocation, d int) {
+	touched := map[*Pool]bool{}
+	var svcPool *Pool
+	for i, ip := range al.IPs {
+		p := a.PoolFor(ip)
+		if i == 0 {
+			svcPool = p
+		} else if p != svcPool {
+			svcPool = nil
+		}
+		if p == nil {
+			continue
+		}
+		touched[p] = true
+		u := a.usage[p.Name]
+		if u == nil {
+			u = &poolUsage{ips: map[netip.Addr]int{}}
+			a.usage[p.Name] = u
+		}
+		before := u.ips[ip]
+		if after := before + d; after > 0 {
+			u.ips[ip] = after
+		} else {
+			delete(u.ips, ip)
+		}
+		delta := 0
+		switch {
+		case before == 0 && d > 0:
+			delta = 1
+		case before == 1 && d < 0:
+			delta = -1
+		}
+		if ip.Is4() {
+			u.v4 += delta
+		} else {
+			u.v6 += delta
+		}
+	}
+	if svcPool != nil {
+		a.usage[svcPool.Name].services += d
+	}
+	for p := range touched {
+		a.metrics.set(p, a.usage[p.Name])
+	}
 }
 
 // SetPools replaces the pools. Overlapping pools are reported: the later
@@ -212,7 +281,20 @@ func (a *Allocator) SetPools(pools []*Pool) []error {
 		}
 		return pi < pj
 	})
+	for _, p := range a.pools {
+		if !slices.ContainsFunc(kept, func(k *Pool) bool { return k.Name == p.Name }) {
+			a.metrics.forget(p.Name)
+		}
+	}
 	a.pools = kept
+	// An address may have changed pools: count again.
+	a.usage = map[string]*poolUsage{}
+	for _, al := range a.bySvc {
+		a.account(al, 1)
+	}
+	for _, p := range a.pools {
+		a.metrics.set(p, a.usage[p.Name])
+	}
 	return errs
 }
 
@@ -277,10 +359,12 @@ func (a *Allocator) Assign(svc string, ips []netip.Addr, ports []Port, key strin
 		}
 	}
 	a.Unassign(svc)
-	a.bySvc[svc] = &Allocation{IPs: ips, Pool: pool.Name, Ports: ports, SharingKey: key}
+	al := &Allocation{IPs: ips, Pool: pool.Name, Ports: ports, SharingKey: key}
+	a.bySvc[svc] = al
 	for _, ip := range ips {
 		a.byIP[ip] = append(a.byIP[ip], svc)
 	}
+	a.account(al, 1)
 	return nil
 }
 
@@ -299,6 +383,7 @@ func (a *Allocator) Unassign(svc string) {
 		}
 	}
 	delete(a.bySvc, svc)
+	a.account(old, -1)
 }
 
 // ErrNoAvailableIPs is returned when no pool has a usable address.

@@ -45,6 +45,7 @@ import (
 
 	metallbv1beta1 "github.com/svcnet/svcnet/apis/metallb/v1beta1"
 	"github.com/svcnet/svcnet/controller/internal/worker"
+	"github.com/svcnet/svcnet/internal/metallbmetrics"
 )
 
 // ControllerName is the event source component.
@@ -71,6 +72,7 @@ type Controller struct {
 	recorder record.EventRecorder
 	alloc    *Allocator
 	log      *slog.Logger
+	client8s *metallbmetrics.K8sClient
 }
 
 // New wires the controller to the Service informer and the dynamic
@@ -104,6 +106,14 @@ func New(client kubernetes.Interface, _ dynamic.Interface, factory informers.Sha
 	return c
 }
 
+// SetMetrics makes the controller keep MetalLB's allocator gauges in m
+// and its metallb_k8s_client_* metrics in k (either may be nil). Call it
+// before Run.
+func (c *Controller) SetMetrics(m *Metrics, k *metallbmetrics.K8sClient) {
+	c.alloc.SetMetrics(m)
+	c.client8s = k
+}
+
 func (c *Controller) enqueue(obj any) {
 	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 		c.queue.Add(key)
@@ -126,7 +136,13 @@ func (c *Controller) Run(ctx context.Context) error {
 			}
 		}
 	}
-	worker.Run(ctx, c.log, c.queue, 1, c.sync)
+	worker.Run(ctx, c.log, c.queue, 1, func(ctx context.Context, key string) error {
+		err := c.sync(ctx, key)
+		c.client8s.Processed(err)
+		return err
+	})
+	// Another instance (leader election) reports from now on.
+	c.alloc.StopMetrics()
 	return nil
 }
 
@@ -184,6 +200,8 @@ func families(s *corev1.Service) []int {
 // hands the rest to the allocator.
 func (c *Controller) loadPools() {
 	var pools []*Pool
+	bad := false
+	defer func() { c.client8s.ConfigLoaded("pools", bad) }()
 	byName := map[string]*unstructured.Unstructured{}
 	for _, o := range c.pools.GetStore().List() {
 		u, ok := o.(*unstructured.Unstructured)
@@ -193,17 +211,20 @@ func (c *Controller) loadPools() {
 		var p metallbv1beta1.IPAddressPool
 		if err := metallbv1beta1.FromUnstructured(u, &p); err != nil {
 			c.warnPool(u, err.Error())
+			bad = true
 			continue
 		}
 		pp, err := ParsePool(&p)
 		if err != nil {
 			c.warnPool(u, err.Error())
+			bad = true
 			continue
 		}
 		byName[p.Name] = u
 		pools = append(pools, pp)
 	}
 	for _, err := range c.alloc.SetPools(pools) {
+		bad = true
 		c.log.Warn("overlapping address pools", "err", err)
 		for name, u := range byName {
 			if strings.Contains(err.Error(), fmt.Sprintf("in pool %q overlaps", name)) {
