@@ -46,6 +46,9 @@ type Options struct {
 	ReannounceInterval time.Duration
 	// ScanInterval is how often interfaces are rescanned (default 10s).
 	ScanInterval time.Duration
+	// Metrics, when set, counts requests, responses and gratuitous
+	// packets (MetalLB's metallb_layer2_* counters).
+	Metrics *Metrics
 }
 
 // Takeover burst: announce at once and then every burstEvery for burstFor,
@@ -231,7 +234,7 @@ func (r *Responder) announce(onlyBurst bool) {
 		if j.ip.Is4() {
 			for _, a := range arps {
 				if j.ifs == nil || slices.Contains(j.ifs, a.name) {
-					if err := a.gratuitous(j.ip); err != nil {
+					if err := a.gratuitous(j.ip, r.opts.Metrics); err != nil {
 						r.log.Warn("gratuitous ARP", "interface", a.name, "ip", j.ip, "err", err)
 					}
 				}
@@ -242,6 +245,8 @@ func (r *Responder) announce(onlyBurst bool) {
 			if j.ifs == nil || slices.Contains(j.ifs, n.name) {
 				if err := n.unsolicited(j.ip); err != nil {
 					r.log.Warn("unsolicited neighbor advertisement", "interface", n.name, "ip", j.ip, "err", err)
+				} else {
+					r.opts.Metrics.sentGratuitous(j.ip)
 				}
 			}
 		}
@@ -405,15 +410,18 @@ func (a *arpIf) serve(r *Responder) {
 		if !r.announcedOn(pkt.TargetIP, a.name) {
 			continue
 		}
+		r.opts.Metrics.gotRequest(pkt.TargetIP)
 		if err := a.c.Reply(pkt, a.mac, pkt.TargetIP); err != nil {
 			r.log.Warn("ARP reply", "interface", a.name, "ip", pkt.TargetIP, "to", pkt.SenderIP, "err", err)
+		} else {
+			r.opts.Metrics.sentResponse(pkt.TargetIP)
 		}
 	}
 }
 
 // gratuitous broadcasts the address as ours, as a request and as a reply
-// (clients differ in which they accept).
-func (a *arpIf) gratuitous(ip netip.Addr) error {
+// (clients differ in which they accept); m counts each packet sent.
+func (a *arpIf) gratuitous(ip netip.Addr, m *Metrics) error {
 	for _, op := range []arp.Operation{arp.OperationRequest, arp.OperationReply} {
 		p, err := arp.NewPacket(op, a.mac, ip, ethernet.Broadcast, ip)
 		if err != nil {
@@ -422,6 +430,7 @@ func (a *arpIf) gratuitous(ip netip.Addr) error {
 		if err := a.c.WriteTo(p, ethernet.Broadcast); err != nil {
 			return err
 		}
+		m.sentGratuitous(ip)
 	}
 	return nil
 }
@@ -512,10 +521,13 @@ func (n *ndpIf) serve(r *Responder) {
 		if !r.announcedOn(ns.TargetAddress, n.name) {
 			continue
 		}
+		r.opts.Metrics.gotRequest(ns.TargetAddress)
 		na := &ndp.NeighborAdvertisement{Solicited: true, Override: true, TargetAddress: ns.TargetAddress,
 			Options: []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Target, Addr: n.mac}}}
 		if err := n.c.WriteTo(na, nil, src); err != nil {
 			r.log.Warn("neighbor advertisement", "interface", n.name, "ip", ns.TargetAddress, "to", src, "err", err)
+		} else {
+			r.opts.Metrics.sentResponse(ns.TargetAddress)
 		}
 	}
 }

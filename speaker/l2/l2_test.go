@@ -23,7 +23,10 @@ type lab struct {
 	r           *Responder
 }
 
-func newLab(t *testing.T) *lab {
+func newLab(t *testing.T) *lab { return newLabWith(t, nil) }
+
+// newLabWith is newLab with a responder counting into m (may be nil).
+func newLabWith(t *testing.T, m *Metrics) *lab {
 	testbed.RequireRoot(t)
 	testbed.RequireCommand(t, "ip", "arping", "ping")
 	spk := testbed.NewNetNS(t, "l2-speaker")
@@ -43,7 +46,7 @@ func newLab(t *testing.T) *lab {
 		}
 	}
 	mac := strings.TrimSpace(spk.MustRun("cat", "/sys/class/net/eth0/address"))
-	r := New(Options{ScanInterval: 500 * time.Millisecond, ReannounceInterval: time.Hour})
+	r := New(Options{ScanInterval: 500 * time.Millisecond, ReannounceInterval: time.Hour, Metrics: m})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- spk.Do(func() error { return r.Run(ctx) }) }()
