@@ -16,6 +16,7 @@ package speaker
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -192,6 +193,72 @@ func (c *cluster) speakerPID(node string) int {
 	return 0
 }
 
+// preferredCheck creates Service web-preferred (172.18.0.202, labelled
+// l2=preferred) and an L2Advertisement for it alone whose
+// preferredNodeSelectors name the node last in hash order for that address,
+// then checks that this node announces it: the nodeAssigned event, the
+// ServiceL2Status and the one MAC answering ARP. It returns the node.
+func (c *cluster) preferredCheck(t *testing.T, client *testbed.NetNS, macOf map[string]string) string {
+	t.Helper()
+	nodes := []string{c.nodeName(1), c.nodeName(2), c.nodeName(3)}
+	hash := func(n string) string {
+		h := sha256.Sum256([]byte(n + "#172.18.0.202"))
+		return hex.EncodeToString(h[:])
+	}
+	slices.SortFunc(nodes, func(a, b string) int { return strings.Compare(hash(a), hash(b)) })
+	want := nodes[2]
+	manifest := fmt.Sprintf(`apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata:
+  name: preferred
+  namespace: metallb-system
+spec:
+  ipAddressPools: [node-network]
+  serviceSelectors:
+  - matchLabels: {l2: preferred}
+  preferredNodeSelectors:
+  - weight: 50
+    preference:
+      matchLabels: {kubernetes.io/hostname: %s}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web-preferred
+  labels: {l2: preferred}
+spec:
+  type: LoadBalancer
+  loadBalancerIP: 172.18.0.202
+  selector: {app: web}
+  ports:
+  - {port: 80, targetPort: 8080}
+`, want)
+	f := filepath.Join(c.dir, "preferred.yaml")
+	if err := os.WriteFile(f, []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.kubectl("apply", "-f", f); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	var got string
+	eventually(t, 60*time.Second, "a nodeAssigned event on Service web-preferred", func() (string, bool) {
+		nodes, out := c.announcers("web-preferred")
+		if len(nodes) > 0 {
+			got = nodes[len(nodes)-1]
+		}
+		return out, len(nodes) > 0
+	})
+	if got != want {
+		t.Fatalf("web-preferred announced by %s, want the preferred node %s (hash order %v)", got, want, nodes)
+	}
+	c.wantL2Status(t, "web-preferred", want)
+	eventually(t, 30*time.Second, "only the preferred node's MAC answers ARP for 172.18.0.202", func() (string, bool) {
+		macs, out := arping(client, "172.18.0.202")
+		return fmt.Sprintf("%v (want %s)\n%s", macs, macOf[want], out), len(macs) == 1 && macs[macOf[want]]
+	})
+	return want
+}
+
 func TestLayer2(t *testing.T) {
 	c := startCluster(t)
 	abs, _ := filepath.Abs("testdata/l2.yaml")
@@ -274,6 +341,12 @@ func TestLayer2(t *testing.T) {
 	if macs, out := arping(client, "172.18.0.201"); len(macs) != 1 || !macs[macOf[local]] {
 		t.Fatalf("arping 172.18.0.201: want exactly %s (node %s), got %v:\n%s", macOf[local], local, macs, out)
 	}
+
+	// serviceSelectors and preferredNodeSelectors: a second L2Advertisement
+	// applying only to Services labelled l2=preferred prefers the node the
+	// hash order puts last for 172.18.0.202, and that node announces it.
+	preferred := c.preferredCheck(t, client, macOf)
+	t.Logf("web-preferred announced by the preferred node %s", preferred)
 
 	// IPv6: the client's kernel resolves the address by a neighbor
 	// solicitation, and the answer is the announcing node's MAC.
