@@ -229,21 +229,37 @@ func advertisementFields(a *metallbv1beta1.BGPAdvertisement, aliases map[string]
 	}
 	v4, v6 := AggregationLengths(s)
 	if v4 > 32 {
-		return fmt.Errorf("invalid aggregation length %q for IPv4", rune(v4)) // %q of an int, as MetalLB prints it: a quoted rune
+		return fmt.Errorf("invalid aggregation length %d for IPv4", v4)
 	}
 	if v6 > 128 {
-		return fmt.Errorf("invalid aggregation length %q for IPv6", rune(v6))
+		return fmt.Errorf("invalid aggregation length %d for IPv6", v6)
 	}
 	for _, c := range s.Communities {
 		if _, err := ResolveCommunity(c, aliases); err != nil && !errors.Is(err, ErrInvalidCommunityFormat) {
 			return errors.Join(err, fmt.Errorf("invalid community %q in BGP advertisement", c))
 		}
 	}
-	for _, sel := range [][]metav1.LabelSelector{s.NodeSelectors, s.ServiceSelectors, s.IPAddressPoolSelectors} {
-		for i := range sel {
-			if _, err := metav1.LabelSelectorAsSelector(&sel[i]); err != nil {
-				return fmt.Errorf("invalid label selector %v: %w", sel[i], err)
-			}
+	return selectorsParse(a.Name, s.NodeSelectors, s.ServiceSelectors, s.IPAddressPoolSelectors)
+}
+
+// selectorsParse checks that an advertisement's node, service and pool
+// selectors parse, in that order, with MetalLB's messages for each kind.
+func selectorsParse(name string, nodeSels, serviceSels, poolSels []metav1.LabelSelector) error {
+	for i := range nodeSels {
+		if _, err := metav1.LabelSelectorAsSelector(&nodeSels[i]); err != nil {
+			return errors.Join(errors.Join(err, fmt.Errorf("invalid label selector %v", nodeSels[i])),
+				fmt.Errorf("failed to parse node selector for %s", name))
+		}
+	}
+	for i := range serviceSels {
+		if _, err := metav1.LabelSelectorAsSelector(&serviceSels[i]); err != nil {
+			return errors.Join(fmt.Errorf("invalid service selector %v: %w", serviceSels[i], err),
+				fmt.Errorf("failed to parse service selector for %s", name))
+		}
+	}
+	for i := range poolSels {
+		if _, err := metav1.LabelSelectorAsSelector(&poolSels[i]); err != nil {
+			return errors.Join(err, fmt.Errorf("invalid label selector %v", poolSels[i]))
 		}
 	}
 	return nil
@@ -371,17 +387,8 @@ func L2Advertisement(a *metallbv1beta1.L2Advertisement) error {
 			return err
 		}
 	}
-	for i := range s.NodeSelectors {
-		if _, err := metav1.LabelSelectorAsSelector(&s.NodeSelectors[i]); err != nil {
-			return errors.Join(errors.Join(err, fmt.Errorf("invalid label selector %v", s.NodeSelectors[i])),
-				fmt.Errorf("failed to parse node selector for %s", a.Name))
-		}
-	}
-	for i := range s.ServiceSelectors {
-		if _, err := metav1.LabelSelectorAsSelector(&s.ServiceSelectors[i]); err != nil {
-			return errors.Join(fmt.Errorf("invalid service selector %v: %w", s.ServiceSelectors[i], err),
-				fmt.Errorf("failed to parse service selector for %s", a.Name))
-		}
+	if err := selectorsParse(a.Name, s.NodeSelectors, s.ServiceSelectors, nil); err != nil {
+		return err
 	}
 	for i := range s.PreferredNodeSelectors {
 		p := s.PreferredNodeSelectors[i].Preference
@@ -390,10 +397,5 @@ func L2Advertisement(a *metallbv1beta1.L2Advertisement) error {
 				fmt.Errorf("failed to parse preferred node selectors for %s", a.Name))
 		}
 	}
-	for i := range s.IPAddressPoolSelectors {
-		if _, err := metav1.LabelSelectorAsSelector(&s.IPAddressPoolSelectors[i]); err != nil {
-			return errors.Join(err, fmt.Errorf("invalid label selector %v", s.IPAddressPoolSelectors[i]))
-		}
-	}
-	return nil
+	return selectorsParse(a.Name, nil, nil, s.IPAddressPoolSelectors)
 }

@@ -201,7 +201,18 @@ func TestAdvertisement(t *testing.T) {
 		{"bad community", []metallbv1beta1.BGPAdvertisement{adv("a", func(s *metallbv1beta1.BGPAdvertisementSpec) { s.Communities = []string{"1:99999"} })},
 			"invalid community value: invalid section \"99999\" of community \"1:99999\", err: \"strconv.ParseUint: parsing \\\"99999\\\": value out of range\"\ninvalid community \"1:99999\" in BGP advertisement"},
 		{"aggregation above 32", []metallbv1beta1.BGPAdvertisement{adv("a", func(s *metallbv1beta1.BGPAdvertisementSpec) { s.AggregationLength = i32(33) })},
-			`invalid aggregation length '!' for IPv4`},
+			`invalid aggregation length 33 for IPv4`},
+		{"IPv6 aggregation above 128", []metallbv1beta1.BGPAdvertisement{adv("a", func(s *metallbv1beta1.BGPAdvertisementSpec) { s.AggregationLengthV6 = i32(129) })},
+			`invalid aggregation length 129 for IPv6`},
+		{"bad node selector", []metallbv1beta1.BGPAdvertisement{adv("a", func(s *metallbv1beta1.BGPAdvertisementSpec) {
+			s.NodeSelectors = []metav1.LabelSelector{{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "zone", Operator: "Near"}}}}
+		})}, "\"Near\" is not a valid label selector operator\ninvalid label selector {map[] [{zone Near []}]}\nfailed to parse node selector for a"},
+		{"bad service selector", []metallbv1beta1.BGPAdvertisement{adv("a", func(s *metallbv1beta1.BGPAdvertisementSpec) {
+			s.ServiceSelectors = []metav1.LabelSelector{{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "In"}}}}
+		})}, "invalid service selector {map[] [{app In []}]}: values: Invalid value: null: for 'in', 'notin' operators, values set can't be empty\nfailed to parse service selector for a"},
+		{"duplicate service selector", []metallbv1beta1.BGPAdvertisement{adv("a", func(s *metallbv1beta1.BGPAdvertisementSpec) {
+			s.ServiceSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"app": "web"}}, {MatchLabels: map[string]string{"app": "web"}}}
+		})}, `duplicate definition of serviceSelectors {map["app":"web"] []}`},
 		{"aggregation shorter than pool", []metallbv1beta1.BGPAdvertisement{adv("a", func(s *metallbv1beta1.BGPAdvertisementSpec) {
 			s.IPAddressPools = []string{"wide"}
 			s.AggregationLength = i32(8)
