@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 
 	metallbv1beta1 "github.com/svcnet/svcnet/apis/metallb/v1beta1"
 	"github.com/svcnet/svcnet/controller/lbipam"
@@ -35,6 +36,11 @@ type L2StatusWriter interface {
 type Layer2 struct {
 	Responder L2Responder
 	Status    L2StatusWriter
+	// Recorder records announceFailed (default: the Speaker's recorder).
+	Recorder record.EventRecorder
+	// Interfaces lists this node's interface names (default: all of them,
+	// from the kernel), for announceFailed.
+	Interfaces func() ([]string, error)
 
 	set map[types.NamespacedName]string // what the responder has, to skip no-op updates
 }
@@ -79,7 +85,7 @@ func ElectL2(in *ServiceInput) (winner string, reason string) {
 	var cands []string
 	for name := range in.Speakers {
 		n := in.Nodes[name]
-		if ok, _ := NodeUsable(n); !ok {
+		if ok, _ := NodeUsableWith(n, in.IgnoreExcludeLB); !ok {
 			continue
 		}
 		if local != nil && !local[name] {
@@ -228,6 +234,7 @@ func L2Interfaces(in *ServiceInput) []string {
 // SetBalancer implements Protocol.
 func (l *Layer2) SetBalancer(ctx context.Context, in *ServiceInput) error {
 	ifs := L2Interfaces(in)
+	failed := l.announceFailed(in, ifs)
 	state := ""
 	for _, ip := range in.IPs {
 		state += ip.String() + ","
@@ -243,7 +250,7 @@ func (l *Layer2) SetBalancer(ctx context.Context, in *ServiceInput) error {
 		l.Responder.SetBalancer(in.Key.String(), in.IPs, ifs)
 		l.set[in.Key] = state
 	}
-	if l.Status != nil {
+	if l.Status != nil && !failed {
 		return l.Status.Announcing(ctx, in.Service, ifs)
 	}
 	return nil

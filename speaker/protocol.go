@@ -108,4 +108,8 @@ type ServiceInput struct {
 	Speakers map[string]bool
 	// MyNode is this speaker's node.
 	MyNode string
+	// IgnoreExcludeLB (the speaker's --ignore-exclude-lb): nodes labelled
+	// node.kubernetes.io/exclude-from-external-load-balancers are not
+	// skipped (NodeUsableWith).
+	IgnoreExcludeLB bool
 }

@@ -32,6 +32,7 @@ import (
 
 	metallbv1beta1 "github.com/svcnet/svcnet/apis/metallb/v1beta1"
 	"github.com/svcnet/svcnet/controller/lbipam"
+	"github.com/svcnet/svcnet/internal/metallbmetrics"
 )
 
 // Component is the event source, as MetalLB's speaker names itself.
@@ -59,7 +60,18 @@ type Config struct {
 	Logger        *slog.Logger
 	// Recorder records the nodeAssigned events (default: one writing
 	// core/v1 Events through Client, source metallb-speaker on NodeName).
+	// A Layer2 protocol without a Recorder of its own uses it for
+	// announceFailed.
 	Recorder record.EventRecorder
+	// IgnoreExcludeLB is MetalLB's --ignore-exclude-lb: nodes labelled
+	// node.kubernetes.io/exclude-from-external-load-balancers may announce
+	// (ServiceInput.IgnoreExcludeLB).
+	IgnoreExcludeLB bool
+	// Metrics, when set, keeps metallb_speaker_announced.
+	Metrics *Metrics
+	// ClientMetrics, when set, counts the Services and configuration
+	// reloads processed (metallb_k8s_client_*).
+	ClientMetrics *metallbmetrics.K8sClient
 }
 
 // Speaker announces this node's share of the LoadBalancer addresses.
@@ -204,6 +216,11 @@ func (s *Speaker) Run(ctx context.Context) error {
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.cfg.Client.CoreV1().Events("")})
 		defer b.Shutdown()
 		s.cfg.Recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component, Host: s.cfg.NodeName})
+	}
+	for _, p := range s.cfg.Protocols {
+		if l2, ok := p.(*Layer2); ok && l2.Recorder == nil {
+			l2.Recorder = s.cfg.Recorder
+		}
 	}
 	stop := make(chan struct{})
 	defer close(stop)
@@ -403,6 +420,8 @@ func (s *Speaker) processNext(ctx context.Context) bool {
 // pools are skipped (controller/lbipam reports them); of overlapping pools
 // the first by name wins, as in lbipam.
 func (s *Speaker) loadConfig() {
+	bad := false // an object could not be used: the configuration is stale
+	defer func() { s.cfg.ClientMetrics.ConfigLoaded("speaker", bad) }()
 	s.poolList = s.poolList[:0]
 	for _, obj := range s.pools.GetStore().List() {
 		u, ok := obj.(*unstructured.Unstructured)
@@ -412,11 +431,13 @@ func (s *Speaker) loadConfig() {
 		var p metallbv1beta1.IPAddressPool
 		if err := metallbv1beta1.FromUnstructured(u, &p); err != nil {
 			s.log.Warn("ignoring pool", "err", err)
+			bad = true
 			continue
 		}
 		pp, err := lbipam.ParsePool(&p)
 		if err != nil {
 			s.log.Warn("ignoring pool", "err", err)
+			bad = true
 			continue
 		}
 		s.poolList = append(s.poolList, &Pool{Pool: pp, Namespace: p.Namespace, Labels: p.Labels})
@@ -431,6 +452,7 @@ func (s *Speaker) loadConfig() {
 		ad := &metallbv1beta1.L2Advertisement{}
 		if err := metallbv1beta1.FromUnstructured(u, ad); err != nil {
 			s.log.Warn("ignoring L2Advertisement", "err", err)
+			bad = true
 			continue
 		}
 		s.ads = append(s.ads, ad)
@@ -442,6 +464,7 @@ func (s *Speaker) loadConfig() {
 
 func (s *Speaker) syncAll(ctx context.Context) error {
 	s.loadConfig()
+	s.cfg.ClientMetrics.Processed(nil) // the configuration, reloaded
 	keys := map[string]bool{}
 	svcs, err := s.svcs.List(labels.Everything())
 	if err != nil {
@@ -484,7 +507,7 @@ func (s *Speaker) input(key types.NamespacedName) (*ServiceInput, string, error)
 	if len(svc.Status.LoadBalancer.Ingress) == 0 {
 		return nil, "noIPAllocated", nil
 	}
-	in := &ServiceInput{Key: key, Service: svc, MyNode: s.cfg.NodeName}
+	in := &ServiceInput{Key: key, Service: svc, MyNode: s.cfg.NodeName, IgnoreExcludeLB: s.cfg.IgnoreExcludeLB}
 	for _, ing := range svc.Status.LoadBalancer.Ingress {
 		ip, err := netip.ParseAddr(ing.IP)
 		if err != nil {
@@ -528,7 +551,8 @@ func (s *Speaker) input(key types.NamespacedName) (*ServiceInput, string, error)
 	return in, "", nil
 }
 
-func (s *Speaker) syncService(ctx context.Context, k string) error {
+func (s *Speaker) syncService(ctx context.Context, k string) (err error) {
+	defer func() { s.cfg.ClientMetrics.Processed(err) }()
 	ns, name, err := cache.SplitMetaNamespaceKey(k)
 	if err != nil {
 		return nil
@@ -565,6 +589,7 @@ func (s *Speaker) syncService(ctx context.Context, k string) error {
 				continue
 			}
 		}
+		s.cfg.Metrics.announce(key, p.Name(), s.cfg.NodeName, in.IPs)
 		if !had {
 			s.announced[p.Name()][key] = in.IPs
 			s.log.Info("announcing", "service", key.String(), "protocol", p.Name(), "ips", in.IPs, "pool", in.Pool.Name)
@@ -586,6 +611,7 @@ func (s *Speaker) withdraw(ctx context.Context, p Protocol, key types.Namespaced
 		return fmt.Errorf("%s: withdraw %s: %w", p.Name(), key, err)
 	}
 	delete(s.announced[p.Name()], key)
+	s.cfg.Metrics.withdraw(key, p.Name(), s.cfg.NodeName, ips)
 	if err != nil {
 		// Withdrawn; only this node's status object may be left. The next
 		// announcer deletes it (as MetalLB's does), so it is not retried.

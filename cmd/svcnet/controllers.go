@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,8 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/svcnet/svcnet/controller"
+	"github.com/svcnet/svcnet/controller/lbipam"
+	"github.com/svcnet/svcnet/internal/metallbmetrics"
 )
 
 func init() {
@@ -43,6 +46,7 @@ func runControllers(ctx context.Context, args []string) error {
 		verbose    bool
 		le         leaderElection
 		rootCAFile string
+		metrics    string
 	)
 	fs.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster (default: $KUBECONFIG, else in-cluster config)")
 	fs.StringVar(&enabled, "controllers", "*", "comma-separated controllers to run, '*' for all: "+strings.Join(controller.All, ","))
@@ -61,6 +65,7 @@ func runControllers(ctx context.Context, args []string) error {
 	fs.StringVar(&le.name, "leader-elect-resource-name", "kube-controller-manager", "the Lease's name: kube-controller-manager's by default, since these controllers stand in for it (and the RBAC policy of kube-apiserver lets that identity renew only that Lease)")
 	fs.StringVar(&le.namespace, "leader-elect-resource-namespace", "kube-system", "the Lease's namespace")
 	fs.StringVar(&rootCAFile, "root-ca-file", "", "PEM CA bundle the root-ca-cert-publisher puts in every namespace's kube-root-ca.crt ConfigMap (default: the kubeconfig's certificate authority)")
+	fs.StringVar(&metrics, "metrics-bind-address", "127.0.0.1:7473", "address of /metrics, plain HTTP, served when lbipam runs: MetalLB's controller metrics (metallb_allocator_*, metallb_k8s_client_*) (empty disables)")
 	fs.BoolVar(&verbose, "v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -107,6 +112,16 @@ func runControllers(ctx context.Context, args []string) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if len(opts.Controllers) == 0 || slices.Contains(opts.Controllers, controller.LBIPAM) {
+		// lbipam is MetalLB's controller: its metrics, one registry for
+		// the process (the gauges are filled while this instance leads).
+		reg := newMetalLBRegistry()
+		opts.LBIPAMMetrics = lbipam.NewMetrics(reg)
+		opts.LBIPAMClientMetrics = metallbmetrics.NewK8sClient(reg)
+		if err := serveMetrics(ctx, metrics, reg, log); err != nil {
+			return err
+		}
+	}
 	run := func(ctx context.Context) error { return controller.Run(ctx, client, dyn, opts, log) }
 	if !le.enabled {
 		return run(ctx)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/svcnet/svcnet/internal/metallbmetrics"
 	"github.com/svcnet/svcnet/speaker"
 	"github.com/svcnet/svcnet/speaker/bgp"
 	"github.com/svcnet/svcnet/speaker/l2"
@@ -24,14 +25,17 @@ func init() {
 
 func runSpeaker(ctx context.Context, args []string) error {
 	fs := newFlagSet("speaker")
-	var kubeconfig, nodeName, leaseNS, statusNS, logLevel string
+	var kubeconfig, nodeName, leaseNS, statusNS, logLevel, metricsAddr string
 	var leaseDuration, reannounce time.Duration
+	var ignoreExcludeLB bool
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&nodeName, "node-name", "", "name of this Node (default: the host name)")
 	fs.StringVar(&leaseNS, "lease-namespace", "kube-system", "namespace of the speakers' Leases (svcnet-speaker-<node>), by which speakers see each other alive")
 	fs.StringVar(&statusNS, "namespace", "metallb-system", "namespace of the ServiceL2Status and ServiceBGPStatus objects (MetalLB's speaker namespace)")
 	fs.DurationVar(&leaseDuration, "lease-duration", 6*time.Second, "a speaker whose Lease was not renewed for this long is taken for dead and its addresses move")
 	fs.DurationVar(&reannounce, "reannounce-interval", 30*time.Second, "how often announced addresses are announced again (gratuitous ARP / unsolicited NA); 0 disables")
+	fs.StringVar(&metricsAddr, "metrics-bind-address", ":7472", "address of /metrics, MetalLB's speaker metrics over plain HTTP (empty disables)")
+	fs.BoolVar(&ignoreExcludeLB, "ignore-exclude-lb", false, "announce from nodes labelled node.kubernetes.io/exclude-from-external-load-balancers too (MetalLB's flag)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -72,13 +76,24 @@ func runSpeaker(ctx context.Context, args []string) error {
 		return err
 	}
 
-	resp := l2.New(l2.Options{Logger: log.With("protocol", "layer2"), ReannounceInterval: reannounce})
+	// MetalLB's speaker metrics, one registry for the process.
+	reg := newMetalLBRegistry()
+	clientMetrics := metallbmetrics.NewK8sClient(reg)
+	resp := l2.New(l2.Options{Logger: log.With("protocol", "layer2"), ReannounceInterval: reannounce, Metrics: l2.NewMetrics(reg)})
 	// BGP mode (speaker/bgp): gobgp sessions with the BGPPeers selecting
 	// this node, opened from this process's network namespace.
-	bgpMode := bgp.New(bgp.Config{Client: client, Dynamic: dyn, NodeName: nodeName, Logger: log, StatusNamespace: statusNS})
+	bgpMode := bgp.New(bgp.Config{Client: client, Dynamic: dyn, NodeName: nodeName, Logger: log, StatusNamespace: statusNS,
+		Metrics: bgp.NewMetrics(reg), ClientMetrics: clientMetrics})
 	sp := speaker.New(speaker.Config{Client: client, Dynamic: dyn, NodeName: nodeName, LeaseNamespace: leaseNS,
-		LeaseDuration: leaseDuration, Logger: log, Protocols: []speaker.Protocol{&speaker.Layer2{Responder: resp,
+		LeaseDuration: leaseDuration, Logger: log, IgnoreExcludeLB: ignoreExcludeLB,
+		Metrics: speaker.NewMetrics(reg), ClientMetrics: clientMetrics,
+		Protocols: []speaker.Protocol{&speaker.Layer2{Responder: resp,
 			Status: &speaker.L2Status{Dynamic: dyn, Namespace: statusNS, NodeName: nodeName}}, bgpMode}})
+	mctx, mcancel := context.WithCancel(context.Background())
+	defer mcancel()
+	if err := serveMetrics(mctx, metricsAddr, reg, log); err != nil {
+		return err
+	}
 	// The responder outlives the speaker's withdrawals on shutdown (the
 	// speaker withdraws, then the responder closes its sockets).
 	rctx, rcancel := context.WithCancel(context.Background())

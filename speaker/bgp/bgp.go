@@ -50,6 +50,7 @@ import (
 	metallbv1beta1 "github.com/svcnet/svcnet/apis/metallb/v1beta1"
 	metallbv1beta2 "github.com/svcnet/svcnet/apis/metallb/v1beta2"
 	"github.com/svcnet/svcnet/apis/metallb/validation"
+	"github.com/svcnet/svcnet/internal/metallbmetrics"
 	"github.com/svcnet/svcnet/speaker"
 )
 
@@ -64,6 +65,11 @@ type Config struct {
 	// StatusNamespace, when set, holds this node's ServiceBGPStatus
 	// objects (MetalLB's speaker namespace, metallb-system).
 	StatusNamespace string
+	// Metrics, when set, reports the sessions (metallb_bgp_*).
+	Metrics *Metrics
+	// ClientMetrics, when set, gets the BGP configuration's state (part
+	// "bgp" of metallb_k8s_client_config_stale_bool).
+	ClientMetrics *metallbmetrics.K8sClient
 }
 
 // BGP is the speaker's BGP protocol. Create with New; pass it in
@@ -260,7 +266,9 @@ func notify(c chan struct{}) {
 	}
 }
 
-func fromStore[T any](st cache.Store, log *slog.Logger) []*T {
+// fromStore converts the objects of a store; bad is set when one could
+// not be.
+func fromStore[T any](st cache.Store, log *slog.Logger, bad *bool) []*T {
 	var out []*T
 	for _, obj := range st.List() {
 		u, ok := obj.(*unstructured.Unstructured)
@@ -270,6 +278,7 @@ func fromStore[T any](st cache.Store, log *slog.Logger) []*T {
 		v := new(T)
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, v); err != nil {
 			log.Warn("ignoring object", "kind", u.GetKind(), "name", u.GetNamespace()+"/"+u.GetName(), "err", err)
+			*bad = true
 			continue
 		}
 		out = append(out, v)
@@ -283,19 +292,22 @@ func (b *BGP) reload(ctx context.Context, peerSt, adSt, commSt, nodeSt cache.Sto
 	if objs := nodeSt.List(); len(objs) > 0 {
 		node, _ = objs[0].(*corev1.Node)
 	}
-	peers := fromStore[metallbv1beta2.BGPPeer](peerSt, b.log)
-	ads := fromStore[metallbv1beta1.BGPAdvertisement](adSt, b.log)
+	bad := false // some object could not be used: the configuration is stale
+	defer func() { b.cfg.ClientMetrics.ConfigLoaded("bgp", bad) }()
+	peers := fromStore[metallbv1beta2.BGPPeer](peerSt, b.log, &bad)
+	ads := fromStore[metallbv1beta1.BGPAdvertisement](adSt, b.log, &bad)
 	sort.Slice(ads, func(i, j int) bool {
 		return ads[i].Namespace+"/"+ads[i].Name < ads[j].Namespace+"/"+ads[j].Name
 	})
 	var comms []metallbv1beta1.Community
-	for _, c := range fromStore[metallbv1beta1.Community](commSt, b.log) {
+	for _, c := range fromStore[metallbv1beta1.Community](commSt, b.log, &bad) {
 		comms = append(comms, *c)
 	}
 	aliases, err := validation.Communities(comms)
 	if err != nil {
 		b.log.Warn("ignoring Community aliases", "err", err)
 		aliases = map[string]validation.Community{}
+		bad = true
 	}
 	var want []PeerConfig
 	if node != nil {
@@ -303,6 +315,7 @@ func (b *BGP) reload(ctx context.Context, peerSt, adSt, commSt, nodeSt cache.Sto
 		want, errs = PeersFor(peers, node)
 		for _, err := range errs {
 			b.log.Warn("skipping BGPPeer", "err", err)
+			bad = true
 		}
 	}
 
@@ -318,6 +331,7 @@ func (b *BGP) reload(ctx context.Context, peerSt, adSt, commSt, nodeSt cache.Sto
 			continue
 		}
 		b.log.Info("closing bgp session", "peer", name)
+		b.cfg.Metrics.Untrack(s.s)
 		s.s.Close()
 		delete(b.sessions, name)
 	}
@@ -332,6 +346,7 @@ func (b *BGP) reload(ctx context.Context, peerSt, adSt, commSt, nodeSt cache.Sto
 		}
 		b.log.Info("bgp session configured", "peer", name, "address", c.Address, "myASN", c.MyASN, "peerASN", c.PeerASN, "routerID", c.RouterID)
 		b.sessions[name] = &session{cfg: c, s: s}
+		b.cfg.Metrics.Track(c, s)
 	}
 	if err := b.pushLocked(); err != nil {
 		b.log.Warn("bgp routes", "err", err)
@@ -342,6 +357,7 @@ func (b *BGP) closeAll() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for name, s := range b.sessions {
+		b.cfg.Metrics.Untrack(s.s)
 		s.s.Close()
 		delete(b.sessions, name)
 	}

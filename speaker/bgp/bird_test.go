@@ -14,10 +14,14 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/svcnet/svcnet/apis/metallb/validation"
 	"github.com/svcnet/svcnet/internal/testbed"
@@ -57,9 +61,19 @@ func runChild(path string) int {
 	log := slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// MetalLB's BGP metrics, on 127.0.0.1:7472 of the child's namespace.
+	reg := prometheus.NewRegistry()
+	metrics := NewMetrics(reg)
+	ml, err := net.Listen("tcp", metricsAddr)
+	if err != nil {
+		log.Error("metrics listener", "err", err)
+		return 1
+	}
+	go http.Serve(ml, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	sessions := map[string]Session{}
 	defer func() {
 		for _, s := range sessions {
+			metrics.Untrack(s)
 			s.Close()
 		}
 	}()
@@ -94,6 +108,7 @@ func runChild(path string) int {
 						return 1
 					}
 					sessions[pc.Name] = s
+					metrics.Track(pc, s)
 				}
 				if err := sessions[pc.Name].SetRoutes(RoutesFor(pc, st.Routes)); err != nil {
 					log.Error("routes", "err", err)
@@ -101,6 +116,7 @@ func runChild(path string) int {
 			}
 			for name, s := range sessions {
 				if !want[name] {
+					metrics.Untrack(s)
 					s.Close()
 					delete(sessions, name)
 				}
@@ -112,6 +128,28 @@ func runChild(path string) int {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+const metricsAddr = "127.0.0.1:7472"
+
+// metric is the value of the series name{peer="peer"} a child speaker
+// serves, or -1 when it has none.
+func metric(t *testing.T, ns *testbed.NetNS, name, peer string) float64 {
+	t.Helper()
+	out, err := ns.Run("curl", "-sS", "--max-time", "5", "http://"+metricsAddr+"/metrics")
+	if err != nil {
+		t.Fatalf("metrics: %v\n%s", err, out)
+	}
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name+`{peer="`+peer+`"}`) + ` (\S+)$`)
+	m := re.FindStringSubmatch(out)
+	if m == nil {
+		return -1
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		t.Fatalf("%s: %v", m[0], err)
+	}
+	return v
 }
 
 type birdRouter struct {
@@ -287,11 +325,35 @@ protocol kernel { ipv4 { export all; }; merge paths yes; }
 		t.Errorf("session with a wrong TCP MD5 password established:\n%s", out)
 	}
 
+	// MetalLB's BGP metrics, as each speaker serves them: n1's session is
+	// up with its one prefix advertised; n5's is down, its prefix pending.
+	n1Peer, n5Peer := "10.10.1.1:179", "10.10.5.1:179"
+	eventually(t, "n1's metrics: up, 1 prefix announced, UPDATEs sent", func() (bool, string) {
+		up := metric(t, nodes[0].ns, "metallb_bgp_session_up", n1Peer)
+		ann := metric(t, nodes[0].ns, "metallb_bgp_announced_prefixes_total", n1Peer)
+		pend := metric(t, nodes[0].ns, "metallb_bgp_pending_prefixes_total", n1Peer)
+		upd := metric(t, nodes[0].ns, "metallb_bgp_updates_total", n1Peer)
+		return up == 1 && ann == 1 && pend == 1 && upd >= 1, fmt.Sprintf("up %v announced %v pending %v updates %v", up, ann, pend, upd)
+	})
+	n1Updates := metric(t, nodes[0].ns, "metallb_bgp_updates_total", n1Peer)
+	for name, want := range map[string]float64{"metallb_bgp_session_up": 0, "metallb_bgp_announced_prefixes_total": 0,
+		"metallb_bgp_pending_prefixes_total": 1, "metallb_bgp_updates_total": 0} {
+		if got := metric(t, nodes[4].ns, name, n5Peer); got != want {
+			t.Errorf("n5 (session down): %s = %v, want %v", name, got, want)
+		}
+	}
+
 	// n1 withdraws (its Service lost its local endpoints).
 	write(nodes[0], nil)
 	eventually(t, "n1's next hop withdrawn", func() (bool, string) {
 		hops, out := r.nextHops(t, "10.99.0.10/32")
 		return slices.Equal(hops, []string{"10.10.2.2", "10.10.3.2"}), out
+	})
+	eventually(t, "n1's metrics after the withdrawal: nothing announced or pending, one more UPDATE", func() (bool, string) {
+		ann := metric(t, nodes[0].ns, "metallb_bgp_announced_prefixes_total", n1Peer)
+		pend := metric(t, nodes[0].ns, "metallb_bgp_pending_prefixes_total", n1Peer)
+		upd := metric(t, nodes[0].ns, "metallb_bgp_updates_total", n1Peer)
+		return ann == 0 && pend == 0 && upd > n1Updates, fmt.Sprintf("announced %v pending %v updates %v (before %v)", ann, pend, upd, n1Updates)
 	})
 	// n3's speaker stops: it withdraws and closes its session.
 	_ = procs["n3"].Signal(syscall.SIGTERM)

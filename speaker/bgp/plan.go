@@ -226,7 +226,7 @@ func ShouldAnnounce(in *speaker.ServiceInput, ads []*metallbv1beta1.BGPAdvertise
 				return "nodeNetworkUnavailable"
 			}
 		}
-		if _, ok := n.Labels[corev1.LabelNodeExcludeBalancers]; ok {
+		if _, ok := n.Labels[corev1.LabelNodeExcludeBalancers]; ok && !in.IgnoreExcludeLB {
 			return "nodeLabeledExcludeBalancers"
 		}
 	}

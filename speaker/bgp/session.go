@@ -84,9 +84,10 @@ type goBGPSession struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu    sync.Mutex
-	paths map[string]uuid.UUID // route key -> gobgp path
-	up    bool
+	mu     sync.Mutex
+	paths  map[string]uuid.UUID // route key -> gobgp path
+	up     bool
+	closed bool
 }
 
 // NewGoBGPSession starts a gobgp server for one peer. Sockets belong to
@@ -273,6 +274,9 @@ func gobgpPath(r Route) (*apiutil.Path, error) {
 // closes) and stops the server.
 func (s *goBGPSession) Close() {
 	_ = s.SetRoutes(nil)
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = s.srv.StopBgp(ctx, &api.StopBgpRequest{})
