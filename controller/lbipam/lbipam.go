@@ -1,28 +1,38 @@
 // Package lbipam is svcnet's LoadBalancer IP address management, the
 // MetalLB way: it reads MetalLB's IPAddressPool objects (metallb.io/v1beta1)
-// and gives every Service of type LoadBalancer (without a foreign
-// loadBalancerClass) status.loadBalancer.ingress[].ip from a pool.
+// and gives every Service of type LoadBalancer (without a
+// loadBalancerClass) status.loadBalancer.ingress[].ip from a pool, with
+// MetalLB v0.15's decisions, events and messages (compared with MetalLB's
+// own controller in e2e/interop TestRealMetalLBController).
 //
 //   - Requested addresses win: the metallb.io/loadBalancerIPs annotation
 //     (comma-separated, one per family), else spec.loadBalancerIP; they must
-//     lie in a pool. metallb.io/address-pool picks a pool by name; otherwise
-//     auto-assign pools are tried in priority order.
+//     lie in a pool that admits the Service. metallb.io/address-pool picks
+//     a pool by name. Otherwise the auto-assign pools whose
+//     serviceAllocation admits the Service (its namespace listed or
+//     selected, its labels selected) are tried in priority order, then the
+//     auto-assign pools without a serviceAllocation.
 //   - An address is shared only between Services with the same
-//     metallb.io/allow-shared-ip value and no common port/protocol.
+//     metallb.io/allow-shared-ip value (and, for externalTrafficPolicy
+//     Local, the same selector) and no common port.
 //   - A Service keeps its address across restarts and unrelated changes;
 //     addresses are released when the Service is deleted or stops being a
-//     LoadBalancer (its ingress is then cleared).
-//   - When nothing is available the Service stays <pending> and gets a
-//     Warning AllocationFailed event; success is a Normal IPAllocated event
-//     and the metallb.io/ip-allocated-from-pool annotation.
+//     LoadBalancer (its ingress and pool annotation are then cleared), and
+//     every Service is looked at again, so one waiting for an address may
+//     get it.
+//   - Failures are Warning AllocationFailed events; success is a Normal
+//     IPAllocated event and the metallb.io/ip-allocated-from-pool
+//     annotation; each pool's status counts its addresses in use and left.
 //   - Invalid pools are ignored with a Warning event on the pool; of two
 //     overlapping pools the later (by name) is ignored and reported.
 //
-// The older metallb.universe.tf/ annotation prefix is honoured too.
+// The older metallb.universe.tf/ annotation prefix is honoured too (with
+// MetalLB's deprecatedAnnotation warning).
 package lbipam
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -30,6 +40,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -60,38 +71,48 @@ const (
 	legacyPrefix              = "metallb.universe.tf/"
 )
 
-const poolsKey = "\x00pools"
+// Queue keys beside the Services' namespace/name: the pools, and the
+// status of one pool.
+const (
+	poolsKey         = "\x00pools"
+	poolStatusPrefix = "\x00status/"
+)
 
 // Controller assigns LoadBalancer IPs. Create with New, then Run.
 type Controller struct {
-	client   kubernetes.Interface
-	services corelisters.ServiceLister
-	pools    cache.SharedIndexInformer
-	synced   []cache.InformerSynced
-	queue    workqueue.TypedRateLimitingInterface[string]
-	recorder record.EventRecorder
-	alloc    *Allocator
-	log      *slog.Logger
-	client8s *metallbmetrics.K8sClient
+	client     kubernetes.Interface
+	dyn        dynamic.Interface
+	services   corelisters.ServiceLister
+	namespaces corelisters.NamespaceLister
+	pools      cache.SharedIndexInformer
+	synced     []cache.InformerSynced
+	queue      workqueue.TypedRateLimitingInterface[string]
+	recorder   record.EventRecorder
+	alloc      *Allocator
+	log        *slog.Logger
+	client8s   *metallbmetrics.K8sClient
 }
 
 // New wires the controller to the Service informer and the dynamic
 // IPAddressPool informer.
-func New(client kubernetes.Interface, _ dynamic.Interface, factory informers.SharedInformerFactory, dynFactory dynamicinformer.DynamicSharedInformerFactory, recorder record.EventRecorder, log *slog.Logger) *Controller {
+func New(client kubernetes.Interface, dyn dynamic.Interface, factory informers.SharedInformerFactory, dynFactory dynamicinformer.DynamicSharedInformerFactory, recorder record.EventRecorder, log *slog.Logger) *Controller {
 	if log == nil {
 		log = slog.Default()
 	}
 	svcInf := factory.Core().V1().Services()
+	nsInf := factory.Core().V1().Namespaces()
 	poolInf := dynFactory.ForResource(metallbv1beta1.IPAddressPoolsResource).Informer()
 	c := &Controller{
-		client:   client,
-		services: svcInf.Lister(),
-		pools:    poolInf,
-		synced:   []cache.InformerSynced{svcInf.Informer().HasSynced, poolInf.HasSynced},
-		queue:    worker.NewQueue("lbipam"),
-		recorder: recorder,
-		alloc:    NewAllocator(),
-		log:      log.With("controller", ControllerName),
+		client:     client,
+		dyn:        dyn,
+		services:   svcInf.Lister(),
+		namespaces: nsInf.Lister(),
+		pools:      poolInf,
+		synced:     []cache.InformerSynced{svcInf.Informer().HasSynced, nsInf.Informer().HasSynced, poolInf.HasSynced},
+		queue:      worker.NewQueue("lbipam"),
+		recorder:   recorder,
+		alloc:      NewAllocator(),
+		log:        log.With("controller", ControllerName),
 	}
 	svcInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
@@ -99,10 +120,32 @@ func New(client kubernetes.Interface, _ dynamic.Interface, factory informers.Sha
 		DeleteFunc: c.enqueue,
 	})
 	poolInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.queue.Add(poolsKey) },
-		UpdateFunc: func(any, any) { c.queue.Add(poolsKey) },
+		AddFunc: func(any) { c.queue.Add(poolsKey) },
+		UpdateFunc: func(old, cur any) {
+			// Its own status writes do not change the configuration.
+			o, ok1 := old.(*unstructured.Unstructured)
+			n, ok2 := cur.(*unstructured.Unstructured)
+			if ok1 && ok2 && o.GetGeneration() == n.GetGeneration() && o.GetGeneration() != 0 {
+				return
+			}
+			c.queue.Add(poolsKey)
+		},
 		DeleteFunc: func(any) { c.queue.Add(poolsKey) },
 	})
+	// Namespace labels decide which pools' namespace selectors admit them.
+	nsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { c.queue.Add(poolsKey) },
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*corev1.Namespace)
+			n, ok2 := cur.(*corev1.Namespace)
+			if ok1 && ok2 && labels.Equals(o.Labels, n.Labels) {
+				return
+			}
+			c.queue.Add(poolsKey)
+		},
+		DeleteFunc: func(any) { c.queue.Add(poolsKey) },
+	})
+	c.alloc.changed = func(pool string) { c.queue.Add(poolStatusPrefix + pool) }
 	return c
 }
 
@@ -132,9 +175,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	for _, s := range svcs {
 		if wantsIP(s) {
 			if ips := ingressIPs(s); len(ips) > 0 {
-				_ = c.alloc.Assign(svcKey(s), ips, ports(s), annotation(s, AnnotationAllowSharedIP))
+				_ = c.alloc.Assign(request(s), ips)
 			}
 		}
+	}
+	for _, p := range c.alloc.Pools() {
+		c.queue.Add(poolStatusPrefix + p)
 	}
 	worker.Run(ctx, c.log, c.queue, 1, func(ctx context.Context, key string) error {
 		err := c.sync(ctx, key)
@@ -148,6 +194,8 @@ func (c *Controller) Run(ctx context.Context) error {
 
 func svcKey(s *corev1.Service) string { return s.Namespace + "/" + s.Name }
 
+// annotation reads a metallb.io/ annotation, or its metallb.universe.tf/
+// form when the first is absent.
 func annotation(s *corev1.Service, key string) string {
 	if v, ok := s.Annotations[key]; ok {
 		return v
@@ -162,46 +210,67 @@ func wantsIP(s *corev1.Service) bool {
 func ingressIPs(s *corev1.Service) []netip.Addr {
 	var out []netip.Addr
 	for _, in := range s.Status.LoadBalancer.Ingress {
-		if ip, err := netip.ParseAddr(in.IP); err == nil {
-			out = append(out, ip)
+		if in.IP == "" {
+			continue
 		}
+		ip, err := netip.ParseAddr(in.IP)
+		if err != nil {
+			ip = netip.Addr{}
+		}
+		out = append(out, ip.Unmap())
 	}
 	return out
 }
 
-func ports(s *corev1.Service) []Port {
-	var out []Port
+// request is what the allocator knows of s.
+func request(s *corev1.Service) Request {
+	r := Request{Key: svcKey(s), Namespace: s.Namespace, Labels: s.Labels, SharingKey: annotation(s, AnnotationAllowSharedIP),
+		Policy: corev1.IPFamilyPolicySingleStack}
 	for _, p := range s.Spec.Ports {
-		proto := string(p.Protocol)
-		if proto == "" {
-			proto = "TCP"
-		}
-		out = append(out, Port{Protocol: proto, Port: p.Port})
+		r.Ports = append(r.Ports, Port{Protocol: string(p.Protocol), Port: p.Port})
 	}
-	return out
+	if s.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
+		r.BackendKey = labels.Set(s.Spec.Selector).String()
+	}
+	if s.Spec.IPFamilyPolicy != nil {
+		r.Policy = *s.Spec.IPFamilyPolicy
+	}
+	return r
 }
 
-func families(s *corev1.Service) []int {
-	var out []int
-	for _, f := range s.Spec.IPFamilies {
-		if f == corev1.IPv6Protocol {
-			out = append(out, 6)
-		} else {
-			out = append(out, 4)
+// serviceFamily is the family of the Service's ClusterIPs.
+func serviceFamily(s *corev1.Service) (Family, error) {
+	ips := s.Spec.ClusterIPs
+	if len(ips) == 0 && s.Spec.ClusterIP != "" {
+		ips = []string{s.Spec.ClusterIP}
+	}
+	var addrs []netip.Addr
+	for _, v := range ips {
+		ip, err := netip.ParseAddr(v)
+		if err != nil {
+			return "", fmt.Errorf("invalid cluster IP %q", v)
 		}
+		addrs = append(addrs, ip.Unmap())
 	}
-	if len(out) == 0 {
-		out = []int{4}
+	if f := familyOfIPs(addrs); f != "" {
+		return f, nil
 	}
-	return out
+	return "", fmt.Errorf("invalid cluster IPs %v", ips)
 }
 
-// loadPools parses every pool, reports invalid and overlapping ones, and
-// hands the rest to the allocator.
+// loadPools parses every pool, resolves their namespace selectors,
+// reports invalid and overlapping ones, and hands the rest to the
+// allocator.
 func (c *Controller) loadPools() {
 	var pools []*Pool
 	bad := false
 	defer func() { c.client8s.ConfigLoaded("pools", bad) }()
+	nsLabels := map[string]map[string]string{}
+	if nss, err := c.namespaces.List(labels.Everything()); err == nil {
+		for _, n := range nss {
+			nsLabels[n.Name] = n.Labels
+		}
+	}
 	byName := map[string]*unstructured.Unstructured{}
 	for _, o := range c.pools.GetStore().List() {
 		u, ok := o.(*unstructured.Unstructured)
@@ -220,6 +289,7 @@ func (c *Controller) loadPools() {
 			bad = true
 			continue
 		}
+		pp.ResolveNamespaces(nsLabels)
 		byName[p.Name] = u
 		pools = append(pools, pp)
 	}
@@ -241,156 +311,316 @@ func (c *Controller) warnPool(u *unstructured.Unstructured, msg string) {
 	}
 }
 
+// reprocessAll queues every Service (after a change of the pools, or when
+// an address came free: a Service waiting for one may get it now).
+func (c *Controller) reprocessAll() {
+	svcs, _ := c.services.List(labels.Everything())
+	for _, s := range svcs {
+		c.queue.Add(svcKey(s))
+	}
+}
+
 func (c *Controller) sync(ctx context.Context, key string) error {
 	if key == poolsKey {
 		c.loadPools()
-		svcs, _ := c.services.List(labels.Everything())
-		for _, s := range svcs {
-			if wantsIP(s) || len(s.Status.LoadBalancer.Ingress) > 0 {
-				c.queue.Add(svcKey(s))
-			}
+		for _, p := range c.alloc.Pools() {
+			c.queue.Add(poolStatusPrefix + p)
 		}
+		c.reprocessAll()
 		return nil
+	}
+	if pool, ok := strings.CutPrefix(key, poolStatusPrefix); ok {
+		return c.writePoolStatus(ctx, pool)
 	}
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil
 	}
-	svc, err := c.services.Services(ns).Get(name)
+	svcRO, err := c.services.Services(ns).Get(name)
 	if apierrors.IsNotFound(err) {
-		c.alloc.Unassign(key)
+		if c.alloc.Get(key) != nil {
+			c.alloc.Unassign(key)
+			c.reprocessAll()
+		}
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if svc.Spec.LoadBalancerClass != nil {
+	if svcRO.Spec.LoadBalancerClass != nil {
 		return nil // another implementation's
 	}
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-		c.alloc.Unassign(key)
-		if len(svc.Status.LoadBalancer.Ingress) > 0 {
-			return c.setIngress(ctx, svc, nil)
+	svc := svcRO.DeepCopy()
+	var prevIPs []netip.Addr
+	prevKey := ""
+	if al := c.alloc.Get(key); al != nil {
+		prevIPs, prevKey = al.IPs, al.Key()
+	}
+	_ = c.converge(key, svc) // its failures are events; retried when something changes
+	reprocess := false
+	if al := c.alloc.Get(key); (al == nil && prevKey != "") || (al != nil && al.Key() != prevKey) {
+		reprocess = true // a shared address's keys changed
+	}
+	if equality.Semantic.DeepEqual(svcRO.Status, svc.Status) && equality.Semantic.DeepEqual(svcRO.Annotations, svc.Annotations) {
+		if reprocess {
+			c.reprocessAll()
 		}
 		return nil
-	}
-	ips, pool, err := c.decide(svc)
-	if err != nil {
-		if c.recorder != nil {
-			c.recorder.Eventf(svc, corev1.EventTypeWarning, "AllocationFailed", "Failed to allocate IP for %q: %s", key, err)
-		}
-		c.log.Info("allocation failed", "service", key, "err", err)
-		if len(svc.Status.LoadBalancer.Ingress) > 0 {
-			return c.setIngress(ctx, svc, nil)
-		}
-		return nil
-	}
-	if slices.Equal(ips, ingressIPs(svc)) && annotation(svc, AnnotationAllocatedFrom) == pool {
-		return nil
-	}
-	if err := c.setIngress(ctx, svc, ips); err != nil {
-		return err
-	}
-	if err := c.setPoolAnnotation(ctx, svc, pool); err != nil {
-		return err
 	}
 	if c.recorder != nil {
-		strs := make([]string, len(ips))
-		for i, ip := range ips {
-			strs[i] = ip.String()
+		var deprecated []string
+		for a := range svcRO.Annotations {
+			if strings.HasPrefix(a, legacyPrefix) {
+				deprecated = append(deprecated, a)
+			}
 		}
-		c.recorder.Eventf(svc, corev1.EventTypeNormal, "IPAllocated", "Assigned IP %q", strs)
+		slices.Sort(deprecated)
+		for _, a := range deprecated {
+			c.recorder.Eventf(svcRO, corev1.EventTypeWarning, "deprecatedAnnotation", "Service uses deprecated annotation %s", a)
+		}
+	}
+	if len(prevIPs) > 0 && c.alloc.Get(key) == nil && c.alloc.PoolFor(prevIPs) != nil {
+		reprocess = true // its address came free
+	}
+	if err := c.write(ctx, svcRO, svc); err != nil {
+		return err
+	}
+	if reprocess {
+		c.reprocessAll()
 	}
 	return nil
 }
 
-// decide returns the addresses svc should hold and their pool, updating
-// the allocator.
-func (c *Controller) decide(svc *corev1.Service) ([]netip.Addr, string, error) {
-	key := svcKey(svc)
-	share := annotation(svc, AnnotationAllowSharedIP)
-	prts := ports(svc)
-	poolName := annotation(svc, AnnotationAddressPool)
-	var requested []netip.Addr
-	if v := annotation(svc, AnnotationLoadBalancerIPs); v != "" {
-		for _, s := range strings.Split(v, ",") {
-			ip, err := netip.ParseAddr(strings.TrimSpace(s))
-			if err != nil {
-				return nil, "", fmt.Errorf("invalid %s annotation %q", AnnotationLoadBalancerIPs, v)
-			}
-			requested = append(requested, ip.Unmap())
+// clear releases what the Service holds and drops its addresses and
+// pool annotation.
+func (c *Controller) clear(key string, svc *corev1.Service) {
+	c.alloc.Unassign(key)
+	delete(svc.Annotations, AnnotationAllocatedFrom)
+	svc.Status.LoadBalancer = corev1.LoadBalancerStatus{}
+}
+
+var errConverge = errors.New("failed to converge")
+
+// converge decides the Service's addresses as MetalLB's controller does,
+// recording its events, and leaves the result in svc's status and
+// annotations.
+func (c *Controller) converge(key string, svc *corev1.Service) error {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		c.clear(key, svc)
+		return nil
+	}
+	if len(c.alloc.pools) == 0 {
+		c.clear(key, svc)
+		return errConverge
+	}
+	if len(svc.Spec.ClusterIPs) == 0 && svc.Spec.ClusterIP == "" {
+		c.clear(key, svc)
+		return errConverge
+	}
+	r := request(svc)
+	lbIPs := ingressIPs(svc)
+	if r.Policy == corev1.IPFamilyPolicyRequireDualStack && len(svc.Spec.ClusterIPs) < 2 {
+		c.event(svc, corev1.EventTypeWarning, "not enough clusterips", "Service requires dual stack but not enough clusterips %v", svc.Spec.ClusterIPs)
+		c.clear(key, svc)
+		return errConverge
+	}
+	if len(lbIPs) == 0 {
+		c.clear(key, svc)
+	} else {
+		lbFamily := familyOfIPs(lbIPs)
+		if lbFamily == "" {
+			c.event(svc, corev1.EventTypeWarning, "nolbIPsIPFamily", "Failed to retrieve LBIPs IPFamily for %s: invalid addresses", quoteIPs(lbIPs))
 		}
-	} else if svc.Spec.LoadBalancerIP != "" {
+		svcFamily, err := serviceFamily(svc)
+		if err != nil {
+			c.event(svc, corev1.EventTypeWarning, "noclusterIPsIPFamily", "Failed to retrieve ClusterIPs IPFamily for %q %s: %s", svc.Spec.ClusterIPs, svc.Spec.ClusterIP, err)
+			return errConverge
+		}
+		if lbFamily == "" || (lbFamily != svcFamily && !(svcFamily == DualStack && r.Policy == corev1.IPFamilyPolicyPreferDualStack)) {
+			c.clear(key, svc)
+			lbIPs = nil
+		}
+	}
+	if len(lbIPs) > 0 {
+		if err := c.alloc.Assign(r, lbIPs); err != nil {
+			c.event(svc, corev1.EventTypeNormal, "ClearAssignment", "current IP for %q not allowed by config, will attempt for new IP assignment: %s", key, err)
+			c.clear(key, svc)
+			lbIPs = nil
+		}
+		if pool := annotation(svc, AnnotationAddressPool); len(lbIPs) > 0 && pool != "" && c.alloc.Get(key).Pool != pool {
+			c.clear(key, svc)
+			lbIPs = nil
+		}
+		desired, _, err := desiredIPs(svc)
+		if err != nil {
+			c.event(svc, corev1.EventTypeWarning, "LoadBalancerFailed", "invalid requested loadbalancer IPs: %s", err)
+			return errConverge
+		}
+		if len(desired) > 0 && !sameIPs(lbIPs, desired) {
+			c.clear(key, svc)
+			lbIPs = nil
+		}
+	}
+	if len(lbIPs) == 1 && r.Policy == corev1.IPFamilyPolicyPreferDualStack {
+		extra, err := c.alloc.AllocateAdditional(r, lbIPs[0], c.alloc.Get(key).Pool)
+		if err != nil {
+			c.event(svc, corev1.EventTypeNormal, "AdditionalAssignFailed", "cannot assign additional IP in PreferDualStack: %s", err)
+		} else {
+			lbIPs = append(lbIPs, extra)
+			c.event(svc, corev1.EventTypeNormal, "IPAllocated", "Assigned additional IP %q", extra)
+		}
+	}
+	if len(lbIPs) == 0 {
+		ips, err := c.allocate(r, svc)
+		if err != nil {
+			c.log.Info("allocation failed", "service", key, "err", err)
+			c.event(svc, corev1.EventTypeWarning, "AllocationFailed", "Failed to allocate IP for %q: %s", key, err)
+			return errConverge
+		}
+		lbIPs = ips
+		c.event(svc, corev1.EventTypeNormal, "IPAllocated", "Assigned IP %s", quoteIPs(lbIPs))
+	}
+	svc.Status.LoadBalancer.Ingress = nil
+	for _, ip := range lbIPs {
+		svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip.String()})
+	}
+	if svc.Annotations == nil {
+		svc.Annotations = map[string]string{}
+	}
+	svc.Annotations[AnnotationAllocatedFrom] = c.alloc.Get(key).Pool
+	return nil
+}
+
+// allocate picks addresses for a Service that holds none: those it
+// requests, else from the pool it names, else from the pools that admit
+// it.
+func (c *Controller) allocate(r Request, svc *corev1.Service) ([]netip.Addr, error) {
+	family, err := serviceFamily(svc)
+	if err != nil {
+		return nil, err
+	}
+	desired, desiredFamily, err := desiredIPs(svc)
+	if err != nil {
+		return nil, err
+	}
+	pool := annotation(svc, AnnotationAddressPool)
+	if len(desired) > 0 {
+		if family != desiredFamily {
+			return nil, fmt.Errorf("requested loadBalancer IP(s) %s does not match the ipFamily of the service", quoteIPs(desired))
+		}
+		if err := c.alloc.Assign(r, desired); err != nil {
+			return nil, err
+		}
+		if pool != "" && c.alloc.Get(r.Key).Pool != pool {
+			c.alloc.Unassign(r.Key)
+			return nil, fmt.Errorf("requested loadBalancer IP(s) %s is not compatible with requested address pool %s", quoteIPs(desired), pool)
+		}
+		return desired, nil
+	}
+	if pool != "" {
+		return c.alloc.AllocateFromPool(r, family, pool)
+	}
+	return c.alloc.Allocate(r, family)
+}
+
+// desiredIPs are the addresses the Service asks for (the loadBalancerIPs
+// annotation, or spec.loadBalancerIP) and their family.
+func desiredIPs(svc *corev1.Service) ([]netip.Addr, Family, error) {
+	v := annotation(svc, AnnotationLoadBalancerIPs)
+	switch {
+	case v == "" && svc.Spec.LoadBalancerIP == "":
+		return nil, "", nil
+	case v != "" && svc.Spec.LoadBalancerIP != "":
+		return nil, "", fmt.Errorf("service can not have both %s and svc.Spec.LoadBalancerIP", AnnotationLoadBalancerIPs)
+	case v == "":
 		ip, err := netip.ParseAddr(svc.Spec.LoadBalancerIP)
 		if err != nil {
 			return nil, "", fmt.Errorf("invalid spec.loadBalancerIP %q", svc.Spec.LoadBalancerIP)
 		}
-		requested = []netip.Addr{ip.Unmap()}
+		return []netip.Addr{ip.Unmap()}, familyOf(ip.Unmap()), nil
 	}
-	if len(requested) > 0 {
-		if err := c.alloc.Assign(key, requested, prts, share); err != nil {
-			return nil, "", err
+	var ips []netip.Addr
+	for _, s := range strings.Split(v, ",") {
+		ip, err := netip.ParseAddr(strings.TrimSpace(s))
+		if err != nil {
+			return nil, "", fmt.Errorf("invalid %s: %q", AnnotationLoadBalancerIPs, v)
 		}
-		if poolName != "" && c.alloc.Get(key).Pool != poolName {
-			c.alloc.Unassign(key)
-			return nil, "", fmt.Errorf("requested IPs %v are not in pool %q", requested, poolName)
+		ips = append(ips, ip.Unmap())
+	}
+	f := familyOfIPs(ips)
+	if f == "" {
+		if len(ips) > 2 {
+			return nil, "", fmt.Errorf("invalid IPs %s: more than two addresses", quoteIPs(ips))
 		}
-		return requested, c.alloc.Get(key).Pool, nil
+		return nil, "", fmt.Errorf("IPs %s have the same family", quoteIPs(ips))
 	}
-	// Keep what it holds when still valid.
-	if cur := ingressIPs(svc); len(cur) > 0 && len(cur) == len(families(svc)) {
-		if err := c.alloc.Assign(key, cur, prts, share); err == nil {
-			if a := c.alloc.Get(key); poolName == "" || a.Pool == poolName {
-				if p := c.alloc.pool(a.Pool); p != nil && (p.AutoAssign || poolName == a.Pool) {
-					return cur, a.Pool, nil
-				}
-			}
-		}
-	}
-	c.alloc.Unassign(key)
-	ips, err := c.alloc.Allocate(key, svc.Namespace, poolName, families(svc), prts, share)
-	if err != nil {
-		return nil, "", err
-	}
-	return ips, c.alloc.Get(key).Pool, nil
+	return ips, f, nil
 }
 
-func (c *Controller) setIngress(ctx context.Context, svc *corev1.Service, ips []netip.Addr) error {
-	cp := svc.DeepCopy()
-	cp.Status.LoadBalancer.Ingress = nil
-	for _, ip := range ips {
-		cp.Status.LoadBalancer.Ingress = append(cp.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip.String()})
+func sameIPs(a, b []netip.Addr) bool {
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.SortFunc(x, func(p, q netip.Addr) int { return strings.Compare(p.String(), q.String()) })
+	slices.SortFunc(y, func(p, q netip.Addr) int { return strings.Compare(p.String(), q.String()) })
+	return slices.Equal(x, y)
+}
+
+func (c *Controller) event(svc *corev1.Service, typ, reason, msg string, args ...any) {
+	if c.recorder != nil {
+		c.recorder.Eventf(svc, typ, reason, msg, args...)
 	}
-	_, err := c.client.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("update status of service %s/%s: %w", svc.Namespace, svc.Name, err)
+}
+
+// write stores the Service's new annotations and status.
+func (c *Controller) write(ctx context.Context, old, svc *corev1.Service) error {
+	cur := old
+	if !equality.Semantic.DeepEqual(old.Annotations, svc.Annotations) {
+		cp := old.DeepCopy()
+		cp.Annotations = svc.Annotations
+		updated, err := c.client.CoreV1().Services(svc.Namespace).Update(ctx, cp, metav1.UpdateOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("annotate service %s/%s: %w", svc.Namespace, svc.Name, err)
+		}
+		cur = updated
+	}
+	if !equality.Semantic.DeepEqual(old.Status, svc.Status) {
+		cp := cur.DeepCopy()
+		cp.Status = svc.Status
+		if _, err := c.client.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("update status of service %s/%s: %w", svc.Namespace, svc.Name, err)
+		}
 	}
 	return nil
 }
 
-func (c *Controller) setPoolAnnotation(ctx context.Context, svc *corev1.Service, pool string) error {
-	for attempt := 0; attempt < 5; attempt++ {
-		cur, err := c.client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
-		if err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			return fmt.Errorf("get service %s/%s: %w", svc.Namespace, svc.Name, err)
-		}
-		if cur.Annotations[AnnotationAllocatedFrom] == pool {
-			return nil
-		}
-		if cur.Annotations == nil {
-			cur.Annotations = map[string]string{}
-		}
-		cur.Annotations[AnnotationAllocatedFrom] = pool
-		_, err = c.client.CoreV1().Services(svc.Namespace).Update(ctx, cur, metav1.UpdateOptions{})
-		if err == nil {
-			return nil
-		}
-		if !apierrors.IsConflict(err) {
-			return fmt.Errorf("annotate service %s/%s: %w", svc.Namespace, svc.Name, err)
-		}
+// writePoolStatus writes a pool's counts to its status, as MetalLB's
+// controller does.
+func (c *Controller) writePoolStatus(ctx context.Context, pool string) error {
+	counts, ok := c.alloc.Counters(pool)
+	if !ok || c.dyn == nil {
+		return nil
 	}
-	return fmt.Errorf("annotate service %s/%s: too many conflicts", svc.Namespace, svc.Name)
+	for _, o := range c.pools.GetStore().List() {
+		u, isU := o.(*unstructured.Unstructured)
+		if !isU || u.GetName() != pool {
+			continue
+		}
+		want := map[string]any{
+			"assignedIPv4": counts.AssignedIPv4, "assignedIPv6": counts.AssignedIPv6,
+			"availableIPv4": counts.AvailableIPv4, "availableIPv6": counts.AvailableIPv6,
+		}
+		if have, _, _ := unstructured.NestedMap(u.Object, "status"); equality.Semantic.DeepEqual(have, want) {
+			return nil
+		}
+		cp := u.DeepCopy()
+		cp.Object["status"] = want
+		_, err := c.dyn.Resource(metallbv1beta1.IPAddressPoolsResource).Namespace(u.GetNamespace()).UpdateStatus(ctx, cp, metav1.UpdateOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	return nil
 }

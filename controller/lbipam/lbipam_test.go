@@ -73,27 +73,30 @@ func TestAllocatorScenario(t *testing.T) {
 	web := []Port{{"TCP", 80}}
 	dns := []Port{{"UDP", 53}}
 	ip := func(s string) []netip.Addr { return []netip.Addr{netip.MustParseAddr(s)} }
+	req := func(key string, ports []Port, share string) Request {
+		return Request{Key: key, Namespace: "default", Ports: ports, SharingKey: share, Policy: corev1.IPFamilyPolicySingleStack}
+	}
 	steps := []struct {
 		name string
 		do   func() ([]netip.Addr, error)
 		want string
 	}{
-		{"first auto", func() ([]netip.Addr, error) { return a.Allocate("a", "default", "", []int{4}, web, "") }, "[192.168.4.10]"},
-		{"second auto", func() ([]netip.Addr, error) { return a.Allocate("b", "default", "", []int{4}, web, "") }, "[192.168.4.11]"},
-		{"exhausted (manual pool not auto-assigned)", func() ([]netip.Addr, error) { return a.Allocate("c", "default", "", []int{4}, web, "") }, "err: no available IPs"},
-		{"pool by name", func() ([]netip.Addr, error) { return a.Allocate("c", "default", "manual", []int{4}, web, "") }, "[10.9.0.1]"},
+		{"first auto", func() ([]netip.Addr, error) { return a.Allocate(req("a", web, ""), IPv4) }, "[192.168.4.10]"},
+		{"second auto", func() ([]netip.Addr, error) { return a.Allocate(req("b", web, ""), IPv4) }, "[192.168.4.11]"},
+		{"exhausted (manual pool not auto-assigned)", func() ([]netip.Addr, error) { return a.Allocate(req("c", web, ""), IPv4) }, "err: no available IPs"},
+		{"pool by name", func() ([]netip.Addr, error) { return a.AllocateFromPool(req("c", web, ""), IPv4, "manual") }, "[10.9.0.1]"},
 		{"requested IP held by another, no sharing", func() ([]netip.Addr, error) {
-			return ip("192.168.4.10"), a.Assign("d", ip("192.168.4.10"), dns, "")
+			return ip("192.168.4.10"), a.Assign(req("d", dns, ""), ip("192.168.4.10"))
 		}, `err: can't change sharing key for "d", address also in use by a`},
-		{"requested IP outside pools", func() ([]netip.Addr, error) { return nil, a.Assign("d", ip("8.8.8.8"), dns, "") }, `err: "8.8.8.8" is not allowed in config`},
+		{"requested IP outside pools", func() ([]netip.Addr, error) { return nil, a.Assign(req("d", dns, ""), ip("8.8.8.8")) }, `err: ["8.8.8.8"] is not allowed in config`},
 		{"release a", func() ([]netip.Addr, error) { a.Unassign("a"); return nil, nil }, "[]"},
 		{"sharing with the same key and other ports", func() ([]netip.Addr, error) {
-			if err := a.Assign("e", ip("192.168.4.10"), web, "k"); err != nil {
+			if err := a.Assign(req("e", web, "k"), ip("192.168.4.10")); err != nil {
 				return nil, err
 			}
-			return ip("192.168.4.10"), a.Assign("f", ip("192.168.4.10"), dns, "k")
+			return ip("192.168.4.10"), a.Assign(req("f", dns, "k"), ip("192.168.4.10"))
 		}, "[192.168.4.10]"},
-		{"sharing refused on a port clash", func() ([]netip.Addr, error) { return nil, a.Assign("g", ip("192.168.4.10"), web, "k") }, `err: port TCP/80 is already in use on "192.168.4.10"`},
+		{"sharing refused on a port clash", func() ([]netip.Addr, error) { return nil, a.Assign(req("g", web, "k"), ip("192.168.4.10")) }, `err: port TCP/80 is already in use on "192.168.4.10"`},
 	}
 	for _, s := range steps {
 		got, err := s.do()
@@ -137,7 +140,7 @@ func TestControllerStates(t *testing.T) {
 	}
 	lb := func(name string) *corev1.Service {
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}}}
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"}, Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}}}
 	}
 	ingress := func(name string) string {
 		s, err := client.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})

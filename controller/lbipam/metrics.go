@@ -84,7 +84,11 @@ func (m *Metrics) forget(pool string) {
 // avoidBuggyIPs the IPv4 addresses ending in .0 or .255 do not count.
 // Counts stop at math.MaxInt64.
 func PoolCapacity(p *Pool) (total, ipv4, ipv6 float64) {
-	var t, v4, v6 int64
+	t, v4, v6 := poolCapacity(p)
+	return float64(t), float64(v4), float64(v6)
+}
+
+func poolCapacity(p *Pool) (t, v4, v6 int64) {
 	for _, r := range p.Ranges {
 		for _, b := range rangeBlocks(r.From, r.To) {
 			host := b.Addr().BitLen() - b.Bits()
@@ -104,7 +108,7 @@ func PoolCapacity(p *Pool) (total, ipv4, ipv6 float64) {
 			}
 		}
 	}
-	return float64(t), float64(v4), float64(v6)
+	return t, v4, v6
 }
 
 func addCapped(a, b int64) int64 {

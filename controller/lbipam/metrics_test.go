@@ -141,14 +141,17 @@ func TestAllocatorMetrics(t *testing.T) {
 	expectAlloc(t, reg, poolSeries("dual", 8, 4, 4, 0, 0, 0, 0), poolSeries("other", 254, 254, 0, 0, 0, 0, 0))
 
 	web, dns := []Port{{"TCP", 80}}, []Port{{"UDP", 53}}
-	if _, err := a.Allocate("ns/ds", "ns", "dual", []int{4, 6}, web, ""); err != nil {
+	req := func(key string, ports []Port, share string, policy corev1.IPFamilyPolicy) Request {
+		return Request{Key: key, Namespace: "ns", Ports: ports, SharingKey: share, Policy: policy}
+	}
+	if _, err := a.AllocateFromPool(req("ns/ds", web, "", corev1.IPFamilyPolicyRequireDualStack), DualStack, "dual"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Allocate("ns/web", "ns", "dual", []int{4}, web, "k"); err != nil {
+	if _, err := a.AllocateFromPool(req("ns/web", web, "k", corev1.IPFamilyPolicySingleStack), IPv4, "dual"); err != nil {
 		t.Fatal(err)
 	}
 	// Shares web's address (same key, other port): one address, two Services.
-	ips, err := a.Allocate("ns/dns", "ns", "dual", []int{4}, dns, "k")
+	ips, err := a.AllocateFromPool(req("ns/dns", dns, "k", corev1.IPFamilyPolicySingleStack), IPv4, "dual")
 	if err != nil || ips[0] != a.Get("ns/web").IPs[0] {
 		t.Fatalf("dns got %v %v, want web's address", ips, err)
 	}
@@ -238,7 +241,7 @@ func TestControllerMetrics(t *testing.T) {
 	svc := func(name string, port int32, share string) *corev1.Service {
 		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default",
 			Annotations: map[string]string{AnnotationLoadBalancerIPs: "192.168.4.10", AnnotationAllowSharedIP: share}},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: port, Protocol: corev1.ProtocolTCP}}}}
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"}, Ports: []corev1.ServicePort{{Port: port, Protocol: corev1.ProtocolTCP}}}}
 		if _, err := client.CoreV1().Services("default").Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

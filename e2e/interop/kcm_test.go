@@ -98,11 +98,12 @@ func TestRealKubeControllerManager(t *testing.T) {
 	if real == nil || ours == nil {
 		t.Fatal("a scenario did not complete")
 	}
-	compareWritten(t, real, ours)
+	compareWritten(t, "kube-controller-manager", real, ours)
 }
 
-// compareWritten reports every object that differs between the two runs.
-func compareWritten(t *testing.T, real, ours map[string]any) {
+// compareWritten reports every object that differs between the run of
+// the real component peer and svcnet's.
+func compareWritten(t *testing.T, peer string, real, ours map[string]any) {
 	keys := map[string]bool{}
 	for k := range real {
 		keys[k] = true
@@ -123,10 +124,10 @@ func compareWritten(t *testing.T, real, ours map[string]any) {
 		case !rok:
 			t.Errorf("%s: written by svcnet only:\n%s", k, pretty(o))
 		case !ook:
-			t.Errorf("%s: written by kube-controller-manager only:\n%s", k, pretty(r))
+			t.Errorf("%s: written by %s only:\n%s", k, peer, pretty(r))
 		default:
 			if d := cmp.Diff(r, o); d != "" {
-				t.Errorf("%s differs (-kube-controller-manager +svcnet):\n%s", k, d)
+				t.Errorf("%s differs (-%s +svcnet):\n%s", k, peer, d)
 			} else {
 				same++
 			}
