@@ -10,6 +10,7 @@ import (
 
 	metallbv1beta1 "github.com/svcnet/svcnet/apis/metallb/v1beta1"
 	metallbv1beta2 "github.com/svcnet/svcnet/apis/metallb/v1beta2"
+	"github.com/svcnet/svcnet/apis/metallb/validation"
 )
 
 // peerV1beta1Codec stores metallb.io/v1beta1 BGPPeers as the v1beta2
@@ -43,6 +44,9 @@ func (peerV1beta1Codec) Decode(data []byte, _ *schema.GroupVersionKind, into run
 	if !ok {
 		return nil, nil, fmt.Errorf("metallb.io/v1beta1 bgppeers storage: stored %T", obj)
 	}
+	// The storage version's defaults first, then the conversion, as
+	// kube-apiserver reads a custom resource from etcd.
+	validation.DefaultBGPPeer(u.Object)
 	var stored metallbv1beta2.BGPPeer
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &stored); err != nil {
 		return nil, nil, err

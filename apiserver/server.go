@@ -261,6 +261,9 @@ func (s *Server) buildStores() error {
 			}
 		} else {
 			codec = unstructuredCodec{}
+			if d, ok := strategy.(storedDefaulter); ok {
+				codec = defaultingCodec{Codec: codec, def: d.DefaultStored}
+			}
 		}
 		st := &served{Store: &registry.Store{
 			Info:     info,

@@ -12,14 +12,23 @@ import (
 )
 
 // toTable converts objs for kubectl get with the kubectl columns of
-// apiserver/tables. includeObject selects the row objects (metadata by
+// apiserver/tables (for the MetalLB kinds, their CRDs' printer columns,
+// metallbColumns). includeObject selects the row objects (metadata by
 // default); withColumns=false drops the column definitions (watch events
 // after the first).
 func (s *Server) toTable(r *http.Request, res *served, objs []runtime.Object, withColumns bool) (*metav1.Table, error) {
-	t, err := tables.Convert(res.Info.GroupResource(), objs, tables.Options{
+	opts := tables.Options{
 		NoHeaders:     !withColumns,
 		IncludeObject: metav1.IncludeObjectPolicy(r.URL.Query().Get("includeObject")),
-	})
+	}
+	var t *metav1.Table
+	var err error
+	if ct, ok := crdTables[res.Info.GVR]; ok {
+		// Custom resources: their CRDs' additionalPrinterColumns.
+		t, err = ct.Convert(res.Info.GroupResource(), objs, opts)
+	} else {
+		t, err = tables.Convert(res.Info.GroupResource(), objs, opts)
+	}
 	if errors.Is(err, tables.ErrBadIncludeObject) {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}

@@ -76,6 +76,20 @@ type printer struct {
 // autoscaling/v1 Scale objects always get the scale table, whatever gr (the
 // scale subresource is served under its parent's resource).
 func Convert(gr schema.GroupResource, objs []runtime.Object, opts Options) (*metav1.Table, error) {
+	p, ok := printers[gr]
+	switch {
+	case len(objs) > 0 && isScale(objs[0]):
+		// The scale subresource of deployments/replicasets is served under
+		// the parent's resource name.
+		p = scalePrinter
+	case !ok:
+		p = defaultPrinter
+	}
+	return convert(gr, p, objs, opts)
+}
+
+// convert builds the table for objs with printer p.
+func convert(gr schema.GroupResource, p printer, objs []runtime.Object, opts Options) (*metav1.Table, error) {
 	now := time.Now
 	if opts.Now != nil {
 		now = opts.Now
@@ -88,16 +102,6 @@ func Convert(gr schema.GroupResource, objs []runtime.Object, opts Options) (*met
 	case "", metav1.IncludeMetadata, metav1.IncludeObject, metav1.IncludeNone:
 	default:
 		return nil, fmt.Errorf("%w: %q", ErrBadIncludeObject, opts.IncludeObject)
-	}
-
-	p, ok := printers[gr]
-	switch {
-	case len(objs) > 0 && isScale(objs[0]):
-		// The scale subresource of deployments/replicasets is served under
-		// the parent's resource name.
-		p = scalePrinter
-	case !ok:
-		p = defaultPrinter
 	}
 
 	table := &metav1.Table{

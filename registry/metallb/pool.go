@@ -8,7 +8,6 @@ import (
 	metallbv1beta1 "github.com/svcnet/svcnet/apis/metallb/v1beta1"
 	"github.com/svcnet/svcnet/apis/metallb/validation"
 	"github.com/svcnet/svcnet/registry"
-	"github.com/svcnet/svcnet/registry/core"
 )
 
 // PoolStrategy is IPAddressPool's (metallb.io/v1beta1): MetalLB's
@@ -17,7 +16,8 @@ import (
 // kube-apiserver's wording for a webhook denial. Pools are compared with
 // those of every namespace, because svcnet's LoadBalancer IPAM reads pools
 // from all of them. Status is a subresource, as in MetalLB's CRD: the
-// controller counts the pool's addresses there.
+// controller counts the pool's addresses there. The CRD schema's defaults
+// (autoAssign true, avoidBuggyIPs false) are applied.
 type PoolStrategy struct{ *Strategy }
 
 var (
@@ -28,7 +28,7 @@ var (
 // NewIPAddressPoolStrategy returns IPAddressPool's strategy.
 func NewIPAddressPoolStrategy() *PoolStrategy {
 	return &PoolStrategy{&Strategy{
-		Basic:   core.Basic{Namespaced: true},
+		Basic:   schemaFuncs(validation.DefaultIPAddressPool, nil),
 		webhook: "ipaddresspoolvalidationwebhook.metallb.io",
 		admit:   admitPool,
 	}}

@@ -52,3 +52,29 @@ func TestPoolStrategy(t *testing.T) {
 		t.Error("status kept on create: it is a subresource, as in MetalLB's CRD")
 	}
 }
+
+// TestPoolStrategyDefaults: the CRD schema's defaults on write (Default)
+// and on read from storage (DefaultStored); explicit values are kept.
+func TestPoolStrategyDefaults(t *testing.T) {
+	s := NewIPAddressPoolStrategy()
+	for name, apply := range map[string]func(*unstructured.Unstructured){
+		"Default":       func(u *unstructured.Unstructured) { s.Default(u) },
+		"DefaultStored": func(u *unstructured.Unstructured) { s.DefaultStored(u) },
+	} {
+		p := pool("ns", "p", "10.0.0.0/30")
+		apply(p)
+		if a, _, _ := unstructured.NestedFieldNoCopy(p.Object, "spec", "autoAssign"); a != true {
+			t.Errorf("%s: autoAssign %v", name, a)
+		}
+		if b, found, _ := unstructured.NestedFieldNoCopy(p.Object, "spec", "avoidBuggyIPs"); !found || b != false {
+			t.Errorf("%s: avoidBuggyIPs %v (found %v)", name, b, found)
+		}
+		p = pool("ns", "p", "10.0.0.0/30")
+		p.Object["spec"].(map[string]any)["autoAssign"] = false
+		p.Object["spec"].(map[string]any)["avoidBuggyIPs"] = true
+		apply(p)
+		if p.Object["spec"].(map[string]any)["autoAssign"] != false || p.Object["spec"].(map[string]any)["avoidBuggyIPs"] != true {
+			t.Errorf("%s: explicit values changed: %v", name, p.Object["spec"])
+		}
+	}
+}

@@ -82,6 +82,12 @@ func schemaFuncs(def func(map[string]any), check func(map[string]any) field.Erro
 	return b
 }
 
+// DefaultStored applies the kind's schema defaults to an object read from
+// storage, as kube-apiserver defaults custom resources it reads from etcd
+// (with the storage version's schema): objects stored before a default
+// existed read back with it.
+func (s *Strategy) DefaultStored(obj runtime.Object) { s.Basic.Default(obj) }
+
 // NewBGPPeerStrategy is BGPPeer's (metallb.io/v1beta2).
 func NewBGPPeerStrategy() *Strategy {
 	return &Strategy{

@@ -213,6 +213,15 @@ func DefaultBGPAdvertisement(obj map[string]any) {
 	}
 }
 
+// DefaultIPAddressPool applies the schema's defaults (autoAssign true,
+// avoidBuggyIPs false).
+func DefaultIPAddressPool(obj map[string]any) {
+	if spec, ok := obj["spec"].(map[string]any); ok {
+		setDefault(spec, "autoAssign", true)
+		setDefault(spec, "avoidBuggyIPs", false)
+	}
+}
+
 func setDefault(m map[string]any, k string, v any) {
 	if _, ok := m[k]; !ok {
 		m[k] = v
