@@ -39,11 +39,11 @@ go test -count=1 -p 2 -timeout 30m ./... "$@"
 # nftables, real packets in test namespaces), kube-controller-manager (its
 # EndpointSlice, mirroring, Deployment and ReplicaSet controllers against
 # svcnet's on the same inputs), CoreDNS, and svcnet proxy/dns/controllers on
-# kube-apiserver + etcd, and MetalLB v0.15.2's controller against svcnet's
-# lbipam on the same inputs (built in e2e/interop/metallbbuild, its own
+# kube-apiserver + etcd, and MetalLB v0.15.2's controller and speaker against
+# svcnet's lbipam and speaker on the same inputs (built in e2e/interop/metallbbuild, its own
 # module with MetalLB's dependency versions). Cold builds cost about 2,000
 # CPU-seconds (see e2e/interop/README.md); the tests themselves about 4 minutes.
 GOBIN=$PWD/bin go install github.com/coredns/coredns@v1.15.0
-(cd e2e/interop/metallbbuild && go build -o ../../../bin/metallb-controller go.universe.tf/metallb/controller)
-(cd e2e/interop && go vet . && SVCNET_COREDNS=$PWD/../../bin/coredns SVCNET_METALLB_CONTROLLER=$PWD/../../bin/metallb-controller go test -count=1 -timeout 60m .)
+(cd e2e/interop/metallbbuild && go build -o ../../../bin/metallb-controller go.universe.tf/metallb/controller && go build -o ../../../bin/metallb-speaker go.universe.tf/metallb/speaker)
+(cd e2e/interop && go vet . && SVCNET_COREDNS=$PWD/../../bin/coredns SVCNET_METALLB_CONTROLLER=$PWD/../../bin/metallb-controller SVCNET_METALLB_SPEAKER=$PWD/../../bin/metallb-speaker go test -count=1 -timeout 60m .)
 echo "test suite took $(( $(date +%s) - start ))s"

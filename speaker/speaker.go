@@ -92,6 +92,11 @@ type Speaker struct {
 	mu        sync.Mutex
 	observed  map[string]time.Time // node -> when its lease was last seen renewed
 	lastRenew time.Time            // last successful renewal of our own lease
+	// joined is when this speaker counts itself alive: one renewal period
+	// after its first renewal, so that speakers started together see each
+	// other's Leases before any of them announces (without it each would
+	// announce alone for a moment, then hand over).
+	joined time.Time
 	alive     map[string]bool      // the live set the last sync used
 
 	// Worker state (only the worker goroutine touches it).
@@ -292,6 +297,9 @@ func (s *Speaker) leaseLoop(ctx context.Context) {
 			} else {
 				s.mu.Lock()
 				s.lastRenew = time.Now()
+				if s.joined.IsZero() {
+					s.joined = s.lastRenew.Add(renewEvery)
+				}
 				s.mu.Unlock()
 			}
 			nextRenew = time.Now().Add(renewEvery)
@@ -337,7 +345,8 @@ func (s *Speaker) renew(ctx context.Context) error {
 // liveSpeakers is the set of nodes whose speaker is alive now: others whose
 // Lease was seen renewed within its duration, and this node while its own
 // renewals succeed (a speaker cut off from the apiserver stops announcing
-// when the others, no longer seeing its Lease, take over).
+// when the others, no longer seeing its Lease, take over), from one renewal
+// period after it started.
 func (s *Speaker) liveSpeakers() map[string]bool {
 	now := time.Now()
 	out := map[string]bool{}
@@ -356,7 +365,7 @@ func (s *Speaker) liveSpeakers() map[string]bool {
 			out[*l.Spec.HolderIdentity] = true
 		}
 	}
-	if !s.lastRenew.IsZero() && now.Sub(s.lastRenew) < s.cfg.LeaseDuration {
+	if !s.lastRenew.IsZero() && now.Sub(s.lastRenew) < s.cfg.LeaseDuration && !now.Before(s.joined) {
 		out[s.cfg.NodeName] = true
 	}
 	return out
