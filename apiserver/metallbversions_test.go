@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -122,5 +123,42 @@ spec: {myASN: 64512, peerASN: 64501, peerAddress: 172.18.0.2, connectTime: 5s}
 	_ = unstructured.SetNestedField(st.Object, "Valid", "status", "result")
 	if _, err := cs.UpdateStatus(ctx, st, metav1.UpdateOptions{}); err != nil {
 		t.Errorf("ConfigurationState with result Valid: %v", err)
+	}
+}
+
+// TestMetalLBDeleteOptionsInGroupVersion deletes a MetalLB object with a
+// DeleteOptions body that names the resource's group version, as
+// controller-runtime's client sends it (MetalLB's speaker deleting its
+// ServiceBGPStatus got "no kind DeleteOptions is registered for version
+// metallb.io/v1beta1").
+func TestMetalLBDeleteOptionsInGroupVersion(t *testing.T) {
+	srv := apiservertest.Start(t)
+	ctx := ctxT(t)
+	const ns = "metallb-system"
+	if _, err := kubernetes.NewForConfigOrDie(srv.Config).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dc := dynamic.NewForConfigOrDie(srv.Config)
+	for _, c := range []struct {
+		gvr      schema.GroupVersionResource
+		manifest string
+	}{
+		{metallbv1beta1.ServiceBGPStatusesResource, "apiVersion: metallb.io/v1beta1\nkind: ServiceBGPStatus\nmetadata: {name: s}"},
+		{metallbv1beta2.BGPPeersResource, "apiVersion: metallb.io/v1beta2\nkind: BGPPeer\nmetadata: {name: p}\nspec: {myASN: 64512, peerASN: 64500, peerAddress: 172.18.0.1}"},
+	} {
+		u := obj(t, c.manifest)
+		if _, err := dc.Resource(c.gvr).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		body := []byte(`{"kind":"DeleteOptions","apiVersion":"` + c.gvr.GroupVersion().String() + `","propagationPolicy":"Background"}`)
+		res := kubernetes.NewForConfigOrDie(srv.Config).CoreV1().RESTClient().Delete().
+			AbsPath("/apis", c.gvr.Group, c.gvr.Version, "namespaces", ns, c.gvr.Resource, u.GetName()).
+			SetHeader("Content-Type", "application/json").Body(body).Do(ctx)
+		if err := res.Error(); err != nil {
+			t.Errorf("delete %s with DeleteOptions in %s: %v", c.gvr.Resource, c.gvr.GroupVersion(), err)
+		}
+		if _, err := dc.Resource(c.gvr).Namespace(ns).Get(ctx, u.GetName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s still there: %v", c.gvr.Resource, err)
+		}
 	}
 }

@@ -25,5 +25,12 @@ func init() {
 	// meta.k8s.io/v1.
 	Scheme.AddKnownTypes(metav1.SchemeGroupVersion, &metav1.DeleteOptions{}, &metav1.ListOptions{},
 		&metav1.GetOptions{}, &metav1.CreateOptions{}, &metav1.UpdateOptions{}, &metav1.PatchOptions{})
+	// ... or the group version of the resource, as client-go's typed
+	// clients and controller-runtime send them. The unstructured (MetalLB)
+	// groups have no Go types here, but their option bodies must decode as
+	// kube-apiserver decodes those of custom resources.
+	for _, gv := range []schema.GroupVersion{metallbGV, metallbV1beta2} {
+		metav1.AddToGroupVersion(Scheme, gv)
+	}
 	Codecs = serializer.NewCodecFactory(Scheme)
 }

@@ -24,7 +24,84 @@ import (
 	"github.com/svcnet/svcnet/internal/testbed"
 )
 
-var l2StatusGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "servicel2statuses"}
+var (
+	l2StatusGVR  = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "servicel2statuses"}
+	bgpStatusGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "servicebgpstatuses"}
+)
+
+// birdLab is bird2 as the node network's router, in the lab namespace on
+// the bridge (172.30.0.1, AS 64500), peering with the three nodes (AS
+// 64512).
+type birdLab struct {
+	ns   *testbed.NetNS
+	sock string
+}
+
+func startBird(t *testing.T, lab *testbed.NetNS) *birdLab {
+	t.Helper()
+	testbed.RequireCommand(t, "bird", "birdc")
+	dir := t.TempDir()
+	conf := "router id 172.30.0.1;\nprotocol device {}\n"
+	for i := 1; i <= 3; i++ {
+		conf += fmt.Sprintf("protocol bgp node%d { local 172.30.0.1 as 64500; neighbor 172.30.0.%d as 64512; hold time 9; ipv4 { import all; export none; }; }\n", i, 10+i)
+	}
+	path := filepath.Join(dir, "bird.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := &birdLab{ns: lab, sock: filepath.Join(dir, "bird.ctl")}
+	lab.Start("bird", "-f", "-c", path, "-s", b.sock, "-P", filepath.Join(dir, "bird.pid"))
+	return b
+}
+
+var (
+	birdProtoRE = regexp.MustCompile(`(?m)^(node\d)\s+BGP\s+\S+\s+(\S+)\s+\S+\s+(\S+)`)
+	birdViaRE   = regexp.MustCompile(`via 172\.30\.0\.(\d+)`)
+	birdAttrRE  = regexp.MustCompile(`(?m)^\s+(BGP\.(?:origin|as_path|next_hop|local_pref|community|large_community|atomic_aggr|aggregator)): (.*)$`)
+)
+
+// sessions is each node's BGP session state as bird shows it.
+func (b *birdLab) sessions() []string {
+	out, _ := b.ns.Run("birdc", "-s", b.sock, "show", "protocols")
+	var l []string
+	for _, m := range birdProtoRE.FindAllStringSubmatch(out, -1) {
+		l = append(l, m[1]+" "+m[2]+" "+m[3])
+	}
+	sort.Strings(l)
+	return l
+}
+
+// routes is what bird learned for prefix: per path the announcing node and
+// its BGP attributes.
+func (b *birdLab) routes(prefix string) []string {
+	out, _ := b.ns.Run("birdc", "-s", b.sock, "show", "route", prefix, "all")
+	var paths []string
+	// One path per "via" line, its attributes below it until the next.
+	blocks := birdViaRE.FindAllStringIndex(out, -1)
+	for i, loc := range blocks {
+		end := len(out)
+		if i+1 < len(blocks) {
+			end = blocks[i+1][0]
+		}
+		node := "node-" + fmt.Sprint(atoiOr(birdViaRE.FindStringSubmatch(out[loc[0]:loc[1]])[1])-10)
+		var attrs []string
+		for _, a := range birdAttrRE.FindAllStringSubmatch(out[loc[1]:end], -1) {
+			attrs = append(attrs, a[1]+"="+strings.TrimSpace(a[2]))
+		}
+		sort.Strings(attrs)
+		paths = append(paths, node+" "+strings.Join(attrs, " "))
+	}
+	sort.Strings(paths)
+	return paths
+}
+
+func atoiOr(s string) int {
+	n := 0
+	for _, c := range s {
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
 
 // TestRealMetalLBSpeaker runs MetalLB's own speaker (v0.15.2, layer 2
 // mode, memberlist off as without its secret) on three node namespaces
@@ -112,6 +189,31 @@ apiVersion: metallb.io/v1beta1
 kind: IPAddressPool
 metadata: {name: silent, namespace: metallb-system}
 spec: {addresses: [172.30.0.220-172.30.0.221]}
+---
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: routed, namespace: metallb-system}
+spec: {addresses: [10.99.0.0/28]}
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: routed, namespace: metallb-system}
+spec:
+  ipAddressPools: [routed]
+  communities: ["64512:100", "64512:200"]
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: routed-aggregate, namespace: metallb-system}
+spec:
+  ipAddressPools: [routed]
+  aggregationLength: 30
+  nodeSelectors: [{matchLabels: {l2: "yes"}}]
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: router, namespace: metallb-system}
+spec: {myASN: 64512, peerASN: 64500, peerAddress: 172.30.0.1, holdTime: 9s}
 `
 
 // speakerService is one LoadBalancer Service of the scenario and where
@@ -137,6 +239,9 @@ var speakerServices = []speakerService{
 	{name: "zone-b-3", pool: "labelled", readyOn: []string{"node-1"}},
 	{name: "iface", pool: "wrong-iface", readyOn: []string{"node-1", "node-2"}},
 	{name: "quiet", pool: "silent", readyOn: []string{"node-1"}},
+	{name: "routed-1", pool: "routed", readyOn: []string{"node-1", "node-2", "node-3"}},
+	{name: "routed-local", pool: "routed", local: true, readyOn: []string{"node-3"}},
+	{name: "routed-unready", pool: "routed", notReadyOn: []string{"node-2"}},
 }
 
 // runSpeakerScenario builds the node network (a lab namespace with a
@@ -165,6 +270,7 @@ func runSpeakerScenario(t *testing.T, svcnet string, start func(t *testing.T, no
 	}
 	client := testbed.NewNetNS(t, "mlbsp-c")
 	attach(client, "pc", "172.30.0.100/24")
+	bird := startBird(t, lab)
 
 	data := t.TempDir()
 	lab.Start(svcnet, "apiserver", "--data-dir", data, "--bind-address", "172.30.0.1", "--service-cluster-ip-range", "10.96.0.0/16")
@@ -223,15 +329,35 @@ func runSpeakerScenario(t *testing.T, svcnet string, start func(t *testing.T, no
 		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
 			t.Fatal(err)
 		}
-		gvr := poolsGVR
-		if u.GetKind() == "L2Advertisement" {
-			gvr = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "l2advertisements"}
-		}
+		gvr := map[string]schema.GroupVersionResource{
+			"IPAddressPool":    poolsGVR,
+			"L2Advertisement":  {Group: "metallb.io", Version: "v1beta1", Resource: "l2advertisements"},
+			"BGPAdvertisement": {Group: "metallb.io", Version: "v1beta1", Resource: "bgpadvertisements"},
+			"BGPPeer":          {Group: "metallb.io", Version: "v1beta2", Resource: "bgppeers"},
+		}[u.GetKind()]
 		if _, err := dc.Resource(gvr).Namespace("metallb-system").Create(ctx, u, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
 		}
 	}
 	lab.Start(svcnet, "controllers", "--kubeconfig", kubeconfig, "--controllers", "lbipam", "--leader-elect=false", "--metrics-bind-address", "")
+	for _, name := range []string{"node-1", "node-2", "node-3"} {
+		logPath := filepath.Join(data, "speaker-"+name+".log")
+		start(t, nodes[name], name, kubeconfig, logPath)
+		t.Cleanup(func() {
+			b, _ := os.ReadFile(logPath)
+			if t.Failed() {
+				t.Logf("%s's speaker log:\n%s", name, tail(string(b), 40))
+			}
+			if dir := os.Getenv("SVCNET_METALLB_DUMP"); dir != "" {
+				_ = os.WriteFile(filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+"-"+name+".log"), b, 0o644)
+			}
+		})
+	}
+
+	// The speakers settle (caches synced, BGP sessions up, svcnet's
+	// speakers joined) before the Services appear, so that what is
+	// compared is their decisions, not how each starts up.
+	time.Sleep(10 * time.Second)
 	for _, s := range speakerServices {
 		createSpeakerService(t, ctx, cs, s)
 	}
@@ -250,25 +376,11 @@ func runSpeakerScenario(t *testing.T, svcnet string, start func(t *testing.T, no
 		return nil
 	})
 
-	for _, name := range []string{"node-1", "node-2", "node-3"} {
-		logPath := filepath.Join(data, "speaker-"+name+".log")
-		start(t, nodes[name], name, kubeconfig, logPath)
-		t.Cleanup(func() {
-			b, _ := os.ReadFile(logPath)
-			if t.Failed() {
-				t.Logf("%s's speaker log:\n%s", name, tail(string(b), 40))
-			}
-			if dir := os.Getenv("SVCNET_METALLB_DUMP"); dir != "" {
-				_ = os.WriteFile(filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+"-"+name+".log"), b, 0o644)
-			}
-		})
-	}
-
 	var prev map[string]any
 	stable := 0
 	waitFor(t, 120*time.Second, "announcements stable", func() error {
 		time.Sleep(2 * time.Second)
-		cur, err := dumpSpeakers(ctx, cs, dc, client, addrs, macs)
+		cur, err := dumpSpeakers(ctx, cs, dc, client, bird, addrs, macs)
 		if err != nil {
 			return err
 		}
@@ -334,7 +446,7 @@ var arpReplyRE = regexp.MustCompile(`(?i)reply from [0-9.]+ \[([0-9a-f:]+)\]`)
 // dumpSpeakers is what the speakers did, normalized: per Service the
 // nodes whose MAC answers ARP for its address, its ServiceL2Statuses and
 // the speakers' events on it (reasons other than those of lbipam).
-func dumpSpeakers(ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface, client *testbed.NetNS, addrs, macs map[string]string) (map[string]any, error) {
+func dumpSpeakers(ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface, client *testbed.NetNS, bird *birdLab, addrs, macs map[string]string) (map[string]any, error) {
 	out := map[string]any{}
 	sts, err := dc.Resource(l2StatusGVR).Namespace("metallb-system").List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -372,8 +484,35 @@ func dumpSpeakers(ctx context.Context, cs kubernetes.Interface, dc dynamic.Inter
 			events[k] = append(events[k], line)
 		}
 	}
+	bgpSts, err := dc.Resource(bgpStatusGVR).Namespace("metallb-system").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range bgpSts.Items {
+		l := st.GetLabels()
+		node, _, _ := unstructured.NestedString(st.Object, "status", "node")
+		svcName, _, _ := unstructured.NestedString(st.Object, "status", "serviceName")
+		peers, _, _ := unstructured.NestedStringSlice(st.Object, "status", "peers")
+		sort.Strings(peers)
+		k := l["metallb.io/service-namespace"] + "/" + l["metallb.io/service-name"]
+		statuses[k] = append(statuses[k], fmt.Sprintf("BGP %s name=%s* node=%s (label %s) service=%s peers=%v",
+			st.GetNamespace(), st.GetGenerateName(), node, l["metallb.io/node"], svcName, peers))
+	}
+	out["bgp protocols"] = bird.sessions()
+	for _, prefix := range []string{"10.99.0.0/28", "10.99.0.0/30"} {
+		out["route "+prefix] = bird.routes(prefix)
+	}
 	for _, s := range speakerServices {
 		ip := addrs[s.name]
+		if s.pool == "routed" {
+			out["route "+ip+"/32"] = bird.routes(ip + "/32")
+			st := statuses["default/"+s.name]
+			sort.Strings(st)
+			ev := events[s.name]
+			sort.Strings(ev)
+			out["Service "+s.name] = map[string]any{"serviceBGPStatus": st, "events": ev}
+			continue
+		}
 		arp, _ := client.Run("arping", "-c", "2", "-w", "3", "-I", "eth0", ip)
 		var answering []string
 		for _, m := range arpReplyRE.FindAllStringSubmatch(arp, -1) {
