@@ -440,7 +440,6 @@ func createSpeakerService(t *testing.T, ctx context.Context, cs kubernetes.Inter
 	}
 }
 
-
 var arpReplyRE = regexp.MustCompile(`(?i)reply from [0-9.]+ \[([0-9a-f:]+)\]`)
 
 // dumpSpeakers is what the speakers did, normalized: per Service the
