@@ -210,9 +210,12 @@ func runMetalLBScenario(t *testing.T, svcnet string, start func(t *testing.T, ns
 	logPath := filepath.Join(data, "controller.log")
 	start(t, ns, data, logPath)
 	t.Cleanup(func() {
+		b, _ := os.ReadFile(logPath)
 		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
 			t.Logf("controller's log:\n%s", tail(string(b), 80))
+		}
+		if dir := os.Getenv("SVCNET_METALLB_DUMP"); dir != "" {
+			_ = os.WriteFile(filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".log"), b, 0o644)
 		}
 	})
 	// The controller works once a first Service gets its address.
