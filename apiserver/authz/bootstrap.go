@@ -180,14 +180,17 @@ func (p *DefaultPolicy) addExtras() {
 	})
 	// MetalLB's controller ClusterRole (its LoadBalancer IP assignment is
 	// svcnet's lbipam controller): it annotates Services, writes their
-	// status and reads the address pools.
+	// status, reads the address pools and the namespaces their
+	// serviceAllocation selects, and writes the pools' status.
 	p.ClusterRoles = append(p.ClusterRoles, rbacv1.ClusterRole{
 		ObjectMeta: svcnetMeta("svcnet:metallb-controller"),
 		Rules: []rbacv1.PolicyRule{
 			{Verbs: []string{"get", "list", "watch", "update"}, APIGroups: []string{""}, Resources: []string{"services"}},
 			{Verbs: []string{"update"}, APIGroups: []string{""}, Resources: []string{"services/status"}},
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"namespaces"}},
 			{Verbs: []string{"create", "patch"}, APIGroups: []string{""}, Resources: []string{"events"}},
 			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"metallb.io"}, Resources: []string{"ipaddresspools", "l2advertisements"}},
+			{Verbs: []string{"update", "patch"}, APIGroups: []string{"metallb.io"}, Resources: []string{"ipaddresspools/status"}},
 		},
 	})
 	p.ClusterRoles = append(p.ClusterRoles, rbacv1.ClusterRole{

@@ -287,6 +287,17 @@ func TestLayer2(t *testing.T) {
 		out, _ := c.kubectl("get", "svc", "web", "web-local", "-o", `jsonpath={range .items[*]}{.status.loadBalancer.ingress[0].ip} {end}`)
 		return out, strings.TrimSpace(out) == "172.18.0.200 172.18.0.201"
 	})
+	// lbipam counts the pool's addresses in its status, as MetalLB's
+	// controller does, with the identity svcnet up gives it.
+	eventually(t, 60*time.Second, "IPAddressPool node-network's status", func() (string, bool) {
+		out, _ := c.kubectl("get", "ipaddresspool", "node-network", "-n", "metallb-system", "-o",
+			`jsonpath={.status.assignedIPv4} {.status.availableIPv4} {.status.assignedIPv6} {.status.availableIPv6}`)
+		var a4, f4, a6, f6 int
+		if n, _ := fmt.Sscan(out, &a4, &f4, &a6, &f6); n != 4 {
+			return out, false
+		}
+		return out, a4 >= 2 && a4+f4 == 11 && a6 == 0 && f6 == 0
+	})
 	curl := func(ip string) (string, bool) {
 		out, err := client.Run("curl", "-sS", "-m", "3", "http://"+ip+"/")
 		return out, err == nil && strings.Contains(out, "Hello Kubernetes bootcamp!")
