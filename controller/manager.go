@@ -39,6 +39,7 @@ import (
 	"github.com/svcnet/svcnet/controller/serviceaccount"
 	"github.com/svcnet/svcnet/controller/servicecidrs"
 	"github.com/svcnet/svcnet/internal/metallbmetrics"
+	"github.com/svcnet/svcnet/internal/metallbstate"
 )
 
 // Names of the controllers, for Options.Controllers.
@@ -90,6 +91,10 @@ type Options struct {
 	// controller's MetalLB allocator and metallb_k8s_client_* metrics.
 	LBIPAMMetrics       *lbipam.Metrics
 	LBIPAMClientMetrics *metallbmetrics.K8sClient
+	// MetalLBNamespace is where lbipam keeps MetalLB's ConfigurationState
+	// "controller" (default metallb-system; nothing is written while it
+	// does not exist).
+	MetalLBNamespace string
 }
 
 // Run starts the enabled controllers and blocks until ctx is cancelled or
@@ -197,6 +202,11 @@ func Run(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface
 	if on(LBIPAM) {
 		l := lbipam.New(client, dyn, factory, dynFactory, recorder(lbipam.ControllerName), log)
 		l.SetMetrics(opts.LBIPAMMetrics, opts.LBIPAMClientMetrics)
+		mns := opts.MetalLBNamespace
+		if mns == "" {
+			mns = "metallb-system"
+		}
+		l.SetConfigState(metallbstate.ForController(dyn, mns, log))
 		runs = append(runs, l.Run)
 	}
 	factory.Start(ctx.Done())

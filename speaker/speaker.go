@@ -33,6 +33,7 @@ import (
 	metallbv1beta1 "github.com/svcnet/svcnet/apis/metallb/v1beta1"
 	"github.com/svcnet/svcnet/controller/lbipam"
 	"github.com/svcnet/svcnet/internal/metallbmetrics"
+	"github.com/svcnet/svcnet/internal/metallbstate"
 )
 
 // Component is the event source, as MetalLB's speaker names itself.
@@ -72,6 +73,9 @@ type Config struct {
 	// ClientMetrics, when set, counts the Services and configuration
 	// reloads processed (metallb_k8s_client_*).
 	ClientMetrics *metallbmetrics.K8sClient
+	// ConfigState, when set, reports what of the layer 2 configuration
+	// could not be used in MetalLB's ConfigurationState (part "layer2").
+	ConfigState *metallbstate.Reporter
 }
 
 // Speaker announces this node's share of the LoadBalancer addresses.
@@ -429,8 +433,11 @@ func (s *Speaker) processNext(ctx context.Context) bool {
 // pools are skipped (controller/lbipam reports them); of overlapping pools
 // the first by name wins, as in lbipam.
 func (s *Speaker) loadConfig() {
-	bad := false // an object could not be used: the configuration is stale
-	defer func() { s.cfg.ClientMetrics.ConfigLoaded("speaker", bad) }()
+	var problems []string // what could not be used: the configuration is stale
+	defer func() {
+		s.cfg.ClientMetrics.ConfigLoaded("speaker", len(problems) > 0)
+		s.cfg.ConfigState.Set("layer2", problems)
+	}()
 	s.poolList = s.poolList[:0]
 	for _, obj := range s.pools.GetStore().List() {
 		u, ok := obj.(*unstructured.Unstructured)
@@ -440,13 +447,13 @@ func (s *Speaker) loadConfig() {
 		var p metallbv1beta1.IPAddressPool
 		if err := metallbv1beta1.FromUnstructured(u, &p); err != nil {
 			s.log.Warn("ignoring pool", "err", err)
-			bad = true
+			problems = append(problems, err.Error())
 			continue
 		}
 		pp, err := lbipam.ParsePool(&p)
 		if err != nil {
 			s.log.Warn("ignoring pool", "err", err)
-			bad = true
+			problems = append(problems, err.Error())
 			continue
 		}
 		s.poolList = append(s.poolList, &Pool{Pool: pp, Namespace: p.Namespace, Labels: p.Labels})
@@ -461,7 +468,7 @@ func (s *Speaker) loadConfig() {
 		ad := &metallbv1beta1.L2Advertisement{}
 		if err := metallbv1beta1.FromUnstructured(u, ad); err != nil {
 			s.log.Warn("ignoring L2Advertisement", "err", err)
-			bad = true
+			problems = append(problems, err.Error())
 			continue
 		}
 		s.ads = append(s.ads, ad)

@@ -191,6 +191,7 @@ func (p *DefaultPolicy) addExtras() {
 			{Verbs: []string{"create", "patch"}, APIGroups: []string{""}, Resources: []string{"events"}},
 			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"metallb.io"}, Resources: []string{"ipaddresspools", "l2advertisements"}},
 			{Verbs: []string{"update", "patch"}, APIGroups: []string{"metallb.io"}, Resources: []string{"ipaddresspools/status"}},
+			{Verbs: []string{"get", "create", "update"}, APIGroups: []string{"metallb.io"}, Resources: []string{"configurationstates", "configurationstates/status"}},
 		},
 	})
 	p.ClusterRoles = append(p.ClusterRoles, rbacv1.ClusterRole{
@@ -247,6 +248,7 @@ func (p *DefaultPolicy) addExtras() {
 				Resources: []string{"ipaddresspools", "l2advertisements", "bgpadvertisements", "bgppeers", "communities"}},
 			{Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}, APIGroups: []string{"metallb.io"},
 				Resources: []string{"servicel2statuses", "servicel2statuses/status", "servicebgpstatuses", "servicebgpstatuses/status"}},
+			{Verbs: []string{"get", "create", "update"}, APIGroups: []string{"metallb.io"}, Resources: []string{"configurationstates", "configurationstates/status"}},
 		},
 	})
 	speakerSA := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "speaker", Namespace: "metallb-system"}}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/svcnet/svcnet/internal/metallbmetrics"
+	"github.com/svcnet/svcnet/internal/metallbstate"
 	"github.com/svcnet/svcnet/speaker"
 	"github.com/svcnet/svcnet/speaker/bgp"
 	"github.com/svcnet/svcnet/speaker/l2"
@@ -79,18 +80,22 @@ func runSpeaker(ctx context.Context, args []string) error {
 	// MetalLB's speaker metrics, one registry for the process.
 	reg := newMetalLBRegistry()
 	clientMetrics := metallbmetrics.NewK8sClient(reg)
+	// MetalLB v0.16's ConfigurationState "speaker-<node>": whether this
+	// speaker could use the whole configuration.
+	configState := metallbstate.ForSpeaker(dyn, statusNS, nodeName, log)
 	resp := l2.New(l2.Options{Logger: log.With("protocol", "layer2"), ReannounceInterval: reannounce, Metrics: l2.NewMetrics(reg)})
 	// BGP mode (speaker/bgp): gobgp sessions with the BGPPeers selecting
 	// this node, opened from this process's network namespace.
 	bgpMode := bgp.New(bgp.Config{Client: client, Dynamic: dyn, NodeName: nodeName, Logger: log, StatusNamespace: statusNS,
-		Metrics: bgp.NewMetrics(reg), ClientMetrics: clientMetrics})
+		Metrics: bgp.NewMetrics(reg), ClientMetrics: clientMetrics, ConfigState: configState})
 	sp := speaker.New(speaker.Config{Client: client, Dynamic: dyn, NodeName: nodeName, LeaseNamespace: leaseNS,
 		LeaseDuration: leaseDuration, Logger: log, IgnoreExcludeLB: ignoreExcludeLB,
-		Metrics: speaker.NewMetrics(reg), ClientMetrics: clientMetrics,
+		Metrics: speaker.NewMetrics(reg), ClientMetrics: clientMetrics, ConfigState: configState,
 		Protocols: []speaker.Protocol{&speaker.Layer2{Responder: resp,
 			Status: &speaker.L2Status{Dynamic: dyn, Namespace: statusNS, NodeName: nodeName}}, bgpMode}})
 	mctx, mcancel := context.WithCancel(context.Background())
 	defer mcancel()
+	go configState.Run(mctx)
 	if err := serveMetrics(mctx, metricsAddr, reg, log); err != nil {
 		return err
 	}

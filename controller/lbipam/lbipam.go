@@ -57,6 +57,7 @@ import (
 	metallbv1beta1 "github.com/svcnet/svcnet/apis/metallb/v1beta1"
 	"github.com/svcnet/svcnet/controller/internal/worker"
 	"github.com/svcnet/svcnet/internal/metallbmetrics"
+	"github.com/svcnet/svcnet/internal/metallbstate"
 )
 
 // ControllerName is the event source component.
@@ -91,6 +92,7 @@ type Controller struct {
 	alloc      *Allocator
 	log        *slog.Logger
 	client8s   *metallbmetrics.K8sClient
+	state      *metallbstate.Reporter
 }
 
 // New wires the controller to the Service informer and the dynamic
@@ -157,6 +159,10 @@ func (c *Controller) SetMetrics(m *Metrics, k *metallbmetrics.K8sClient) {
 	c.client8s = k
 }
 
+// SetConfigState makes the controller report whether the pools loaded in
+// MetalLB's ConfigurationState "controller" (nil: not). Call it before Run.
+func (c *Controller) SetConfigState(r *metallbstate.Reporter) { c.state = r }
+
 func (c *Controller) enqueue(obj any) {
 	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 		c.queue.Add(key)
@@ -182,6 +188,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	for _, p := range c.alloc.Pools() {
 		c.queue.Add(poolStatusPrefix + p)
 	}
+	go c.state.Run(ctx)
 	worker.Run(ctx, c.log, c.queue, 1, func(ctx context.Context, key string) error {
 		err := c.sync(ctx, key)
 		c.client8s.Processed(err)
@@ -263,8 +270,11 @@ func serviceFamily(s *corev1.Service) (Family, error) {
 // allocator.
 func (c *Controller) loadPools() {
 	var pools []*Pool
-	bad := false
-	defer func() { c.client8s.ConfigLoaded("pools", bad) }()
+	var problems []string
+	defer func() {
+		c.client8s.ConfigLoaded("pools", len(problems) > 0)
+		c.state.Set("pools", problems)
+	}()
 	nsLabels := map[string]map[string]string{}
 	if nss, err := c.namespaces.List(labels.Everything()); err == nil {
 		for _, n := range nss {
@@ -280,13 +290,13 @@ func (c *Controller) loadPools() {
 		var p metallbv1beta1.IPAddressPool
 		if err := metallbv1beta1.FromUnstructured(u, &p); err != nil {
 			c.warnPool(u, err.Error())
-			bad = true
+			problems = append(problems, err.Error())
 			continue
 		}
 		pp, err := ParsePool(&p)
 		if err != nil {
 			c.warnPool(u, err.Error())
-			bad = true
+			problems = append(problems, err.Error())
 			continue
 		}
 		pp.ResolveNamespaces(nsLabels)
@@ -294,7 +304,7 @@ func (c *Controller) loadPools() {
 		pools = append(pools, pp)
 	}
 	for _, err := range c.alloc.SetPools(pools) {
-		bad = true
+		problems = append(problems, err.Error())
 		c.log.Warn("overlapping address pools", "err", err)
 		for name, u := range byName {
 			if strings.Contains(err.Error(), fmt.Sprintf("in pool %q overlaps", name)) {

@@ -298,6 +298,22 @@ func TestLayer2(t *testing.T) {
 		}
 		return out, a4 >= 2 && a4+f4 == 11 && a6 == 0 && f6 == 0
 	})
+	// MetalLB v0.16's ConfigurationStates: the controller and every
+	// speaker loaded the whole configuration.
+	eventually(t, 60*time.Second, "ConfigurationStates of the controller and the three speakers", func() (string, bool) {
+		out, _ := c.kubectl("get", "configurationstates", "-n", "metallb-system", "-o",
+			`jsonpath={range .items[*]}{.metadata.name}={.status.result} {end}`)
+		want := []string{"controller=Valid"}
+		for i := 1; i <= 3; i++ {
+			want = append(want, "speaker-"+c.nodeName(i)+"=Valid")
+		}
+		for _, w := range want {
+			if !strings.Contains(" "+out, " "+w+" ") {
+				return out, false
+			}
+		}
+		return out, true
+	})
 	curl := func(ip string) (string, bool) {
 		out, err := client.Run("curl", "-sS", "-m", "3", "http://"+ip+"/")
 		return out, err == nil && strings.Contains(out, "Hello Kubernetes bootcamp!")

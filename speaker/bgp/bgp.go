@@ -51,6 +51,7 @@ import (
 	metallbv1beta2 "github.com/svcnet/svcnet/apis/metallb/v1beta2"
 	"github.com/svcnet/svcnet/apis/metallb/validation"
 	"github.com/svcnet/svcnet/internal/metallbmetrics"
+	"github.com/svcnet/svcnet/internal/metallbstate"
 	"github.com/svcnet/svcnet/speaker"
 )
 
@@ -70,6 +71,9 @@ type Config struct {
 	// ClientMetrics, when set, gets the BGP configuration's state (part
 	// "bgp" of metallb_k8s_client_config_stale_bool).
 	ClientMetrics *metallbmetrics.K8sClient
+	// ConfigState, when set, reports what of the BGP configuration could
+	// not be used in MetalLB's ConfigurationState (part "bgp").
+	ConfigState *metallbstate.Reporter
 }
 
 // BGP is the speaker's BGP protocol. Create with New; pass it in
@@ -266,9 +270,9 @@ func notify(c chan struct{}) {
 	}
 }
 
-// fromStore converts the objects of a store; bad is set when one could
-// not be.
-func fromStore[T any](st cache.Store, log *slog.Logger, bad *bool) []*T {
+// fromStore converts the objects of a store; what could not be converted
+// is added to problems.
+func fromStore[T any](st cache.Store, log *slog.Logger, problems *[]string) []*T {
 	var out []*T
 	for _, obj := range st.List() {
 		u, ok := obj.(*unstructured.Unstructured)
@@ -278,7 +282,7 @@ func fromStore[T any](st cache.Store, log *slog.Logger, bad *bool) []*T {
 		v := new(T)
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, v); err != nil {
 			log.Warn("ignoring object", "kind", u.GetKind(), "name", u.GetNamespace()+"/"+u.GetName(), "err", err)
-			*bad = true
+			*problems = append(*problems, fmt.Sprintf("%s %s/%s: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err))
 			continue
 		}
 		out = append(out, v)
@@ -292,22 +296,25 @@ func (b *BGP) reload(ctx context.Context, peerSt, adSt, commSt, nodeSt cache.Sto
 	if objs := nodeSt.List(); len(objs) > 0 {
 		node, _ = objs[0].(*corev1.Node)
 	}
-	bad := false // some object could not be used: the configuration is stale
-	defer func() { b.cfg.ClientMetrics.ConfigLoaded("bgp", bad) }()
-	peers := fromStore[metallbv1beta2.BGPPeer](peerSt, b.log, &bad)
-	ads := fromStore[metallbv1beta1.BGPAdvertisement](adSt, b.log, &bad)
+	var problems []string // what could not be used: the configuration is stale
+	defer func() {
+		b.cfg.ClientMetrics.ConfigLoaded("bgp", len(problems) > 0)
+		b.cfg.ConfigState.Set("bgp", problems)
+	}()
+	peers := fromStore[metallbv1beta2.BGPPeer](peerSt, b.log, &problems)
+	ads := fromStore[metallbv1beta1.BGPAdvertisement](adSt, b.log, &problems)
 	sort.Slice(ads, func(i, j int) bool {
 		return ads[i].Namespace+"/"+ads[i].Name < ads[j].Namespace+"/"+ads[j].Name
 	})
 	var comms []metallbv1beta1.Community
-	for _, c := range fromStore[metallbv1beta1.Community](commSt, b.log, &bad) {
+	for _, c := range fromStore[metallbv1beta1.Community](commSt, b.log, &problems) {
 		comms = append(comms, *c)
 	}
 	aliases, err := validation.Communities(comms)
 	if err != nil {
 		b.log.Warn("ignoring Community aliases", "err", err)
 		aliases = map[string]validation.Community{}
-		bad = true
+		problems = append(problems, err.Error())
 	}
 	var want []PeerConfig
 	if node != nil {
@@ -315,7 +322,7 @@ func (b *BGP) reload(ctx context.Context, peerSt, adSt, commSt, nodeSt cache.Sto
 		want, errs = PeersFor(peers, node)
 		for _, err := range errs {
 			b.log.Warn("skipping BGPPeer", "err", err)
-			bad = true
+			problems = append(problems, err.Error())
 		}
 	}
 
