@@ -101,7 +101,7 @@ type Speaker struct {
 	// other's Leases before any of them announces (without it each would
 	// announce alone for a moment, then hand over).
 	joined time.Time
-	alive     map[string]bool      // the live set the last sync used
+	alive  map[string]bool // the live set the last sync used
 
 	// Worker state (only the worker goroutine touches it).
 	announced map[string]map[types.NamespacedName][]netip.Addr // protocol -> service -> IPs

@@ -3,6 +3,7 @@ package lbipam
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
@@ -264,6 +265,9 @@ type Request struct {
 	// share an address only with equal keys of both kinds).
 	SharingKey, BackendKey string
 	Policy                 corev1.IPFamilyPolicy
+	// V6First: the Service's first IP family is IPv6 (a PreferDualStack
+	// Service that gets one address prefers that family).
+	V6First bool
 }
 
 type sharing struct{ sharing, backend string }
@@ -397,6 +401,20 @@ func (a *Allocator) Counters(pool string) (Counters, bool) {
 	return c, true
 }
 
+// Fingerprint describes the pools as the allocator uses them (ranges,
+// flags, resolved serviceAllocation); equal fingerprints, equal decisions.
+func (a *Allocator) Fingerprint() string {
+	var b strings.Builder
+	for _, p := range a.pools {
+		fmt.Fprintf(&b, "%s %v %v %v", p.Name, p.AutoAssign, p.AvoidBuggyIPs, p.Ranges)
+		if al := p.Allocation; al != nil {
+			fmt.Fprintf(&b, " prio=%d ns=%v sel=%v", al.Priority, slices.Sorted(maps.Keys(al.Namespaces)), al.ServiceSelectors)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
 // Pools returns the pools' names.
 func (a *Allocator) Pools() []string {
 	out := make([]string, len(a.pools))
@@ -429,10 +447,10 @@ func (a *Allocator) SetPools(pools []*Pool) []error {
 		}
 		kept = append(kept, p)
 	}
+	var gone []string
 	for _, p := range a.pools {
 		if !slices.ContainsFunc(kept, func(k *Pool) bool { return k.Name == p.Name }) {
-			a.metrics.forget(p.Name)
-			delete(a.usage, p.Name)
+			gone = append(gone, p.Name)
 		}
 	}
 	a.pools = kept
@@ -447,6 +465,10 @@ func (a *Allocator) SetPools(pools []*Pool) []error {
 			moved.Pool = p.Name
 			a.assign(svc, &moved)
 		}
+	}
+	for _, name := range gone {
+		a.metrics.forget(name)
+		delete(a.usage, name)
 	}
 	for _, p := range a.pools {
 		a.metrics.set(p, a.usage[p.Name])
@@ -729,22 +751,37 @@ func (a *Allocator) Allocate(r Request, family Family) ([]netip.Addr, error) {
 		}
 		return al.IPs, nil
 	}
-	var pinned, open []*Pool
+	// The pools naming r's namespace, then those with service selectors
+	// (a pool with both is there twice), each list by name, ordered with
+	// MetalLB's comparison: set priorities first, lower first; it ranks
+	// two pools without a priority both ways, so the sort leaves them in
+	// the order its algorithm does, which this reproduces by sorting the
+	// same list the same way.
+	var byNS, bySel, open []*Pool
 	for _, p := range a.pools {
 		switch {
 		case !p.AutoAssign:
 		case p.Allocation == nil:
 			open = append(open, p)
-		case (p.Allocation.Namespaces[r.Namespace] || len(p.Allocation.ServiceSelectors) > 0) && p.compatible(r):
-			pinned = append(pinned, p)
+		case p.compatible(r):
+			if p.Allocation.Namespaces[r.Namespace] {
+				byNS = append(byNS, p)
+			}
+			if len(p.Allocation.ServiceSelectors) > 0 {
+				bySel = append(bySel, p)
+			}
 		}
 	}
-	sort.SliceStable(pinned, func(i, j int) bool {
+	pinned := append(byNS, bySel...)
+	sort.Slice(pinned, func(i, j int) bool {
 		pi, pj := pinned[i].Allocation.Priority, pinned[j].Allocation.Priority
-		if (pi > 0) != (pj > 0) {
-			return pi > 0
+		switch {
+		case pi > 0 && pj > 0:
+			return pi < pj
+		case pi == 0 && pj > 0:
+			return false
 		}
-		return pi < pj
+		return true
 	})
 	for _, pools := range [][]*Pool{pinned, open} {
 		if ips, ok := a.allocateFrom(pools, r, family); ok {
@@ -769,10 +806,14 @@ func (a *Allocator) allocateFrom(pools []*Pool, r Request, family Family) ([]net
 		if family != DualStack || r.Policy != corev1.IPFamilyPolicyPreferDualStack {
 			continue
 		}
-		if v4.IsValid() && primary == nil {
+		first, second := v4, v6
+		if r.V6First {
+			first, second = v6, v4
+		}
+		if first.IsValid() && primary == nil {
 			primary, pv4, pv6 = p, v4, v6
 		}
-		if v6.IsValid() && secondary == nil {
+		if second.IsValid() && secondary == nil {
 			secondary, sv4, sv6 = p, v4, v6
 		}
 	}

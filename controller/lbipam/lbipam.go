@@ -242,6 +242,7 @@ func request(s *corev1.Service) Request {
 	if s.Spec.IPFamilyPolicy != nil {
 		r.Policy = *s.Spec.IPFamilyPolicy
 	}
+	r.V6First = len(s.Spec.IPFamilies) > 0 && s.Spec.IPFamilies[0] == corev1.IPv6Protocol
 	return r
 }
 
@@ -325,6 +326,14 @@ func (c *Controller) warnPool(u *unstructured.Unstructured, msg string) {
 // an address came free: a Service waiting for one may get it now).
 func (c *Controller) reprocessAll() {
 	svcs, _ := c.services.List(labels.Everything())
+	// Those holding addresses first (most first), as MetalLB: a Service
+	// waiting for an address must not take one another still shows.
+	slices.SortStableFunc(svcs, func(a, b *corev1.Service) int {
+		if d := len(b.Status.LoadBalancer.Ingress) - len(a.Status.LoadBalancer.Ingress); d != 0 {
+			return d
+		}
+		return strings.Compare(svcKey(a), svcKey(b))
+	})
 	for _, s := range svcs {
 		c.queue.Add(svcKey(s))
 	}
@@ -332,7 +341,11 @@ func (c *Controller) reprocessAll() {
 
 func (c *Controller) sync(ctx context.Context, key string) error {
 	if key == poolsKey {
+		before := c.alloc.Fingerprint()
 		c.loadPools()
+		if c.alloc.Fingerprint() == before {
+			return nil // a namespace event, or a status write, changed nothing
+		}
 		for _, p := range c.alloc.Pools() {
 			c.queue.Add(poolStatusPrefix + p)
 		}
@@ -437,9 +450,9 @@ func (c *Controller) converge(key string, svc *corev1.Service) error {
 	if len(lbIPs) == 0 {
 		c.clear(key, svc)
 	} else {
-		lbFamily := familyOfIPs(lbIPs)
-		if lbFamily == "" {
-			c.event(svc, corev1.EventTypeWarning, "nolbIPsIPFamily", "Failed to retrieve LBIPs IPFamily for %s: invalid addresses", quoteIPs(lbIPs))
+		lbFamily, err := familyForAddresses(lbIPs)
+		if err != nil {
+			c.event(svc, corev1.EventTypeWarning, "nolbIPsIPFamily", "Failed to retrieve LBIPs IPFamily for %s: %s", quoteIPs(lbIPs), err)
 		}
 		svcFamily, err := serviceFamily(svc)
 		if err != nil {
@@ -466,9 +479,14 @@ func (c *Controller) converge(key string, svc *corev1.Service) error {
 			c.event(svc, corev1.EventTypeWarning, "LoadBalancerFailed", "invalid requested loadbalancer IPs: %s", err)
 			return errConverge
 		}
-		if len(desired) > 0 && !sameIPs(lbIPs, desired) {
-			c.clear(key, svc)
-			lbIPs = nil
+		if len(desired) > 0 {
+			// MetalLB's comparison sorts the held addresses (by text) in
+			// place: a requested pair ends up in that order.
+			sortIPText(lbIPs)
+			if !sameIPs(lbIPs, desired) {
+				c.clear(key, svc)
+				lbIPs = nil
+			}
 		}
 	}
 	if len(lbIPs) == 1 && r.Policy == corev1.IPFamilyPolicyPreferDualStack {
@@ -544,7 +562,7 @@ func desiredIPs(svc *corev1.Service) ([]netip.Addr, Family, error) {
 		return nil, "", fmt.Errorf("service can not have both %s and svc.Spec.LoadBalancerIP", AnnotationLoadBalancerIPs)
 	case v == "":
 		ip, err := netip.ParseAddr(svc.Spec.LoadBalancerIP)
-		if err != nil {
+		if err != nil || ip.Zone() != "" {
 			return nil, "", fmt.Errorf("invalid spec.loadBalancerIP %q", svc.Spec.LoadBalancerIP)
 		}
 		return []netip.Addr{ip.Unmap()}, familyOf(ip.Unmap()), nil
@@ -552,26 +570,43 @@ func desiredIPs(svc *corev1.Service) ([]netip.Addr, Family, error) {
 	var ips []netip.Addr
 	for _, s := range strings.Split(v, ",") {
 		ip, err := netip.ParseAddr(strings.TrimSpace(s))
-		if err != nil {
+		if err != nil || ip.Zone() != "" {
 			return nil, "", fmt.Errorf("invalid %s: %q", AnnotationLoadBalancerIPs, v)
 		}
 		ips = append(ips, ip.Unmap())
 	}
-	f := familyOfIPs(ips)
-	if f == "" {
-		if len(ips) > 2 {
-			return nil, "", fmt.Errorf("invalid IPs %s: more than two addresses", quoteIPs(ips))
-		}
-		return nil, "", fmt.Errorf("IPs %s have the same family", quoteIPs(ips))
+	f, err := familyForAddresses(ips)
+	if err != nil {
+		return nil, "", err
 	}
 	return ips, f, nil
 }
 
+// familyForAddresses is the family of one address or a pair of different
+// families, with MetalLB's errors otherwise.
+func familyForAddresses(ips []netip.Addr) (Family, error) {
+	if f := familyOfIPs(ips); f != "" {
+		return f, nil
+	}
+	s := make([]string, len(ips))
+	for i, ip := range ips {
+		s[i] = ip.String()
+	}
+	if len(ips) == 2 {
+		return "", fmt.Errorf("IPFamilyForAddresses: same address family %q", s)
+	}
+	return "", fmt.Errorf("IPFamilyForAddresses: invalid ips length %d %q", len(ips), s)
+}
+
 func sameIPs(a, b []netip.Addr) bool {
 	x, y := slices.Clone(a), slices.Clone(b)
-	slices.SortFunc(x, func(p, q netip.Addr) int { return strings.Compare(p.String(), q.String()) })
-	slices.SortFunc(y, func(p, q netip.Addr) int { return strings.Compare(p.String(), q.String()) })
+	sortIPText(x)
+	sortIPText(y)
 	return slices.Equal(x, y)
+}
+
+func sortIPText(ips []netip.Addr) {
+	slices.SortFunc(ips, func(p, q netip.Addr) int { return strings.Compare(p.String(), q.String()) })
 }
 
 func (c *Controller) event(svc *corev1.Service, typ, reason, msg string, args ...any) {
