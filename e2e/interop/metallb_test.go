@@ -180,22 +180,7 @@ func runMetalLBScenario(t *testing.T, svcnet string, start func(t *testing.T, ns
 	began := time.Now()
 	ns := testbed.NewNetNS(t, "mlb")
 	data := t.TempDir()
-	ns.Start(svcnet, "apiserver", "--data-dir", data, "--service-cluster-ip-range", "10.96.0.0/16,fd00:96::/112")
-	kubeconfig := filepath.Join(data, "kubeconfig")
-	waitFor(t, 60*time.Second, "admin kubeconfig", func() error { _, err := os.Stat(kubeconfig); return err })
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Dial = nsDialer(ns)
-	cs := kubernetes.NewForConfigOrDie(cfg)
-	dc := dynamic.NewForConfigOrDie(cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	waitFor(t, 60*time.Second, "API server /readyz", func() error {
-		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err
-	})
+	ctx, _, cs, dc := startAPIServer(t, ns, svcnet, data, "--service-cluster-ip-range", "10.96.0.0/16,fd00:96::/112")
 	for _, n := range []*corev1.Namespace{
 		{ObjectMeta: metav1.ObjectMeta{Name: "metallb-system"}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}},
@@ -223,15 +208,48 @@ func runMetalLBScenario(t *testing.T, svcnet string, start func(t *testing.T, ns
 		runMetalLBStep(t, ctx, cs, dc, st)
 	}
 
+	return stableDump(t, began, 60*time.Second, time.Second, "controller's output", func() (map[string]any, error) { return dumpMetalLB(ctx, cs, dc) })
+}
+
+// startAPIServer starts `svcnet apiserver` in ns with its data in data
+// and args, waits until it is ready, and returns a context ending with
+// the test, the admin kubeconfig's path and clients dialing through ns.
+func startAPIServer(t *testing.T, ns *testbed.NetNS, svcnet, data string, args ...string) (context.Context, string, kubernetes.Interface, dynamic.Interface) {
+	t.Helper()
+	ns.Start(append([]string{svcnet, "apiserver", "--data-dir", data}, args...)...)
+	kubeconfig := filepath.Join(data, "kubeconfig")
+	waitFor(t, 60*time.Second, "admin kubeconfig", func() error { _, err := os.Stat(kubeconfig); return err })
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Dial = nsDialer(ns)
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	dc := dynamic.NewForConfigOrDie(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	waitFor(t, 60*time.Second, "API server /readyz", func() error {
+		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	})
+	return ctx, kubeconfig, cs, dc
+}
+
+// stableDump calls dump every interval until it returns the same result
+// three times in a row (within limit), logs how long the scenario begun
+// at began took, keeps the result in $SVCNET_METALLB_DUMP when set, and
+// returns it.
+func stableDump(t *testing.T, began time.Time, limit, interval time.Duration, what string, dump func() (map[string]any, error)) map[string]any {
+	t.Helper()
 	var prev map[string]any
 	stable := 0
-	waitFor(t, 60*time.Second, "controller's output stable", func() error {
-		time.Sleep(time.Second)
-		cur, err := dumpMetalLB(ctx, cs, dc)
+	waitFor(t, limit, what+" stable", func() error {
+		time.Sleep(interval)
+		cur, err := dump()
 		if err != nil {
 			return err
 		}
-		if cmp.Equal(prev, cur) {
+		if prev != nil && cmp.Equal(prev, cur) {
 			stable++
 		} else {
 			stable = 0

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/svcnet/svcnet/internal/testbed"
@@ -273,22 +272,7 @@ func runSpeakerScenario(t *testing.T, svcnet string, start func(t *testing.T, no
 	bird := startBird(t, lab)
 
 	data := t.TempDir()
-	lab.Start(svcnet, "apiserver", "--data-dir", data, "--bind-address", "172.30.0.1", "--service-cluster-ip-range", "10.96.0.0/16")
-	kubeconfig := filepath.Join(data, "kubeconfig")
-	waitFor(t, 60*time.Second, "admin kubeconfig", func() error { _, err := os.Stat(kubeconfig); return err })
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Dial = nsDialer(lab)
-	cs := kubernetes.NewForConfigOrDie(cfg)
-	dc := dynamic.NewForConfigOrDie(cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	waitFor(t, 60*time.Second, "API server /readyz", func() error {
-		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err
-	})
+	ctx, kubeconfig, cs, dc := startAPIServer(t, lab, svcnet, data, "--bind-address", "172.30.0.1", "--service-cluster-ip-range", "10.96.0.0/16")
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "metallb-system"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -376,33 +360,10 @@ func runSpeakerScenario(t *testing.T, svcnet string, start func(t *testing.T, no
 		return nil
 	})
 
-	var prev map[string]any
-	stable := 0
-	waitFor(t, 120*time.Second, "announcements stable", func() error {
-		time.Sleep(2 * time.Second)
-		cur, err := dumpSpeakers(ctx, cs, dc, client, bird, addrs, macs)
-		if err != nil {
-			return err
-		}
-		if !equalDumps(prev, cur) {
-			stable = 0
-		} else {
-			stable++
-		}
-		prev = cur
-		if stable < 2 {
-			return fmt.Errorf("still changing")
-		}
-		return nil
+	return stableDump(t, began, 120*time.Second, 2*time.Second, "announcements", func() (map[string]any, error) {
+		return dumpSpeakers(ctx, cs, dc, client, bird, addrs, macs)
 	})
-	t.Logf("scenario took %s", time.Since(began).Round(time.Second))
-	if dir := os.Getenv("SVCNET_METALLB_DUMP"); dir != "" {
-		_ = os.WriteFile(filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".json"), []byte(pretty(prev)), 0o644)
-	}
-	return prev
 }
-
-func equalDumps(a, b map[string]any) bool { return a != nil && pretty(a) == pretty(b) }
 
 func createSpeakerService(t *testing.T, ctx context.Context, cs kubernetes.Interface, s speakerService) {
 	t.Helper()
