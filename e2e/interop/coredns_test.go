@@ -17,8 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svcnet/svcnet/internal/testbed"
 )
@@ -72,20 +70,7 @@ func TestRealCoreDNS(t *testing.T) {
 	data := t.TempDir()
 	// Default authorization (RBAC,Node): CoreDNS runs as the coredns
 	// service account with system:coredns, as kubeadm binds it.
-	ns.Start(bin, "apiserver", "--data-dir", data, "--service-cluster-ip-range", "10.96.0.0/16")
-	kubeconfig := filepath.Join(data, "kubeconfig")
-	waitFor(t, 60*time.Second, "admin kubeconfig", func() error { _, err := os.Stat(kubeconfig); return err })
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Dial = nsDialer(ns)
-	cs := kubernetes.NewForConfigOrDie(cfg)
-	ctx := context.Background()
-	waitFor(t, 60*time.Second, "API server /readyz", func() error {
-		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err
-	})
+	ctx, _, cs, _ := startAPIServer(t, ns, bin, data, "--service-cluster-ip-range", "10.96.0.0/16")
 
 	web, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},

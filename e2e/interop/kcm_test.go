@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svcnet/svcnet/internal/testbed"
 )
@@ -173,23 +172,7 @@ func runControllerScenario(t *testing.T, svcnet, lease string, start func(t *tes
 	began := time.Now()
 	ns := testbed.NewNetNS(t, "kcm")
 	data := t.TempDir()
-	ns.Start(svcnet, "apiserver", "--data-dir", data,
-		"--service-cluster-ip-range", "10.96.0.0/16,fd00:96::/112")
-	kubeconfig := filepath.Join(data, "kubeconfig")
-	waitFor(t, 60*time.Second, "admin kubeconfig", func() error { _, err := os.Stat(kubeconfig); return err })
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Dial = nsDialer(ns)
-	cfg.QPS, cfg.Burst = 100, 200
-	cs := kubernetes.NewForConfigOrDie(cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	waitFor(t, 60*time.Second, "API server /readyz", func() error {
-		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err
-	})
+	ctx, _, cs, _ := startAPIServer(t, ns, svcnet, data, "--service-cluster-ip-range", "10.96.0.0/16,fd00:96::/112")
 
 	logPath := filepath.Join(data, "controllers.log")
 	start(t, ns, data, logPath)
